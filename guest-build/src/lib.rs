@@ -1,0 +1,140 @@
+//! Build-script helper that turns a guest crate of this workspace into a component.
+//!
+//! A build script calls [`build_component`]; it runs a nested `cargo build` for
+//! `wasm32-unknown-unknown` into a target directory of its own (so the outer build's
+//! lock is never taken twice), then wraps the core module into a component with
+//! `wit-component`. Because `RUSTUP_AUTO_INSTALL=0` is common on build machines, a
+//! missing wasm target is added with `rustup target add` first; if that is impossible
+//! the build fails loudly with the command that fixes it.
+//!
+//! Set `JOBS_GUEST_WASM_<PACKAGE>` (package name upper-cased, `-` as `_`) to a prebuilt
+//! component to skip the nested build entirely.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The wasm target guests are built for: it needs no WASI at all.
+pub const GUEST_TARGET: &str = "wasm32-unknown-unknown";
+
+/// Builds `package` (a member of the workspace rooted at `workspace_root`) as a
+/// component and returns the path of the `.component.wasm` written to `OUT_DIR`.
+///
+/// Emits the `rerun-if-changed` lines for the package, the WIT package and the
+/// workspace manifests, so edits to any of them rebuild the guest.
+///
+/// # Panics
+///
+/// Panics (failing the build script) with a clear message when the wasm target cannot
+/// be installed, the nested build fails, or componentizing fails.
+pub fn build_component(workspace_root: &Path, package: &str, package_dir: &Path) -> PathBuf {
+    let override_var = format!(
+        "JOBS_GUEST_WASM_{}",
+        package.to_ascii_uppercase().replace('-', "_")
+    );
+    println!("cargo:rerun-if-env-changed={override_var}");
+    if let Ok(prebuilt) = env::var(&override_var) {
+        let path = PathBuf::from(prebuilt);
+        assert!(
+            path.is_file(),
+            "{override_var}={} is not a file",
+            path.display()
+        );
+        return path;
+    }
+
+    for watched in [
+        package_dir.join("src"),
+        package_dir.join("Cargo.toml"),
+        workspace_root.join("wit"),
+        workspace_root.join("Cargo.toml"),
+        workspace_root.join("Cargo.lock"),
+    ] {
+        println!("cargo:rerun-if-changed={}", watched.display());
+    }
+
+    ensure_wasm_target();
+
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let target_dir = workspace_root.join("target").join("guest");
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace_root)
+        .args([
+            "build",
+            "-p",
+            package,
+            "--target",
+            GUEST_TARGET,
+            "--profile",
+            "guest",
+        ])
+        .arg("--target-dir")
+        .arg(&target_dir);
+    if workspace_root.join("Cargo.lock").is_file() {
+        cmd.arg("--locked");
+    }
+    // Flags meant for the host (coverage, sanitizers, a wrapper) must not reach the
+    // wasm build. CARGO_MAKEFLAGS stays so the nested build shares the jobserver.
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTC_WRAPPER",
+        "CARGO_INCREMENTAL",
+        "CARGO_PRIMARY_PACKAGE",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("could not run the nested cargo build of {package}: {e}"));
+    assert!(
+        status.success(),
+        "building {package} for {GUEST_TARGET} failed ({status}); is the target installed? \
+         run `rustup target add {GUEST_TARGET}`"
+    );
+
+    let module_path = target_dir
+        .join(GUEST_TARGET)
+        .join("guest")
+        .join(format!("{}.wasm", package.replace('-', "_")));
+    let module = std::fs::read(&module_path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", module_path.display()));
+    let component = wit_component::ComponentEncoder::default()
+        .module(&module)
+        .and_then(|encoder| encoder.validate(true).encode())
+        .unwrap_or_else(|e| panic!("componentizing {package}: {e:#}"));
+
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR is set for build scripts"));
+    let out = out_dir.join(format!("{}.component.wasm", package.replace('-', "_")));
+    std::fs::write(&out, component).unwrap_or_else(|e| panic!("writing {}: {e}", out.display()));
+    out
+}
+
+/// Adds the wasm target through rustup when it is missing. Does nothing when the
+/// toolchain is not managed by rustup; the nested build then reports what is wrong.
+fn ensure_wasm_target() {
+    let Ok(output) = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+    else {
+        return;
+    };
+    let installed = String::from_utf8_lossy(&output.stdout);
+    if installed.lines().any(|line| line.trim() == GUEST_TARGET) {
+        return;
+    }
+    let status = Command::new("rustup")
+        .args(["target", "add", GUEST_TARGET])
+        .status();
+    match status {
+        Ok(s) if s.success() => {}
+        other => panic!(
+            "the {GUEST_TARGET} target is missing and `rustup target add {GUEST_TARGET}` \
+             failed ({other:?}); install it by hand and build again"
+        ),
+    }
+}

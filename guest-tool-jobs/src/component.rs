@@ -1,0 +1,218 @@
+//! The wasm export shim: converts between the WIT bindings and the plain logic.
+
+use crate::config::{CompletionDelivery as Delivery, Config as PlainConfig, parse_config};
+use crate::model::{self, JobsView};
+use crate::{notice, tools as logic};
+
+wit_bindgen::generate!({
+    world: "tool-jobs",
+    path: "../wit",
+});
+
+use exports::harness::jobs::notices::{self, Notice};
+use exports::harness::jobs::tools::{
+    self, CompletionDelivery, Config, ContentBlock, OwnerScope, PromptSection, ToolDefinition,
+    ToolResult, UiCard,
+};
+use harness::jobs::diag::{Level, log};
+use harness::jobs::types::{JobSnapshot, JobStatus, KillOutcome, RegistryError};
+
+struct Component;
+
+export!(Component);
+
+/// Routes panic messages to the host's log; wasm32-unknown-unknown has no stderr.
+fn install_panic_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            log(Level::Error, &format!("guest panic: {info}"));
+        }));
+    });
+}
+
+fn status_from(status: JobStatus) -> model::JobStatus {
+    match status {
+        JobStatus::Running => model::JobStatus::Running,
+        JobStatus::Stopping => model::JobStatus::Stopping,
+        JobStatus::Completed => model::JobStatus::Completed,
+        JobStatus::Killed => model::JobStatus::Killed,
+        JobStatus::Failed => model::JobStatus::Failed,
+    }
+}
+
+fn snapshot_from(job: JobSnapshot) -> model::JobSnapshot {
+    model::JobSnapshot {
+        id: job.id,
+        kind: job.kind,
+        label: job.label,
+        status: status_from(job.status),
+        detail: job.detail,
+        started_at: job.started_at,
+        finished_at: job.finished_at,
+        output_limit_bytes: job.output_limit_bytes,
+        reported: job.reported,
+    }
+}
+
+fn error_from(error: RegistryError) -> model::RegistryError {
+    match error {
+        RegistryError::UnknownJob(id) => model::RegistryError::UnknownJob(id),
+        RegistryError::ForeignJob(id) => model::RegistryError::ForeignJob(id),
+        RegistryError::InvalidTimeout(v) => model::RegistryError::InvalidTimeout(v),
+        RegistryError::WaitAborted => model::RegistryError::WaitAborted,
+        RegistryError::ProducerFailed(m) => model::RegistryError::ProducerFailed(m),
+    }
+}
+
+/// The host's capability, seen through the plain trait.
+struct Scope<'a>(&'a OwnerScope);
+
+impl JobsView for Scope<'_> {
+    fn list_jobs(&self) -> Vec<model::JobSnapshot> {
+        self.0.list_jobs().into_iter().map(snapshot_from).collect()
+    }
+
+    fn get(&self, id: &str) -> Result<model::JobSnapshot, model::RegistryError> {
+        self.0.get(id).map(snapshot_from).map_err(error_from)
+    }
+
+    fn read(&self, id: &str) -> Result<(String, model::JobSnapshot), model::RegistryError> {
+        self.0
+            .read(id)
+            .map(|r| (r.text, snapshot_from(r.job)))
+            .map_err(error_from)
+    }
+
+    fn kill(
+        &self,
+        id: &str,
+        reason: Option<&str>,
+    ) -> Result<model::KillOutcome, model::RegistryError> {
+        self.0
+            .kill(id, reason)
+            .map(|o| match o {
+                KillOutcome::Requested => model::KillOutcome::Requested,
+                KillOutcome::AlreadyFinished => model::KillOutcome::AlreadyFinished,
+            })
+            .map_err(error_from)
+    }
+
+    fn wait(&self, id: &str, timeout_ms: f64) -> Result<model::JobSnapshot, model::RegistryError> {
+        self.0
+            .wait(id, timeout_ms)
+            .map(snapshot_from)
+            .map_err(error_from)
+    }
+
+    fn log_info(&self, message: &str) {
+        log(Level::Info, message);
+    }
+}
+
+fn config_from(config: Config) -> PlainConfig {
+    PlainConfig {
+        wait_timeout_ms: config.wait_timeout_ms,
+        max_wait_timeout_ms: config.max_wait_timeout_ms,
+        completion_delivery: match config.completion_delivery {
+            CompletionDelivery::Wakeup => Delivery::Wakeup,
+            CompletionDelivery::Quiet => Delivery::Quiet,
+        },
+        max_consecutive_wakes: config.max_consecutive_wakes,
+    }
+}
+
+impl tools::Guest for Component {
+    fn configure(config_json: String) -> Result<Config, String> {
+        install_panic_hook();
+        let c = parse_config(&config_json)?;
+        Ok(Config {
+            wait_timeout_ms: c.wait_timeout_ms,
+            max_wait_timeout_ms: c.max_wait_timeout_ms,
+            completion_delivery: match c.completion_delivery {
+                Delivery::Wakeup => CompletionDelivery::Wakeup,
+                Delivery::Quiet => CompletionDelivery::Quiet,
+            },
+            max_consecutive_wakes: c.max_consecutive_wakes,
+        })
+    }
+
+    fn tool_definitions() -> Vec<ToolDefinition> {
+        install_panic_hook();
+        logic::tool_definitions()
+            .into_iter()
+            .map(|d| ToolDefinition {
+                name: d.name.to_owned(),
+                description: d.description.to_owned(),
+                input_schema: d.input_schema.to_string(),
+                output_schema: d.output_schema.to_string(),
+            })
+            .collect()
+    }
+
+    fn describe_call(tool_name: String, args_json: String) -> Option<UiCard> {
+        install_panic_hook();
+        logic::ui_card(&tool_name, &args_json).map(|c| UiCard {
+            title: c.title,
+            kind: c.kind.to_owned(),
+            raw_input: c.raw_input,
+        })
+    }
+
+    fn system_prompt() -> PromptSection {
+        PromptSection {
+            name: logic::PROMPT_SECTION_NAME.to_owned(),
+            order: logic::PROMPT_SECTION_ORDER,
+            text: logic::PROMPT_SECTION_TEXT.to_owned(),
+        }
+    }
+
+    fn invoke(
+        scope: &OwnerScope,
+        config: Config,
+        tool_name: String,
+        args_json: String,
+    ) -> ToolResult {
+        install_panic_hook();
+        let result = logic::invoke(&Scope(scope), &config_from(config), &tool_name, &args_json);
+        ToolResult {
+            text: result.text,
+            is_error: result.is_error,
+            value: result.value.map(|v| v.to_string()),
+        }
+    }
+
+    fn finalize(
+        scope: &OwnerScope,
+        tool_name: String,
+        args_json: String,
+        blocks: Vec<ContentBlock>,
+    ) -> Vec<ContentBlock> {
+        install_panic_hook();
+        let plain = blocks
+            .into_iter()
+            .map(|b| match b {
+                ContentBlock::Text(t) => logic::ContentBlock::Text(t),
+                ContentBlock::Other(o) => logic::ContentBlock::Other(o),
+            })
+            .collect();
+        logic::finalize(&Scope(scope), &tool_name, &args_json, plain)
+            .into_iter()
+            .map(|b| match b {
+                logic::ContentBlock::Text(t) => ContentBlock::Text(t),
+                logic::ContentBlock::Other(o) => ContentBlock::Other(o),
+            })
+            .collect()
+    }
+}
+
+impl notices::Guest for Component {
+    fn completion_notice(job: JobSnapshot) -> Notice {
+        install_panic_hook();
+        let job = snapshot_from(job);
+        Notice {
+            text: notice::notice_text(&job),
+            summary: notice::notice_summary(&job),
+        }
+    }
+}

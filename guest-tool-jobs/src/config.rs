@@ -1,0 +1,167 @@
+//! The guest's configuration: defaults and the checks made at load.
+
+use serde_json::{Map, Value};
+
+use crate::render::js_number;
+
+/// Lane policy for completion notices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompletionDelivery {
+    /// Wake an idle owner, within the wake budget.
+    Wakeup,
+    /// Only ever inject.
+    Quiet,
+}
+
+/// Validated configuration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Config {
+    /// Wait used when `wait: true` comes without `timeout_ms`.
+    pub wait_timeout_ms: f64,
+    /// Hard cap on any wait.
+    pub max_wait_timeout_ms: f64,
+    /// Notice lane policy.
+    pub completion_delivery: CompletionDelivery,
+    /// Wake-ups one owner may receive before notices fall back to injection.
+    pub max_consecutive_wakes: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            wait_timeout_ms: 30_000.0,
+            max_wait_timeout_ms: 600_000.0,
+            completion_delivery: CompletionDelivery::Wakeup,
+            max_consecutive_wakes: 3,
+        }
+    }
+}
+
+/// The largest integer a JavaScript number holds exactly.
+const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+const KEYS: [&str; 4] = [
+    "waitTimeoutMs",
+    "maxWaitTimeoutMs",
+    "completionDelivery",
+    "maxConsecutiveWakes",
+];
+
+/// Parses and checks configuration JSON. `null` and `{}` give the defaults.
+///
+/// # Errors
+///
+/// An operator-facing message starting with `tool-jobs: `.
+pub fn parse_config(json: &str) -> Result<Config, String> {
+    let value: Value = serde_json::from_str(json)
+        .map_err(|e| format!("tool-jobs: config is not valid JSON ({e})"))?;
+    let map = match value {
+        Value::Null => Map::new(),
+        Value::Object(map) => map,
+        other => {
+            return Err(format!(
+                "tool-jobs: config must be a JSON object, got {other}"
+            ));
+        }
+    };
+    if let Some(unknown) = map.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(format!(
+            "tool-jobs: unknown config key \"{unknown}\" (known: {})",
+            KEYS.join(", ")
+        ));
+    }
+    let mut config = Config::default();
+    if let Some(v) = map.get("waitTimeoutMs") {
+        config.wait_timeout_ms = at_least_one("waitTimeoutMs", v)?;
+    }
+    if let Some(v) = map.get("maxWaitTimeoutMs") {
+        config.max_wait_timeout_ms = at_least_one("maxWaitTimeoutMs", v)?;
+    }
+    if let Some(v) = map.get("completionDelivery") {
+        config.completion_delivery = match v.as_str() {
+            Some("wakeup") => CompletionDelivery::Wakeup,
+            Some("quiet") => CompletionDelivery::Quiet,
+            _ => {
+                return Err(format!(
+                    "tool-jobs: completionDelivery must be \"quiet\" or \"wakeup\", got {v}"
+                ));
+            }
+        };
+    }
+    if let Some(v) = map.get("maxConsecutiveWakes") {
+        let n = at_least_one("maxConsecutiveWakes", v)?;
+        if n.fract() != 0.0 || n > MAX_SAFE_INTEGER {
+            return Err(format!(
+                "tool-jobs: maxConsecutiveWakes ({}) must be a whole number of turns",
+                js_number(n)
+            ));
+        }
+        // Exact: n is a whole number no larger than 2^53 - 1.
+        config.max_consecutive_wakes = n as u64;
+    }
+    if config.wait_timeout_ms > config.max_wait_timeout_ms {
+        return Err(format!(
+            "tool-jobs: waitTimeoutMs ({}) exceeds maxWaitTimeoutMs ({})",
+            js_number(config.wait_timeout_ms),
+            js_number(config.max_wait_timeout_ms)
+        ));
+    }
+    Ok(config)
+}
+
+fn at_least_one(key: &str, value: &Value) -> Result<f64, String> {
+    match value.as_f64() {
+        Some(n) if n >= 1.0 => Ok(n),
+        _ => Err(format!(
+            "tool-jobs: {key} must be a number of at least 1, got {value}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_hold_for_an_empty_config() {
+        assert_eq!(parse_config("{}").unwrap(), Config::default());
+        assert_eq!(parse_config("null").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn default_wait_above_the_cap_is_rejected() {
+        let err = parse_config(r#"{"waitTimeoutMs":100,"maxWaitTimeoutMs":50}"#).unwrap_err();
+        assert_eq!(
+            err,
+            "tool-jobs: waitTimeoutMs (100) exceeds maxWaitTimeoutMs (50)"
+        );
+    }
+
+    #[test]
+    fn lanes_and_budgets_are_checked() {
+        assert!(parse_config(r#"{"completionDelivery":"loud"}"#).is_err());
+        assert!(parse_config(r#"{"maxConsecutiveWakes":0}"#).is_err());
+        let err = parse_config(r#"{"maxConsecutiveWakes":2.5}"#).unwrap_err();
+        assert_eq!(
+            err,
+            "tool-jobs: maxConsecutiveWakes (2.5) must be a whole number of turns"
+        );
+        assert!(
+            parse_config(r#"{"maxConsecutiveWakes":1e300}"#)
+                .unwrap_err()
+                .contains("maxConsecutiveWakes")
+        );
+        assert_eq!(
+            parse_config(r#"{"maxConsecutiveWakes":1}"#)
+                .unwrap()
+                .max_consecutive_wakes,
+            1
+        );
+    }
+
+    #[test]
+    fn typos_are_caught() {
+        let err = parse_config(r#"{"waitTimeout":5}"#).unwrap_err();
+        assert!(err.contains("unknown config key \"waitTimeout\""), "{err}");
+    }
+}

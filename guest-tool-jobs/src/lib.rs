@@ -1,0 +1,20 @@
+//! The tool-jobs guest: the model-facing half of background jobs.
+//!
+//! Everything the model sees is decided here: the tool schemas and descriptions,
+//! argument checks, rendering, byte caps, and completion-notice text. The logic is
+//! plain Rust over the [`model::JobsView`] trait, so it compiles natively for unit
+//! tests and benchmarks; on `wasm32` a thin shim ([`component`]) exports it through
+//! the `harness:jobs` world, with the host's `owner-scope` capability as the view.
+//!
+//! The guest keeps no state between calls: the host passes the validated
+//! configuration back into every call.
+
+pub mod caps;
+pub mod config;
+pub mod model;
+pub mod notice;
+pub mod render;
+pub mod tools;
+
+#[cfg(target_arch = "wasm32")]
+mod component;

@@ -1,0 +1,141 @@
+//! Plain data the tool logic works on, free of any wasm binding type.
+
+use serde::Serialize;
+
+/// Lifecycle of a job (see the WIT `job-status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobStatus {
+    /// Registered and working.
+    Running,
+    /// Cancellation requested; the producer still holds its resources.
+    Stopping,
+    /// The producer finished (a non-zero exit included).
+    Completed,
+    /// Stopped by cancellation or a signal.
+    Killed,
+    /// The producer failed, or its outcome was converted to a failure.
+    Failed,
+}
+
+impl JobStatus {
+    /// The model-visible word for this status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Running => "running",
+            JobStatus::Stopping => "stopping",
+            JobStatus::Completed => "completed",
+            JobStatus::Killed => "killed",
+            JobStatus::Failed => "failed",
+        }
+    }
+
+    /// Whether the job has settled.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobStatus::Completed | JobStatus::Killed | JobStatus::Failed
+        )
+    }
+}
+
+/// A snapshot of one job as the registry reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSnapshot {
+    /// `<kind>-<n>`.
+    pub id: String,
+    /// Producer namespace, for example `bash`.
+    pub kind: String,
+    /// One-line label, for example the command.
+    pub label: String,
+    /// Current status.
+    pub status: JobStatus,
+    /// Settlement detail, for example `exit code: 0`.
+    pub detail: Option<String>,
+    /// Registration time, epoch ms.
+    pub started_at: u64,
+    /// Settlement time, epoch ms; present exactly when terminal.
+    pub finished_at: Option<u64>,
+    /// The producer's cap on everything the model sees about this job.
+    pub output_limit_bytes: Option<u64>,
+    /// Whether the outcome was already observed (no notice due).
+    pub reported: bool,
+}
+
+/// The public snapshot: the canonical value tools return. It leaves out the owner,
+/// the `reported` bit and the byte cap on purpose.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PublicJob<'a> {
+    /// Job id.
+    pub id: &'a str,
+    /// Producer namespace.
+    pub kind: &'a str,
+    /// One-line label.
+    pub label: &'a str,
+    /// Status word.
+    pub status: JobStatus,
+    /// Settlement detail, when settled with one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<&'a str>,
+    /// Registration time, epoch ms.
+    pub started_at: u64,
+    /// Settlement time, epoch ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<u64>,
+}
+
+impl JobSnapshot {
+    /// The public view of this snapshot.
+    pub fn public(&self) -> PublicJob<'_> {
+        PublicJob {
+            id: &self.id,
+            kind: &self.kind,
+            label: &self.label,
+            status: self.status,
+            detail: self.detail.as_deref(),
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+        }
+    }
+}
+
+/// What a kill request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillOutcome {
+    /// Cancellation was accepted; the job is stopping.
+    Requested,
+    /// The job had already settled.
+    AlreadyFinished,
+}
+
+/// Expected failures of registry calls (see the WIT `registry-error`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RegistryError {
+    /// The id was never issued, or its record is gone.
+    UnknownJob(String),
+    /// The job belongs to another session.
+    ForeignJob(String),
+    /// The wait timeout was rejected.
+    InvalidTimeout(f64),
+    /// The caller cancelled the wait.
+    WaitAborted,
+    /// A producer hook failed with this message.
+    ProducerFailed(String),
+}
+
+/// The registry as seen by one caller: the capability the host hands the guest.
+pub trait JobsView {
+    /// The caller's jobs and all unowned jobs, in registration order.
+    fn list_jobs(&self) -> Vec<JobSnapshot>;
+    /// A non-consuming snapshot.
+    fn get(&self, id: &str) -> Result<JobSnapshot, RegistryError>;
+    /// A (stream-consuming) read: the text and the snapshot after it.
+    fn read(&self, id: &str) -> Result<(String, JobSnapshot), RegistryError>;
+    /// A cancellation request.
+    fn kill(&self, id: &str, reason: Option<&str>) -> Result<KillOutcome, RegistryError>;
+    /// Blocks until terminal or the timeout, then returns the snapshot.
+    fn wait(&self, id: &str, timeout_ms: f64) -> Result<JobSnapshot, RegistryError>;
+    /// Writes a diagnostic line to the host's log.
+    fn log_info(&self, message: &str);
+}

@@ -1,0 +1,112 @@
+//! Completion-notice text and its UI summary.
+
+use crate::caps::{NOTICE_TRUNCATED, head, tail};
+use crate::model::JobSnapshot;
+use crate::render::status_line;
+
+/// The collection action kept by every bounded notice.
+pub const ACTION: &str = "\nDone; job_output.";
+/// Longest summary, in UTF-16 code units (a JavaScript string length).
+pub const SUMMARY_LIMIT_UTF16: usize = 120;
+
+/// The notice text for a settled job, bounded by its `output_limit_bytes`.
+///
+/// Priority when the cap bites: the id and the collection action first, then the
+/// truncation marker, then the head of the kind, label and status.
+pub fn notice_text(job: &JobSnapshot) -> String {
+    let prefix = format!("background job {}", job.id);
+    let detail = format!(
+        " ({}: {}) finished {}",
+        job.kind,
+        job.label,
+        status_line(job)
+    );
+    let complete = format!("{prefix}{detail}. Read its output with job_output.");
+    let Some(cap) = job.output_limit_bytes else {
+        return complete;
+    };
+    let cap = usize::try_from(cap).unwrap_or(usize::MAX);
+    if complete.len() <= cap {
+        return complete;
+    }
+    let fixed_len = prefix.len() + NOTICE_TRUNCATED.len() + ACTION.len();
+    if fixed_len <= cap {
+        return format!(
+            "{prefix}{}{NOTICE_TRUNCATED}{ACTION}",
+            head(&detail, cap - fixed_len)
+        );
+    }
+    if prefix.len() + ACTION.len() <= cap {
+        return format!("{prefix}{ACTION}");
+    }
+    if ACTION.len() < cap {
+        return format!("{}{ACTION}", head(&prefix, cap - ACTION.len()));
+    }
+    tail(ACTION, cap).to_owned()
+}
+
+/// `<kind> <label> <status line>`, at most 120 UTF-16 code units: a longer one keeps
+/// its first 119 and ends with `…`.
+pub fn notice_summary(job: &JobSnapshot) -> String {
+    let full = format!("{} {} {}", job.kind, job.label, status_line(job));
+    if full.encode_utf16().count() <= SUMMARY_LIMIT_UTF16 {
+        return full;
+    }
+    let mut out = String::new();
+    let mut units = 0;
+    for ch in full.chars() {
+        if units + ch.len_utf16() > SUMMARY_LIMIT_UTF16 - 1 {
+            break;
+        }
+        units += ch.len_utf16();
+        out.push(ch);
+    }
+    out.push('\u{2026}');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::JobStatus;
+
+    fn job(id: &str, kind: &str, label: &str, cap: Option<u64>) -> JobSnapshot {
+        JobSnapshot {
+            id: id.into(),
+            kind: kind.into(),
+            label: label.into(),
+            status: JobStatus::Completed,
+            detail: Some("d".repeat(1000)),
+            started_at: 1,
+            finished_at: Some(2),
+            output_limit_bytes: cap,
+            reported: false,
+        }
+    }
+
+    #[test]
+    fn tier_one_exact_fit_at_the_pty_minimum() {
+        let j = job("pty-send-100", "pty-send", "s: x", Some(64));
+        assert_eq!(
+            notice_text(&j),
+            "background job pty-send-100\n[notice truncated]\nDone; job_output."
+        );
+    }
+
+    #[test]
+    fn summary_keeps_119_units_and_an_ellipsis() {
+        let j = job("subagent-1", "subagent", &"x".repeat(1000), Some(61));
+        assert_eq!(
+            notice_summary(&j),
+            format!("subagent {}\u{2026}", "x".repeat(110))
+        );
+    }
+
+    #[test]
+    fn summary_never_splits_a_surrogate_pair() {
+        let j = job("a-1", "k", &"😀".repeat(100), None);
+        let s = notice_summary(&j);
+        assert!(s.encode_utf16().count() <= 120);
+        assert!(s.ends_with('\u{2026}'));
+    }
+}

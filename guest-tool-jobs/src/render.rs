@@ -1,0 +1,143 @@
+//! Model-visible text for reads, lists, kills and errors.
+
+use crate::caps::{OUTPUT_TRUNCATED, fit_with_suffix};
+use crate::model::{JobSnapshot, RegistryError};
+
+/// Shown in place of an empty read.
+pub const NO_NEW_OUTPUT: &str = "(no new output)";
+/// `job_list` with nothing visible.
+pub const NO_JOBS: &str = "(no background jobs)";
+/// The largest wait a timer accepts, in milliseconds.
+pub const MAX_TIMER_DELAY_MS: f64 = 2_147_483_647.0;
+
+/// `[status: <status>]` or `[status: <status>, <detail>]`.
+pub fn status_line(job: &JobSnapshot) -> String {
+    match &job.detail {
+        Some(detail) => format!("[status: {}, {detail}]", job.status.as_str()),
+        None => format!("[status: {}]", job.status.as_str()),
+    }
+}
+
+/// The `job_output` text: the read (or `(no new output)`), then the status line on
+/// its own line, kept within `max_bytes` by cutting the head of the output.
+pub fn read_text(text: &str, job: &JobSnapshot, max_bytes: Option<u64>) -> String {
+    let body = if text.is_empty() { NO_NEW_OUTPUT } else { text };
+    // One trailing newline belongs to the output; the status line supplies its own.
+    let content = body.strip_suffix('\n').unwrap_or(body);
+    let suffix = format!("\n{}", status_line(job));
+    fit_with_suffix(content, &suffix, max_bytes, OUTPUT_TRUNCATED)
+}
+
+/// One `job_list` row: `<id> [<kind>] <status> — <label>`.
+pub fn list_row(job: &JobSnapshot) -> String {
+    format!(
+        "{} [{}] {} \u{2014} {}",
+        job.id,
+        job.kind,
+        job.status.as_str(),
+        job.label
+    )
+}
+
+/// The whole `job_list` text.
+pub fn list_text(jobs: &[JobSnapshot]) -> String {
+    if jobs.is_empty() {
+        return NO_JOBS.to_owned();
+    }
+    jobs.iter().map(list_row).collect::<Vec<_>>().join("\n")
+}
+
+/// The message (without `Error: `) for a registry failure.
+pub fn registry_error_message(error: &RegistryError) -> String {
+    match error {
+        RegistryError::UnknownJob(id) => format!("unknown job {id}"),
+        RegistryError::ForeignJob(id) => format!("job {id} belongs to another session"),
+        RegistryError::InvalidTimeout(value) => format!(
+            "invalid wait timeout: expected a positive number of milliseconds no greater than 2147483647, got {}",
+            js_number(*value)
+        ),
+        RegistryError::WaitAborted => "wait aborted".to_owned(),
+        RegistryError::ProducerFailed(message) => message.clone(),
+    }
+}
+
+/// A number as `JSON.stringify` writes it: integers without a fraction, and
+/// `null` for values JSON cannot hold.
+pub fn js_number(value: f64) -> String {
+    if !value.is_finite() {
+        return "null".to_owned();
+    }
+    if value == 0.0 {
+        return "0".to_owned();
+    }
+    if value.fract() == 0.0 && value.abs() < 1e21 {
+        return format!("{value:.0}");
+    }
+    let abs = value.abs();
+    if (1e-7..1e21).contains(&abs) {
+        return format!("{value}");
+    }
+    // Exponent form, as JavaScript writes it: 1e+21, 1.5e-7.
+    let exp = format!("{value:e}");
+    match exp.split_once('e') {
+        Some((mantissa, power)) if !power.starts_with('-') => format!("{mantissa}e+{power}"),
+        _ => exp,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::JobStatus;
+
+    fn job(status: JobStatus, detail: Option<&str>) -> JobSnapshot {
+        JobSnapshot {
+            id: "bash-1".into(),
+            kind: "bash".into(),
+            label: "sleep 60".into(),
+            status,
+            detail: detail.map(Into::into),
+            started_at: 1,
+            finished_at: status.is_terminal().then_some(2),
+            output_limit_bytes: None,
+            reported: false,
+        }
+    }
+
+    #[test]
+    fn status_lines_with_and_without_detail() {
+        assert_eq!(
+            status_line(&job(JobStatus::Running, None)),
+            "[status: running]"
+        );
+        assert_eq!(
+            status_line(&job(JobStatus::Completed, Some("exit code: 0"))),
+            "[status: completed, exit code: 0]"
+        );
+    }
+
+    #[test]
+    fn read_never_doubles_the_newline() {
+        let j = job(JobStatus::Running, None);
+        assert_eq!(
+            read_text("line one\n", &j, None),
+            "line one\n[status: running]"
+        );
+        assert_eq!(
+            read_text("", &j, None),
+            "(no new output)\n[status: running]"
+        );
+        assert_eq!(read_text("a\n\n", &j, None), "a\n\n[status: running]");
+    }
+
+    #[test]
+    fn js_numbers() {
+        assert_eq!(js_number(0.0), "0");
+        assert_eq!(js_number(-0.0), "0");
+        assert_eq!(js_number(-5.0), "-5");
+        assert_eq!(js_number(1.5), "1.5");
+        assert_eq!(js_number(2147483648.0), "2147483648");
+        assert_eq!(js_number(f64::NAN), "null");
+        assert_eq!(js_number(1e21), "1e+21");
+    }
+}

@@ -1,0 +1,40 @@
+//! The native host for the `harness:jobs` tool plugin.
+//!
+//! The host owns everything with authority: processes ([`bash`]), the job registry
+//! and the owner fence ([`registry`], [`owner`]), bounded output capture
+//! ([`output`]), and the sandboxed wasmtime embedding of the guest ([`plugin`]).
+//! The guest component decides everything the model sees.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use host::{BashProducer, BashRequest, JobRegistry, Mount, Owner, PluginRuntime, SandboxLimits};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let runtime = Arc::new(PluginRuntime::new(SandboxLimits::default(), None)?);
+//! let registry = JobRegistry::default();
+//! let mount = Mount::new(runtime, registry.clone(), "{}").await?;
+//! let bash = BashProducer::new(registry.clone(), Default::default())?;
+//!
+//! let alice = Owner::new("alice");
+//! registry.agents().register(&alice);
+//! let id = bash.start(Some(alice.clone()), BashRequest { command: "make test".into(), ..Default::default() })?;
+//! let out = mount.invoke(Some(&alice), "job_output", &format!(r#"{{"job_id":"{id}","wait":true}}"#)).await;
+//! println!("{}", out.text);
+//! # Ok(()) }
+//! ```
+
+pub mod bash;
+pub mod output;
+pub mod owner;
+pub mod plugin;
+pub mod registry;
+
+pub use tokio_util::sync::CancellationToken;
+
+pub use bash::{BashConfig, BashProducer, BashRequest};
+pub use owner::{AgentDirectory, Owner};
+pub use plugin::{Mount, PluginError, PluginRuntime, SandboxLimits, ToolOutcome};
+pub use registry::{
+    JobHooks, JobOutcome, JobRegistry, JobSnapshot, JobStart, JobStatus, OutcomeStatus,
+    RegistryConfig, RegistryError, StartError,
+};

@@ -1,0 +1,327 @@
+//! Bounded capture of a process's stdout and stderr.
+//!
+//! Each stream keeps an in-memory tail of at most `max_output_bytes`. Once a stream
+//! outgrows its tail, the whole stream (from its first byte) is also written to a
+//! private spill file, up to `max_spill_bytes`; a stream larger than that discards
+//! its spill. Reads are consuming deltas by byte offset; when unread bytes fell out
+//! of the tail, the read says so and names the spill files.
+
+use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// Size limits for one captured process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLimits {
+    /// In-memory tail kept per stream.
+    pub max_output_bytes: usize,
+    /// Largest spill file per stream; a longer stream keeps only its tail.
+    pub max_spill_bytes: u64,
+}
+
+impl Default for OutputLimits {
+    fn default() -> Self {
+        OutputLimits {
+            max_output_bytes: 64_000,
+            max_spill_bytes: 64 << 20,
+        }
+    }
+}
+
+/// Which stream a buffer captures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamName {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+enum Spill {
+    /// Not needed yet: everything written so far is still in the tail.
+    NotStarted,
+    /// Writing the whole stream here.
+    Writing(File, PathBuf),
+    /// Too large, or the file could not be written: only the tail remains.
+    Unavailable,
+}
+
+/// One stream's bounded buffer and read cursor.
+pub struct StreamBuffer {
+    tail: VecDeque<u8>,
+    /// Bytes ever written to the stream.
+    total: u64,
+    /// Absolute offset of the next unread byte.
+    cursor: u64,
+    spill: Spill,
+    spill_path: PathBuf,
+    limits: OutputLimits,
+}
+
+/// One consuming read of a stream.
+pub struct Delta {
+    /// The new text (lossy UTF-8: invalid bytes become U+FFFD).
+    pub text: String,
+    /// Whether unread bytes were lost from memory before this read.
+    pub lossy: bool,
+}
+
+impl StreamBuffer {
+    /// An empty buffer whose spill file, if it is ever needed, is `spill_path`.
+    pub fn new(spill_path: PathBuf, limits: OutputLimits) -> StreamBuffer {
+        StreamBuffer {
+            tail: VecDeque::new(),
+            total: 0,
+            cursor: 0,
+            spill: Spill::NotStarted,
+            spill_path,
+            limits,
+        }
+    }
+
+    /// Appends bytes the process wrote.
+    pub fn push(&mut self, bytes: &[u8]) {
+        let new_total = self.total + bytes.len() as u64;
+        if new_total > self.limits.max_spill_bytes {
+            self.discard_spill();
+        } else if new_total > self.limits.max_output_bytes as u64 {
+            self.write_spill(bytes);
+        }
+        self.total = new_total;
+        self.tail.extend(bytes);
+        let excess = self.tail.len().saturating_sub(self.limits.max_output_bytes);
+        self.tail.drain(..excess);
+    }
+
+    fn write_spill(&mut self, bytes: &[u8]) {
+        if let Spill::NotStarted = self.spill {
+            // Nothing has left the tail yet, so it still holds the whole stream.
+            let opened = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&self.spill_path)
+                .and_then(|mut file| {
+                    let (a, b) = self.tail.as_slices();
+                    file.write_all(a)?;
+                    file.write_all(b)?;
+                    Ok(file)
+                });
+            self.spill = match opened {
+                Ok(file) => Spill::Writing(file, self.spill_path.clone()),
+                Err(e) => {
+                    tracing::warn!("spill file {}: {e}", self.spill_path.display());
+                    Spill::Unavailable
+                }
+            };
+        }
+        if let Spill::Writing(file, path) = &mut self.spill
+            && let Err(e) = file.write_all(bytes)
+        {
+            tracing::warn!("spill file {}: {e}", path.display());
+            self.discard_spill();
+        }
+    }
+
+    fn discard_spill(&mut self) {
+        if let Spill::Writing(_, path) = &self.spill {
+            let _ = std::fs::remove_file(path);
+        }
+        self.spill = Spill::Unavailable;
+    }
+
+    /// The spill file holding the whole stream, if there is one.
+    pub fn spill_path(&self) -> Option<&Path> {
+        match &self.spill {
+            Spill::Writing(_, path) => Some(path),
+            _ => None,
+        }
+    }
+
+    /// Bytes ever written.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Consumes everything new. While the stream is `open`, an incomplete UTF-8
+    /// sequence at the end is held back for the next read instead of being mangled.
+    pub fn read(&mut self, open: bool) -> Delta {
+        let tail_start = self.total - self.tail.len() as u64;
+        let lossy = self.cursor < tail_start;
+        let mut from = (self.cursor.max(tail_start) - tail_start) as usize;
+        if lossy {
+            // The cut may have landed inside a character; its remains say nothing.
+            from += self
+                .tail
+                .iter()
+                .skip(from)
+                .take(3)
+                .take_while(|b| (**b & 0xC0) == 0x80)
+                .count();
+        }
+        let mut bytes: Vec<u8> = self.tail.iter().skip(from).copied().collect();
+        if open {
+            let keep = bytes.len() - incomplete_suffix_len(&bytes);
+            bytes.truncate(keep);
+        }
+        self.cursor = tail_start + (from + bytes.len()) as u64;
+        Delta {
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            lossy,
+        }
+    }
+}
+
+/// Length of a trailing, incomplete-but-valid-so-far UTF-8 sequence.
+fn incomplete_suffix_len(bytes: &[u8]) -> usize {
+    for back in 1..=bytes.len().min(3) {
+        let b = bytes[bytes.len() - back];
+        if b & 0xC0 == 0x80 {
+            continue;
+        }
+        let needed = match b {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => return 0,
+        };
+        return if needed > back { back } else { 0 };
+    }
+    0
+}
+
+/// Both streams of one process, plus a one-time spawn-failure note.
+pub struct Capture {
+    /// Standard output.
+    pub stdout: StreamBuffer,
+    /// Standard error.
+    pub stderr: StreamBuffer,
+    /// Whether the process is done writing (no more bytes will arrive).
+    pub closed: bool,
+}
+
+impl Capture {
+    /// Empty buffers spilling to `<spill_stem>.stdout` and `<spill_stem>.stderr`.
+    pub fn new(spill_stem: &Path, limits: OutputLimits) -> Capture {
+        let with_ext = |ext: &str| {
+            let mut p = spill_stem.as_os_str().to_owned();
+            p.push(ext);
+            PathBuf::from(p)
+        };
+        Capture {
+            stdout: StreamBuffer::new(with_ext(".stdout"), limits),
+            stderr: StreamBuffer::new(with_ext(".stderr"), limits),
+            closed: false,
+        }
+    }
+
+    /// Appends to one stream.
+    pub fn push(&mut self, stream: StreamName, bytes: &[u8]) {
+        match stream {
+            StreamName::Stdout => self.stdout.push(bytes),
+            StreamName::Stderr => self.stderr.push(bytes),
+        }
+    }
+
+    /// The consuming read the model sees: new stdout, then `[stderr]` and new
+    /// stderr, then a note when unread bytes were lost from memory.
+    pub fn render_delta(&mut self) -> String {
+        let open = !self.closed;
+        let out = self.stdout.read(open);
+        let err = self.stderr.read(open);
+        let mut text = out.text;
+        if !err.text.is_empty() {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str("[stderr]\n");
+            text.push_str(&err.text);
+        }
+        if out.lossy || err.lossy {
+            let paths: Vec<String> = [(&self.stdout, out.lossy), (&self.stderr, err.lossy)]
+                .into_iter()
+                .filter(|(_, lossy)| *lossy)
+                .filter_map(|(s, _)| s.spill_path().map(|p| p.display().to_string()))
+                .collect();
+            let where_ = if paths.is_empty() {
+                "(unavailable)".to_owned()
+            } else {
+                paths.join(", ")
+            };
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&format!(
+                "[some output was dropped from memory; full output: {where_}]"
+            ));
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(tail: usize, spill: u64) -> OutputLimits {
+        OutputLimits {
+            max_output_bytes: tail,
+            max_spill_bytes: spill,
+        }
+    }
+
+    #[test]
+    fn deltas_consume_and_hold_back_split_characters() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = StreamBuffer::new(dir.path().join("s"), limits(100, 1000));
+        s.push("ab".as_bytes());
+        s.push(&"界".as_bytes()[..2]);
+        assert_eq!(s.read(true).text, "ab");
+        s.push(&"界".as_bytes()[2..]);
+        assert_eq!(s.read(true).text, "界");
+        assert_eq!(s.read(true).text, "");
+    }
+
+    #[test]
+    fn overflow_is_announced_and_spilled_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Capture::new(&dir.path().join("job"), limits(4, 1000));
+        c.push(StreamName::Stdout, b"0123456789");
+        let text = c.render_delta();
+        let path = dir.path().join("job.stdout");
+        assert_eq!(
+            text,
+            format!(
+                "6789\n[some output was dropped from memory; full output: {}]",
+                path.display()
+            )
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), b"0123456789");
+    }
+
+    #[test]
+    fn spill_is_dropped_past_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Capture::new(&dir.path().join("job"), limits(4, 8));
+        c.push(StreamName::Stdout, b"012345");
+        c.push(StreamName::Stdout, b"6789");
+        assert!(!dir.path().join("job.stdout").exists());
+        assert_eq!(
+            c.render_delta(),
+            "6789\n[some output was dropped from memory; full output: (unavailable)]"
+        );
+    }
+
+    #[test]
+    fn stderr_follows_stdout_on_its_own_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Capture::new(&dir.path().join("job"), OutputLimits::default());
+        c.push(StreamName::Stdout, b"out");
+        c.push(StreamName::Stderr, b"err\n");
+        assert_eq!(c.render_delta(), "out\n[stderr]\nerr\n");
+        c.push(StreamName::Stderr, b"again");
+        assert_eq!(c.render_delta(), "[stderr]\nagain");
+    }
+}

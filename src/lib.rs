@@ -1,0 +1,269 @@
+//! Shared fixtures for the end-to-end tests and benchmarks in `tests/` and `benches/`.
+//!
+//! Every test drives the real tool-jobs component through the real host: one
+//! [`PluginRuntime`] per test binary (compiling the component is the slow part), a
+//! fresh registry and mount per test, and scripted producers whose chunks, cancels
+//! and outcomes the test controls, so nothing depends on timing.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use host::registry::{JobHooks, JobOutcome, JobRegistry, JobStart, OutcomeStatus, StartError};
+use host::{AgentDirectory, Mount, Owner, PluginRuntime, RegistryConfig, SandboxLimits};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+/// Where compiled components are cached between test runs.
+pub fn cache_dir() -> PathBuf {
+    std::env::temp_dir().join("jobs-e2e-component-cache")
+}
+
+/// The runtime shared by every test in one binary.
+pub fn runtime() -> Arc<PluginRuntime> {
+    static RUNTIME: OnceLock<Arc<PluginRuntime>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            Arc::new(
+                PluginRuntime::new(SandboxLimits::default(), Some(&cache_dir()))
+                    .expect("the built-in component loads"),
+            )
+        })
+        .clone()
+}
+
+/// A registry, one mount of the plugin over it, and two registered owners.
+pub struct Fixture {
+    /// The registry.
+    pub registry: JobRegistry,
+    /// The mounted plugin.
+    pub mount: Mount,
+    /// Owner `alice`, registered.
+    pub alice: Owner,
+    /// Owner `bob`, registered.
+    pub bob: Owner,
+}
+
+impl Fixture {
+    /// Default config everywhere.
+    pub async fn new() -> Fixture {
+        Fixture::with_config("{}", RegistryConfig::default()).await
+    }
+
+    /// A plugin config and a registry config.
+    pub async fn with_config(plugin_config: &str, registry_config: RegistryConfig) -> Fixture {
+        let registry = JobRegistry::new(registry_config, AgentDirectory::default());
+        let mount = Mount::new(runtime(), registry.clone(), plugin_config)
+            .await
+            .expect("config is valid");
+        let alice = Owner::new("alice");
+        let bob = Owner::new("bob");
+        registry.agents().register(&alice);
+        registry.agents().register(&bob);
+        Fixture {
+            registry,
+            mount,
+            alice,
+            bob,
+        }
+    }
+
+    /// Calls a tool for `caller` with JSON arguments.
+    pub async fn call(&self, caller: Option<&Owner>, tool: &str, args: Value) -> host::ToolOutcome {
+        self.mount.invoke(caller, tool, &args.to_string()).await
+    }
+
+    /// `job_output` of `id` for `caller`; panics on an error result.
+    pub async fn output(&self, caller: Option<&Owner>, id: &str) -> String {
+        let out = self
+            .call(caller, "job_output", serde_json::json!({ "job_id": id }))
+            .await;
+        assert!(!out.is_error, "job_output failed: {}", out.text);
+        out.text
+    }
+
+    /// Starts a scripted job.
+    pub fn start(&self, job: ScriptedJob) -> Result<(String, JobControl), StartError> {
+        job.start(&self.registry)
+    }
+}
+
+/// A producer the test scripts: kind, label, cap, owner, and whether it streams.
+#[derive(Clone)]
+pub struct ScriptedJob {
+    /// The start request.
+    pub spec: JobStart,
+    /// Stream job (with a read hook) or final-output job.
+    pub stream: bool,
+}
+
+impl ScriptedJob {
+    /// A stream job of kind `bash`, label `sleep 60`, owned by `owner`.
+    pub fn stream(owner: Option<&Owner>) -> ScriptedJob {
+        ScriptedJob {
+            spec: JobStart {
+                kind: "bash".into(),
+                label: "sleep 60".into(),
+                output_limit_bytes: None,
+                owner: owner.cloned(),
+            },
+            stream: true,
+        }
+    }
+
+    /// A final-output job of kind `subagent`, owned by `owner`.
+    pub fn final_output(owner: Option<&Owner>) -> ScriptedJob {
+        ScriptedJob {
+            spec: JobStart {
+                kind: "subagent".into(),
+                label: "research".into(),
+                output_limit_bytes: None,
+                owner: owner.cloned(),
+            },
+            stream: false,
+        }
+    }
+
+    /// Sets the kind.
+    pub fn kind(mut self, kind: &str) -> Self {
+        self.spec.kind = kind.into();
+        self
+    }
+
+    /// Sets the label.
+    pub fn label(mut self, label: &str) -> Self {
+        self.spec.label = label.into();
+        self
+    }
+
+    /// Sets the byte cap.
+    pub fn cap(mut self, cap: u64) -> Self {
+        self.spec.output_limit_bytes = Some(cap);
+        self
+    }
+
+    /// Registers the job; the returned control drives it.
+    pub fn start(self, registry: &JobRegistry) -> Result<(String, JobControl), StartError> {
+        let control = JobControl::default();
+        let (tx, rx) = oneshot::channel();
+        *control.settle_tx.lock().unwrap() = Some(tx);
+        let chunks = control.chunks.clone();
+        let read_error = control.read_error.clone();
+        let cancels = control.cancels.clone();
+        let cancel_error = control.cancel_error.clone();
+        let stream = self.stream;
+        let id = registry.start(self.spec, move || {
+            Ok(JobHooks {
+                cancel: Box::new(move |reason| {
+                    if let Some(e) = cancel_error.lock().unwrap().clone() {
+                        return Err(e);
+                    }
+                    cancels.lock().unwrap().push(reason.map(str::to_owned));
+                    Ok(())
+                }),
+                read_output: stream.then(|| {
+                    Box::new(move || {
+                        if let Some(e) = read_error.lock().unwrap().clone() {
+                            return Err(e);
+                        }
+                        Ok(chunks.lock().unwrap().pop_front().unwrap_or_default())
+                    }) as host::registry::ReadHook
+                }),
+                // A test that drops its control leaves the job running for good.
+                done: Box::pin(async move {
+                    match rx.await {
+                        Ok(outcome) => outcome,
+                        Err(_) => std::future::pending().await,
+                    }
+                }),
+            })
+        })?;
+        *control.target.lock().unwrap() = Some((registry.clone(), id.clone()));
+        Ok((id, control))
+    }
+}
+
+/// The test's handle on a scripted job.
+#[derive(Clone, Default)]
+pub struct JobControl {
+    settle_tx: Arc<Mutex<Option<oneshot::Sender<Result<JobOutcome, String>>>>>,
+    target: Arc<Mutex<Option<(JobRegistry, String)>>>,
+    /// Chunks the next reads return, one per read.
+    pub chunks: Arc<Mutex<VecDeque<String>>>,
+    /// Reasons the producer's cancel received.
+    pub cancels: Arc<Mutex<Vec<Option<String>>>>,
+    /// When set, cancel fails with this message.
+    pub cancel_error: Arc<Mutex<Option<String>>>,
+    /// When set, reads fail with this message.
+    pub read_error: Arc<Mutex<Option<String>>>,
+}
+
+impl std::fmt::Debug for JobControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobControl")
+            .field("cancels", &self.cancels())
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobControl {
+    /// Queues chunks for the next reads.
+    pub fn push(&self, chunks: &[&str]) {
+        self.chunks
+            .lock()
+            .unwrap()
+            .extend(chunks.iter().map(|c| (*c).to_owned()));
+    }
+
+    /// Resolves the producer's `done`, then lets the registry record it.
+    pub async fn settle(&self, status: OutcomeStatus, detail: Option<&str>, output: Option<&str>) {
+        self.resolve(Ok(JobOutcome {
+            status,
+            detail: detail.map(Into::into),
+            output: output.map(Into::into),
+        }))
+        .await;
+    }
+
+    /// Resolves `done` with a contract violation.
+    pub async fn reject(&self, error: &str) {
+        self.resolve(Err(error.to_owned())).await;
+    }
+
+    async fn resolve(&self, outcome: Result<JobOutcome, String>) {
+        if let Some(tx) = self.settle_tx.lock().unwrap().take() {
+            let _ = tx.send(outcome);
+        }
+        // The registry records the outcome on its own task: give it turns until the
+        // record shows it (or is gone), never a sleep.
+        let target = self.target.lock().unwrap().clone();
+        if let Some((registry, id)) = target {
+            for _ in 0..10_000 {
+                match registry.inspect(&id) {
+                    Some(job) if !job.status.is_terminal() => tokio::task::yield_now().await,
+                    _ => return,
+                }
+            }
+            panic!("job {id} did not settle");
+        }
+    }
+
+    /// The recorded cancel reasons.
+    pub fn cancels(&self) -> Vec<Option<String>> {
+        self.cancels.lock().unwrap().clone()
+    }
+}
+
+/// Waits until `registry` shows job `id` as terminal, with no timing assumption:
+/// it waits on settlement itself (which marks the job reported).
+pub async fn settled(registry: &JobRegistry, id: &str, caller: Option<&Owner>) {
+    registry
+        .wait(
+            id,
+            host::registry::MAX_TIMER_DELAY_MS,
+            caller,
+            &host::CancellationToken::new(),
+        )
+        .await
+        .expect("wait succeeds");
+}

@@ -1,0 +1,116 @@
+//! A misbehaving implementation of the `tool-jobs` world. The sandbox tests mount it
+//! to prove that the host survives each kind of bad guest; the tool name picks the
+//! misdeed.
+
+#![cfg(target_arch = "wasm32")]
+
+wit_bindgen::generate!({
+    world: "tool-jobs",
+    path: "../../wit",
+});
+
+use exports::harness::jobs::notices::{self, Notice};
+use exports::harness::jobs::tools::{
+    self, CompletionDelivery, Config, ContentBlock, OwnerScope, PromptSection, ToolDefinition,
+    ToolResult, UiCard,
+};
+use harness::jobs::types::JobSnapshot;
+
+struct Rogue;
+
+export!(Rogue);
+
+fn ok(text: String) -> ToolResult {
+    ToolResult {
+        text,
+        is_error: false,
+        value: None,
+    }
+}
+
+impl tools::Guest for Rogue {
+    fn configure(_config_json: String) -> Result<Config, String> {
+        Ok(Config {
+            wait_timeout_ms: 30_000.0,
+            max_wait_timeout_ms: 600_000.0,
+            completion_delivery: CompletionDelivery::Quiet,
+            max_consecutive_wakes: 1,
+        })
+    }
+
+    fn tool_definitions() -> Vec<ToolDefinition> {
+        Vec::new()
+    }
+
+    fn describe_call(_tool_name: String, _args_json: String) -> Option<UiCard> {
+        None
+    }
+
+    fn system_prompt() -> PromptSection {
+        PromptSection {
+            name: "rogue".into(),
+            order: 0,
+            text: String::new(),
+        }
+    }
+
+    fn invoke(
+        scope: &OwnerScope,
+        _config: Config,
+        tool_name: String,
+        args_json: String,
+    ) -> ToolResult {
+        match tool_name.as_str() {
+            // Burns CPU forever.
+            "spin" => {
+                let mut n: u64 = 0;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+            }
+            "panic" => panic!("rogue guest panicked on purpose"),
+            // Asks for far more memory than any call is allowed.
+            "grow" => {
+                let big = vec![1u8; 512 << 20];
+                ok(format!("{}", big.iter().map(|b| *b as u64).sum::<u64>()))
+            }
+            // Uses a handle it was never given, hoping to reach another caller.
+            "forge" => {
+                let forged = unsafe { OwnerScope::from_handle(scope.handle() + 1) };
+                let seen = forged.list_jobs();
+                std::mem::forget(forged);
+                ok(format!("{} jobs", seen.len()))
+            }
+            // Waits for a job with a timeout far beyond any sane cap.
+            "wait" => {
+                let out = scope.wait(&args_json, 2_147_483_647.0);
+                ok(format!("{out:?}"))
+            }
+            // Lists what its scope shows, as an honest guest would.
+            _ => ok(scope
+                .list_jobs()
+                .into_iter()
+                .map(|j| j.id)
+                .collect::<Vec<_>>()
+                .join(",")),
+        }
+    }
+
+    fn finalize(
+        _scope: &OwnerScope,
+        _tool_name: String,
+        _args_json: String,
+        blocks: Vec<ContentBlock>,
+    ) -> Vec<ContentBlock> {
+        blocks
+    }
+}
+
+impl notices::Guest for Rogue {
+    fn completion_notice(job: JobSnapshot) -> Notice {
+        Notice {
+            text: job.id,
+            summary: String::new(),
+        }
+    }
+}
