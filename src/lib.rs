@@ -267,3 +267,46 @@ pub async fn settled(registry: &JobRegistry, id: &str, caller: Option<&Owner>) {
         .await
         .expect("wait succeeds");
 }
+
+/// Log lines captured on this thread (tests run on a current-thread runtime, so
+/// the registry's tasks log here too).
+pub struct CapturedLogs {
+    buffer: Arc<Mutex<Vec<u8>>>,
+    _guard: tracing::subscriber::DefaultGuard,
+}
+
+impl CapturedLogs {
+    /// Everything logged so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.buffer.lock().unwrap()).into_owned()
+    }
+}
+
+#[derive(Clone)]
+struct BufferWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for BufferWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Captures log lines on this thread until the returned value is dropped.
+pub fn capture_logs() -> CapturedLogs {
+    let buffer = Arc::new(Mutex::new(Vec::new()));
+    let writer = BufferWriter(buffer.clone());
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::DEBUG)
+        .finish();
+    CapturedLogs {
+        buffer,
+        _guard: tracing::subscriber::set_default(subscriber),
+    }
+}

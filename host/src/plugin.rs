@@ -109,6 +109,7 @@ struct CallState {
 /// The engine and the pre-instantiated component, shared by every mount.
 pub struct PluginRuntime {
     engine: Engine,
+    component: Component,
     pre: ToolJobsPre<CallState>,
     limits: SandboxLimits,
     ticker_stop: Arc<AtomicBool>,
@@ -166,6 +167,7 @@ impl PluginRuntime {
             .map_err(setup)?;
         Ok(PluginRuntime {
             engine,
+            component,
             pre,
             limits,
             ticker_stop,
@@ -175,6 +177,25 @@ impl PluginRuntime {
     /// The engine, for embedders that compile other components alongside.
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// Names of everything the loaded component imports, for example
+    /// `harness:jobs/registry@0.1.0`.
+    pub fn imports(&self) -> Vec<String> {
+        self.component
+            .component_type()
+            .imports(&self.engine)
+            .map(|(name, _)| name.to_owned())
+            .collect()
+    }
+
+    /// Names of everything the loaded component exports.
+    pub fn exports(&self) -> Vec<String> {
+        self.component
+            .component_type()
+            .exports(&self.engine)
+            .map(|(name, _)| name.to_owned())
+            .collect()
     }
 
     fn store(&self, registry: &JobRegistry, max_wait_ms: f64) -> Store<CallState> {

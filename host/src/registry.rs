@@ -292,7 +292,7 @@ struct JobRecord {
     started_at: u64,
     finished_at: Option<u64>,
     reported: bool,
-    waiters: usize,
+    waiters: Vec<WaiterSlot>,
     cancel: CancelHook,
     read_output: Option<ReadHook>,
     settled: watch::Sender<bool>,
@@ -329,6 +329,15 @@ impl JobRecord {
             _ => false,
         }
     }
+}
+
+/// One pending wait on a job.
+struct WaiterSlot {
+    key: u64,
+    abort: CancellationToken,
+    /// Set by settlement when it counted this wait (the wait then sees the end,
+    /// even if its caller aborts afterwards).
+    counted: Arc<std::sync::atomic::AtomicBool>,
 }
 
 type DoneListener = Arc<dyn Fn(&JobSnapshot, Option<&Owner>) + Send + Sync>;
@@ -534,7 +543,7 @@ impl JobRegistry {
             started_at: now_ms(),
             finished_at: None,
             reported: false,
-            waiters: 0,
+            waiters: Vec::new(),
             cancel: hooks.cancel,
             read_output: hooks.read_output,
             settled,
@@ -583,7 +592,10 @@ impl JobRegistry {
         record.detail = outcome.detail;
         record.output = outcome.output;
         record.finished_at = Some(now_ms().max(record.started_at));
-        if record.waiters > 0 {
+        // A wait whose caller already aborted no longer counts, exactly as if it
+        // had been removed at the moment of the abort.
+        for waiter in record.waiters.iter().filter(|w| !w.abort.is_cancelled()) {
+            waiter.counted.store(true, Ordering::SeqCst);
             record.reported = true;
         }
         let snapshot = record.snapshot();
@@ -724,6 +736,8 @@ impl JobRegistry {
         caller: Option<&Owner>,
         abort: &CancellationToken,
     ) -> Result<JobSnapshot, RegistryError> {
+        let key = self.shared.next_listener.fetch_add(1, Ordering::Relaxed);
+        let counted = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut settled = self.with_visible(id, caller, |r| {
             if !timeout_ms.is_finite() || timeout_ms <= 0.0 || timeout_ms > MAX_TIMER_DELAY_MS {
                 return Err(RegistryError::InvalidTimeout(timeout_ms));
@@ -734,28 +748,31 @@ impl JobRegistry {
             if abort.is_cancelled() {
                 return Err(RegistryError::WaitAborted);
             }
-            r.waiters += 1;
+            r.waiters.push(WaiterSlot {
+                key,
+                abort: abort.clone(),
+                counted: counted.clone(),
+            });
             Ok(Some(r.settled.subscribe()))
         })?;
         if let Some(rx) = settled.as_mut() {
-            let guard = WaiterGuard { registry: self, id };
-            let deadline = Duration::from_secs_f64(timeout_ms / 1000.0);
-            let aborted = tokio::select! {
-                biased;
-                _ = rx.wait_for(|done| *done) => false,
-                () = tokio::time::sleep(deadline) => false,
-                () = abort.cancelled() => true,
+            let guard = WaiterGuard {
+                registry: self,
+                id,
+                key,
             };
-            // Un-count before looking: a settlement that already happened saw this
-            // waiter and suppressed the notice; one that has not will not.
+            let deadline = Duration::from_secs_f64(timeout_ms / 1000.0);
+            tokio::select! {
+                biased;
+                _ = rx.wait_for(|done| *done) => {}
+                () = tokio::time::sleep(deadline) => {}
+                () = abort.cancelled() => {}
+            }
             drop(guard);
-            if aborted {
-                let terminal = self
-                    .with_visible(id, caller, |r| Ok(r.status.is_terminal()))
-                    .unwrap_or(false);
-                if !terminal {
-                    return Err(RegistryError::WaitAborted);
-                }
+            // An abort that came before settlement wins; one that came after it does
+            // not take back the end this wait already saw.
+            if abort.is_cancelled() && !counted.load(Ordering::SeqCst) {
+                return Err(RegistryError::WaitAborted);
             }
         }
         self.with_visible(id, caller, |r| {
@@ -772,7 +789,7 @@ impl JobRegistry {
             .records
             .iter()
             .find(|r| r.id == id)
-            .map_or(0, |r| r.waiters)
+            .map_or(0, |r| r.waiters.len())
     }
 }
 
@@ -780,13 +797,14 @@ impl JobRegistry {
 struct WaiterGuard<'a> {
     registry: &'a JobRegistry,
     id: &'a str,
+    key: u64,
 }
 
 impl Drop for WaiterGuard<'_> {
     fn drop(&mut self) {
         let mut state = lock(&self.registry.shared.state);
         if let Some(r) = state.records.iter_mut().find(|r| r.id == self.id) {
-            r.waiters -= 1;
+            r.waiters.retain(|w| w.key != self.key);
         }
     }
 }

@@ -31,8 +31,8 @@ fn ok(text: String) -> ToolResult {
 impl tools::Guest for Rogue {
     fn configure(_config_json: String) -> Result<Config, String> {
         Ok(Config {
-            wait_timeout_ms: 30_000.0,
-            max_wait_timeout_ms: 600_000.0,
+            wait_timeout_ms: 10.0,
+            max_wait_timeout_ms: 50.0,
             completion_delivery: CompletionDelivery::Quiet,
             max_consecutive_wakes: 1,
         })

@@ -1,0 +1,359 @@
+//! The background shell producer (contract 8.5 and 9.4), with real processes, read
+//! and controlled through the real component.
+
+use std::time::Duration;
+
+use host::bash::{BashConfig, BashProducer, BashRequest, started_text};
+use host::output::OutputLimits;
+use host::{JobStatus, Owner, StartError};
+use jobs_e2e::Fixture;
+use serde_json::{Value, json};
+
+struct Shell {
+    f: Fixture,
+    bash: BashProducer,
+}
+
+impl Shell {
+    async fn new() -> Shell {
+        Shell::with(BashConfig::default()).await
+    }
+
+    async fn with(config: BashConfig) -> Shell {
+        let f = Fixture::new().await;
+        let bash = BashProducer::new(f.registry.clone(), config).unwrap();
+        Shell { f, bash }
+    }
+
+    fn run(&self, owner: Option<&Owner>, command: &str) -> String {
+        self.bash
+            .start(
+                owner.cloned(),
+                BashRequest {
+                    command: command.into(),
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+    }
+
+    /// `job_output` with `wait: true`: returns once the job settles (event driven).
+    async fn collect(&self, owner: Option<&Owner>, id: &str) -> String {
+        let out = self
+            .f
+            .call(
+                owner,
+                "job_output",
+                json!({"job_id": id, "wait": true, "timeout_ms": 600000}),
+            )
+            .await;
+        assert!(!out.is_error, "{}", out.text);
+        out.text
+    }
+
+    /// Reads until the job is terminal, concatenating every delta.
+    async fn collect_all(&self, owner: Option<&Owner>, id: &str) -> String {
+        let mut all = String::new();
+        loop {
+            let text = self.collect(owner, id).await;
+            let terminal = self.f.registry.inspect(id).unwrap().status.is_terminal();
+            all.push_str(&text);
+            if terminal {
+                return all;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_background_echo_reports_its_output_and_exit() {
+    let s = Shell::new().await;
+    let alice = s.f.alice.clone();
+    let id = s.run(Some(&alice), "echo bg-ok");
+    assert_eq!(id, "bash-1");
+    assert_eq!(started_text(&id), "started background job bash-1");
+    let text = s.collect_all(Some(&alice), &id).await;
+    assert!(text.contains("bg-ok\n"), "{text}");
+    assert!(
+        text.ends_with("[status: completed, exit code: 0]"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn job_kill_stops_a_sleep_with_sigterm() {
+    let s = Shell::new().await;
+    let alice = s.f.alice.clone();
+    let id = s.run(Some(&alice), "sleep 60");
+    let kill =
+        s.f.call(Some(&alice), "job_kill", json!({"job_id": id}))
+            .await;
+    assert_eq!(kill.text, "requested cancellation of job bash-1");
+    let text = s.collect(Some(&alice), &id).await;
+    assert!(text.contains("[status: killed, signal: SIGTERM]"), "{text}");
+}
+
+#[tokio::test]
+async fn a_command_that_signals_itself_is_killed() {
+    let s = Shell::new().await;
+    let id = s.run(None, "kill -TERM $$");
+    let text = s.collect(None, &id).await;
+    assert_eq!(text, "(no new output)\n[status: killed, signal: SIGTERM]");
+}
+
+#[tokio::test]
+async fn the_owner_is_forwarded() {
+    let s = Shell::new().await;
+    let alice = s.f.alice.clone();
+    let id = s.run(Some(&alice), "sleep 60");
+    let anonymous = s.f.call(None, "job_output", json!({"job_id": id})).await;
+    assert!(anonymous.is_error);
+    assert_eq!(
+        anonymous.text,
+        "Error: job bash-1 belongs to another session"
+    );
+    let kill =
+        s.f.call(Some(&alice), "job_kill", json!({"job_id": id}))
+            .await;
+    assert!(!kill.is_error);
+    assert!(
+        s.collect(Some(&alice), &id)
+            .await
+            .contains("[status: killed")
+    );
+}
+
+#[tokio::test]
+async fn no_controller_means_no_background_shell() {
+    let s = Shell::new().await;
+    drop(s.f.mount);
+    let err = s
+        .bash
+        .start(
+            None,
+            BashRequest {
+                command: "true".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert_eq!(err, StartError::NoController);
+}
+
+#[tokio::test]
+async fn stdout_then_stderr_and_nonzero_exits_are_completed() {
+    let s = Shell::new().await;
+    let id = s.run(None, "printf out; echo err >&2; exit 3");
+    let text = s.collect_all(None, &id).await;
+    assert_eq!(
+        text,
+        "out\n[stderr]\nerr\n[status: completed, exit code: 3]"
+    );
+}
+
+#[tokio::test]
+async fn a_spawn_failure_is_reported_once() {
+    let s = Shell::with(BashConfig {
+        shell: "/nonexistent/bash".into(),
+        ..BashConfig::default()
+    })
+    .await;
+    let id = s.run(None, "true");
+    let text = s.collect(None, &id).await;
+    assert!(text.starts_with("[stderr]\nspawn failed: "), "{text}");
+    assert!(
+        text.ends_with("[status: killed, killed before exit]"),
+        "{text}"
+    );
+    assert_eq!(
+        s.f.output(None, &id).await,
+        "(no new output)\n[status: killed, killed before exit]"
+    );
+}
+
+#[tokio::test]
+async fn the_environment_is_plain_and_stdin_is_empty() {
+    let s = Shell::new().await;
+    let id = s.run(None, "cat; echo \"$NO_COLOR $TERM $PAGER $GIT_PAGER\"");
+    let text = s.collect_all(None, &id).await;
+    assert_eq!(text, "1 dumb cat cat\n[status: completed, exit code: 0]");
+}
+
+#[tokio::test]
+async fn a_kill_takes_the_whole_process_group() {
+    let s = Shell::new().await;
+    let id = s.run(None, "sleep 60 & echo $!; sleep 60 & echo $!; wait");
+    // Read until both child pids are out.
+    let mut seen = String::new();
+    while seen.lines().count() < 2 {
+        seen.push_str(&s.f.registry.read(&id, None).unwrap().0);
+        tokio::task::yield_now().await;
+    }
+    let pids: Vec<i32> = seen.lines().map(|l| l.parse().unwrap()).collect();
+    s.f.call(None, "job_kill", json!({"job_id": id})).await;
+    let text = s.collect(None, &id).await;
+    assert!(text.contains("[status: killed, signal: SIGTERM]"), "{text}");
+    for pid in pids {
+        assert!(gone_soon(pid).await, "child {pid} outlived the job");
+    }
+}
+
+#[tokio::test]
+async fn a_process_that_ignores_sigterm_gets_sigkill_after_the_grace() {
+    let s = Shell::with(BashConfig {
+        grace: Duration::from_millis(200),
+        ..BashConfig::default()
+    })
+    .await;
+    let id = s.run(None, "trap '' TERM; echo ready; while :; do sleep 1; done");
+    while !s.f.registry.read(&id, None).unwrap().0.contains("ready") {
+        tokio::task::yield_now().await;
+    }
+    s.f.call(None, "job_kill", json!({"job_id": id})).await;
+    let text = s.collect(None, &id).await;
+    assert!(
+        text.ends_with("[status: killed, signal: SIGKILL]"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn leftovers_holding_the_pipes_are_reaped_when_the_leader_exits() {
+    let s = Shell::with(BashConfig {
+        grace: Duration::from_millis(200),
+        ..BashConfig::default()
+    })
+    .await;
+    let id = s.run(None, "sleep 60 & echo $!");
+    let text = s.collect_all(None, &id).await;
+    let pid: i32 = text.lines().next().unwrap().parse().unwrap();
+    assert!(
+        text.ends_with("[status: completed, exit code: 0]"),
+        "{text}"
+    );
+    assert!(gone_soon(pid).await, "background child {pid} was orphaned");
+}
+
+#[tokio::test]
+async fn large_output_is_bounded_and_says_where_the_rest_is() {
+    let s = Shell::with(BashConfig {
+        limits: OutputLimits {
+            max_output_bytes: 1000,
+            max_spill_bytes: 1 << 20,
+        },
+        ..BashConfig::default()
+    })
+    .await;
+    let id = s.run(None, "head -c 200000 /dev/zero | tr '\\0' a");
+    crate_settled(&s, &id).await;
+    let out = s.f.call(None, "job_output", json!({"job_id": id})).await;
+    let spill = s.bash.spill_dir().join("spawn-1.stdout");
+    let expected_tail = format!(
+        "{}\n[some output was dropped from memory; full output: {}]\n[status: completed, exit code: 0]",
+        "a".repeat(1000),
+        spill.display()
+    );
+    assert_eq!(out.text, expected_tail);
+    assert_eq!(std::fs::metadata(&spill).unwrap().len(), 200_000);
+    let value: &Value = out.value.as_ref().unwrap();
+    assert_eq!(value["job"]["status"], "completed");
+}
+
+#[tokio::test]
+async fn non_utf8_output_is_shown_with_replacement_characters() {
+    let s = Shell::new().await;
+    let id = s.run(None, "printf '\\377\\376ok'");
+    let text = s.collect_all(None, &id).await;
+    assert_eq!(
+        text,
+        "\u{FFFD}\u{FFFD}ok\n[status: completed, exit code: 0]"
+    );
+}
+
+#[tokio::test]
+async fn a_blank_command_is_refused() {
+    let s = Shell::new().await;
+    let err = s
+        .bash
+        .start(
+            None,
+            BashRequest {
+                command: "  ".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid command: expected a non-blank string"
+    );
+    assert!(s.f.registry.list(None).is_empty());
+}
+
+#[tokio::test]
+async fn the_working_directory_is_honoured() {
+    let dir = tempfile_dir();
+    let s = Shell::with(BashConfig {
+        default_workdir: Some(dir.clone()),
+        ..BashConfig::default()
+    })
+    .await;
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let id = s
+        .bash
+        .start(
+            None,
+            BashRequest {
+                command: "pwd".into(),
+                workdir: Some("sub".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let text = s.collect_all(None, &id).await;
+    let real = std::fs::canonicalize(dir.join("sub")).unwrap();
+    assert_eq!(
+        text,
+        format!("{}\n[status: completed, exit code: 0]", real.display())
+    );
+    assert_eq!(
+        s.f.registry.inspect(&id).unwrap().status,
+        JobStatus::Completed
+    );
+}
+
+async fn crate_settled(s: &Shell, id: &str) {
+    jobs_e2e::settled(&s.f.registry, id, None).await;
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("jobs-e2e-wd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Whether `pid` stops running within 10 s. A SIGKILL already sent lands within
+/// moments; the bound only keeps a broken build from hanging.
+async fn gone_soon(pid: i32) -> bool {
+    for _ in 0..1000 {
+        if !running(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+/// Whether `pid` is a live process (a zombie awaiting its reaper counts as gone).
+fn running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next());
+            !matches!(state, Some("Z") | Some("X"))
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! The sandbox: the guest imports nothing but our own interfaces, and a guest that
+//! traps, spins, hoards memory or forges handles fails only its own call.
+
+use std::sync::Arc;
+
+use host::{JobRegistry, Mount, PluginRuntime, SandboxLimits};
+use jobs_e2e::{Fixture, ScriptedJob, runtime};
+use serde_json::json;
+
+const ROGUE_WASM: &[u8] = include_bytes!(env!("ROGUE_WASM"));
+
+fn rogue_runtime(limits: SandboxLimits) -> Arc<PluginRuntime> {
+    Arc::new(
+        PluginRuntime::from_component_bytes(ROGUE_WASM, limits, Some(&jobs_e2e::cache_dir()))
+            .expect("the rogue component loads"),
+    )
+}
+
+async fn rogue_mount(limits: SandboxLimits) -> (Mount, JobRegistry) {
+    let registry = JobRegistry::default();
+    let mount = Mount::new(rogue_runtime(limits), registry.clone(), "{}")
+        .await
+        .expect("rogue config loads");
+    (mount, registry)
+}
+
+#[test]
+fn the_guest_imports_only_harness_jobs_interfaces() {
+    let imports = runtime().imports();
+    assert!(!imports.is_empty());
+    for name in &imports {
+        assert!(
+            name.starts_with("harness:jobs/"),
+            "the guest imports {name}, which is not ours (WASI must not be reachable)"
+        );
+    }
+    // Unused interfaces (the clock, for this profile) are dropped when the
+    // component is encoded; nothing outside the package may appear.
+    let allowed = [
+        "harness:jobs/clock@0.1.0",
+        "harness:jobs/diag@0.1.0",
+        "harness:jobs/registry@0.1.0",
+        "harness:jobs/types@0.1.0",
+    ];
+    assert!(
+        imports.iter().all(|i| allowed.contains(&i.as_str())),
+        "{imports:?}"
+    );
+    assert!(imports.iter().any(|i| i == "harness:jobs/registry@0.1.0"));
+    let mut exports = runtime().exports();
+    exports.sort();
+    assert_eq!(
+        exports,
+        ["harness:jobs/notices@0.1.0", "harness:jobs/tools@0.1.0"]
+    );
+}
+
+#[tokio::test]
+async fn a_guest_panic_is_an_error_result_and_the_next_call_works() {
+    let (mount, registry) = rogue_mount(SandboxLimits::default()).await;
+    let failed = mount.invoke(None, "panic", "{}").await;
+    assert!(failed.is_error);
+    assert!(
+        failed.text.starts_with("Error: plugin failed: "),
+        "{}",
+        failed.text
+    );
+    assert!(failed.text.contains("unreachable"), "{}", failed.text);
+
+    let (id, _job) = ScriptedJob::stream(None).start(&registry).unwrap();
+    let next = mount.invoke(None, "list", "{}").await;
+    assert!(!next.is_error);
+    assert_eq!(next.text, id);
+}
+
+#[tokio::test]
+async fn a_runaway_guest_is_stopped_by_its_cpu_budget_without_starving_others() {
+    let limits = SandboxLimits {
+        cpu_ticks: 100,
+        ..SandboxLimits::default()
+    };
+    let (mount, registry) = rogue_mount(limits).await;
+    let (id, _job) = ScriptedJob::stream(None).start(&registry).unwrap();
+    let mount = Arc::new(mount);
+    let spinning = {
+        let mount = mount.clone();
+        tokio::spawn(async move { mount.invoke(None, "spin", "{}").await })
+    };
+    // On this single-threaded runtime the spinning guest must yield for this
+    // honest call to run at all.
+    tokio::task::yield_now().await;
+    let honest = mount.invoke(None, "list", "{}").await;
+    assert_eq!(honest.text, id);
+    let spun = spinning.await.unwrap();
+    assert!(spun.is_error);
+    assert!(spun.text.contains("CPU budget"), "{}", spun.text);
+    assert_eq!(mount.invoke(None, "list", "{}").await.text, id);
+}
+
+#[tokio::test]
+async fn a_memory_bomb_hits_the_store_limit() {
+    let (mount, _registry) = rogue_mount(SandboxLimits::default()).await;
+    let out = mount.invoke(None, "grow", "{}").await;
+    assert!(out.is_error);
+    assert!(
+        out.text.contains("forcing trap when growing memory"),
+        "{}",
+        out.text
+    );
+    assert!(!mount.invoke(None, "list", "{}").await.is_error);
+}
+
+#[tokio::test]
+async fn a_forged_handle_reaches_nothing() {
+    let (mount, registry) = rogue_mount(SandboxLimits::default()).await;
+    let alice = host::Owner::new("alice");
+    registry.agents().register(&alice);
+    ScriptedJob::stream(Some(&alice)).start(&registry).unwrap();
+    let out = mount.invoke(None, "forge", "{}").await;
+    assert!(out.is_error, "a forged handle must trap, got {}", out.text);
+    assert!(out.text.contains("unknown handle index"), "{}", out.text);
+    // The honest view of a caller with no agent still shows nothing of alice's.
+    assert_eq!(mount.invoke(None, "list", "{}").await.text, "");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_host_holds_a_guest_wait_to_the_mount_cap() {
+    // The rogue asks for the largest timer; its own config caps waits at 50 ms.
+    let (mount, registry) = rogue_mount(SandboxLimits::default()).await;
+    let (id, _job) = ScriptedJob::stream(None).start(&registry).unwrap();
+    let started = tokio::time::Instant::now();
+    let out = mount.invoke(None, "wait", &id).await;
+    assert!(out.text.starts_with("Ok("), "{}", out.text);
+    assert!(out.text.contains("Running"), "{}", out.text);
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+}
+
+#[tokio::test]
+async fn a_trapped_call_leaves_the_real_plugin_serving() {
+    let f = Fixture::new().await;
+    let (id, job) = f.start(ScriptedJob::stream(Some(&f.alice))).unwrap();
+    job.push(&["hello\n"]);
+    // A call the guest cannot even parse is an error result, not a trap...
+    let bad = f
+        .mount
+        .invoke(Some(&f.alice), "job_output", "{not json")
+        .await;
+    assert!(bad.is_error);
+    // ...and the state it saw is intact for the next call.
+    let out = f
+        .call(Some(&f.alice), "job_output", json!({"job_id": id}))
+        .await;
+    assert_eq!(out.text, "hello\n[status: running]");
+}
