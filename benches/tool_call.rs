@@ -1,1 +1,199 @@
-fn main() {}
+//! One tool call through the component against the same guest logic compiled
+//! natively and called in-process, plus the cost of a fresh instance per call and
+//! of a cold start with and without the compiled-artifact cache.
+//!
+//! Run with `cargo bench --bench tool_call`. Read the results as ratios of the
+//! pairs measured side by side in one run; absolute times vary with the machine.
+
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use guest_tool_jobs::config::Config;
+use guest_tool_jobs::model::{self, JobsView};
+use host::registry::{JobHooks, JobRegistry, JobStart};
+use host::{
+    AgentDirectory, CancellationToken, JobSnapshot, JobStatus, Mount, Owner, PluginRuntime,
+    RegistryConfig, SandboxLimits,
+};
+
+/// The host registry seen through the guest's own trait, for the native baseline.
+struct NativeView<'a> {
+    registry: &'a JobRegistry,
+    caller: Option<&'a Owner>,
+}
+
+fn to_model(job: JobSnapshot) -> model::JobSnapshot {
+    model::JobSnapshot {
+        id: job.id,
+        kind: job.kind,
+        label: job.label,
+        status: match job.status {
+            JobStatus::Running => model::JobStatus::Running,
+            JobStatus::Stopping => model::JobStatus::Stopping,
+            JobStatus::Completed => model::JobStatus::Completed,
+            JobStatus::Killed => model::JobStatus::Killed,
+            JobStatus::Failed => model::JobStatus::Failed,
+        },
+        detail: job.detail,
+        started_at: job.started_at,
+        finished_at: job.finished_at,
+        output_limit_bytes: job.output_limit_bytes,
+        reported: job.reported,
+    }
+}
+
+fn to_model_error(e: host::RegistryError) -> model::RegistryError {
+    match e {
+        host::RegistryError::UnknownJob(id) => model::RegistryError::UnknownJob(id),
+        host::RegistryError::ForeignJob(id) => model::RegistryError::ForeignJob(id),
+        host::RegistryError::InvalidTimeout(v) => model::RegistryError::InvalidTimeout(v),
+        host::RegistryError::WaitAborted => model::RegistryError::WaitAborted,
+        host::RegistryError::ProducerFailed(m) => model::RegistryError::ProducerFailed(m),
+    }
+}
+
+impl JobsView for NativeView<'_> {
+    fn list_jobs(&self) -> Vec<model::JobSnapshot> {
+        self.registry
+            .list(self.caller)
+            .into_iter()
+            .map(to_model)
+            .collect()
+    }
+
+    fn get(&self, id: &str) -> Result<model::JobSnapshot, model::RegistryError> {
+        self.registry
+            .get(id, self.caller)
+            .map(to_model)
+            .map_err(to_model_error)
+    }
+
+    fn read(&self, id: &str) -> Result<(String, model::JobSnapshot), model::RegistryError> {
+        self.registry
+            .read(id, self.caller)
+            .map(|(t, j)| (t, to_model(j)))
+            .map_err(to_model_error)
+    }
+
+    fn kill(
+        &self,
+        id: &str,
+        reason: Option<&str>,
+    ) -> Result<model::KillOutcome, model::RegistryError> {
+        self.registry
+            .kill(id, self.caller, reason)
+            .map(|o| match o {
+                host::registry::KillOutcome::Requested => model::KillOutcome::Requested,
+                host::registry::KillOutcome::AlreadyFinished => model::KillOutcome::AlreadyFinished,
+            })
+            .map_err(to_model_error)
+    }
+
+    fn wait(&self, id: &str, timeout_ms: f64) -> Result<model::JobSnapshot, model::RegistryError> {
+        let abort = CancellationToken::new();
+        let wait = self.registry.wait(id, timeout_ms, self.caller, &abort);
+        tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(wait))
+            .map(to_model)
+            .map_err(to_model_error)
+    }
+
+    fn log_info(&self, _message: &str) {}
+}
+
+/// A job whose every read returns the same 20 lines, and that never ends.
+fn chatty_job(registry: &JobRegistry, owner: &Owner) -> String {
+    registry
+        .start(
+            JobStart {
+                kind: "bash".into(),
+                label: "make -j2".into(),
+                output_limit_bytes: None,
+                owner: Some(owner.clone()),
+            },
+            || {
+                Ok(JobHooks {
+                    cancel: Box::new(|_| Ok(())),
+                    read_output: Some(Box::new(|| Ok("compiling crate ok\n".repeat(20)))),
+                    done: Box::pin(std::future::pending()),
+                })
+            },
+        )
+        .unwrap()
+}
+
+fn benches(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let cache = std::env::temp_dir().join("jobs-bench-component-cache");
+    let runtime = Arc::new(PluginRuntime::new(SandboxLimits::default(), Some(&cache)).unwrap());
+    let registry = JobRegistry::new(
+        RegistryConfig::with_max_concurrent_jobs_per_owner(1000).unwrap(),
+        AgentDirectory::default(),
+    );
+    let mount = rt
+        .block_on(Mount::new(runtime.clone(), registry.clone(), "{}"))
+        .unwrap();
+    let owner = Owner::new("bench");
+    registry.agents().register(&owner);
+    let _guard = rt.enter();
+    let output_id = chatty_job(&registry, &owner);
+    for _ in 1..100 {
+        chatty_job(&registry, &owner);
+    }
+    let config = Config::default();
+    let output_args = format!(r#"{{"job_id":"{output_id}"}}"#);
+
+    let mut group = c.benchmark_group("job_list_100");
+    group.bench_function("component", |b| {
+        b.to_async(&rt)
+            .iter(|| mount.invoke(Some(&owner), "job_list", "{}"))
+    });
+    group.bench_function("native", |b| {
+        b.to_async(&rt).iter(|| async {
+            let view = NativeView {
+                registry: &registry,
+                caller: Some(&owner),
+            };
+            guest_tool_jobs::tools::invoke(&view, &config, "job_list", "{}")
+        })
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("job_output");
+    group.bench_function("component", |b| {
+        b.to_async(&rt)
+            .iter(|| mount.invoke(Some(&owner), "job_output", &output_args))
+    });
+    group.bench_function("native", |b| {
+        b.to_async(&rt).iter(|| async {
+            let view = NativeView {
+                registry: &registry,
+                caller: Some(&owner),
+            };
+            guest_tool_jobs::tools::invoke(&view, &config, "job_output", &output_args)
+        })
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("instance");
+    group.bench_function("fresh_per_call", |b| {
+        b.to_async(&rt).iter(|| runtime.fresh_instance(&registry))
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("cold_start");
+    group.sample_size(10);
+    group.bench_function("cached", |b| {
+        b.iter(|| PluginRuntime::new(SandboxLimits::default(), Some(&cache)).unwrap())
+    });
+    group.bench_function("compile", |b| {
+        b.iter(|| PluginRuntime::new(SandboxLimits::default(), None).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(tool_call, benches);
+criterion_main!(tool_call);

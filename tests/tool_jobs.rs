@@ -763,3 +763,38 @@ async fn observed_outcomes_are_marked_reported() {
     let job = f.registry.inspect(&unowned).unwrap();
     assert!(!job.reported && job.owner_session.is_none());
 }
+
+#[tokio::test]
+async fn an_aborted_wait_is_an_error_result_and_the_job_lives_on() {
+    let f = Fixture::new().await;
+    let (id, _job) = f.start(ScriptedJob::stream(Some(&f.alice))).unwrap();
+    let abort = host::CancellationToken::new();
+    let args = json!({"job_id": id, "wait": true}).to_string();
+    let call = f
+        .mount
+        .invoke_with_abort(Some(&f.alice), "job_output", &args, &abort);
+    let cancel = async {
+        while f.registry.waiter_count(&id) == 0 {
+            tokio::task::yield_now().await;
+        }
+        abort.cancel();
+    };
+    let (out, ()) = tokio::join!(call, cancel);
+    assert!(out.is_error);
+    assert_eq!(out.text, "Error: wait aborted");
+    let job = f.registry.inspect(&id).unwrap();
+    assert_eq!((job.status, job.reported), (JobStatus::Running, false));
+    assert_eq!(f.registry.waiter_count(&id), 0);
+}
+
+#[tokio::test]
+async fn a_failing_cancel_reports_the_producer_message() {
+    let f = Fixture::new().await;
+    let (id, job) = f.start(ScriptedJob::stream(Some(&f.alice))).unwrap();
+    *job.cancel_error.lock().unwrap() = Some("cancel boom".into());
+    let out = f
+        .call(Some(&f.alice), "job_kill", json!({"job_id": id}))
+        .await;
+    assert!(out.is_error);
+    assert_eq!(out.text, "Error: cancel boom");
+}

@@ -179,6 +179,17 @@ impl PluginRuntime {
         &self.engine
     }
 
+    /// Makes one fresh, limited instance and drops it: the fixed cost every call
+    /// pays. For health checks and benchmarks.
+    ///
+    /// # Errors
+    ///
+    /// [`PluginError::Trap`] when instantiation fails (for example, a full pool).
+    pub async fn fresh_instance(&self, registry: &JobRegistry) -> Result<(), PluginError> {
+        let mut store = self.store(registry, 0.0);
+        instantiate(self, &mut store).await.map(drop)
+    }
+
     /// Names of everything the loaded component imports, for example
     /// `harness:jobs/registry@0.1.0`.
     pub fn imports(&self) -> Vec<String> {

@@ -611,8 +611,13 @@ impl JobRegistry {
 
         notify_changed(&changed, owner.as_ref());
         for listener in done {
-            if catch_unwind(AssertUnwindSafe(|| listener(&snapshot, owner.as_ref()))).is_err() {
-                tracing::warn!("jobs: onJobDone listener threw for {id}: panic");
+            if let Err(panic) =
+                catch_unwind(AssertUnwindSafe(|| listener(&snapshot, owner.as_ref())))
+            {
+                tracing::warn!(
+                    "jobs: onJobDone listener threw for {id}: {}",
+                    panic_message(&*panic)
+                );
             }
         }
     }
@@ -819,8 +824,20 @@ fn snapshot_changed_listeners(state: &State) -> Vec<ChangedListener> {
 
 fn notify_changed(listeners: &[ChangedListener], owner: Option<&Owner>) {
     for listener in listeners {
-        if catch_unwind(AssertUnwindSafe(|| listener(owner))).is_err() {
-            tracing::warn!("jobs: onJobsChanged listener threw: panic");
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| listener(owner))) {
+            tracing::warn!(
+                "jobs: onJobsChanged listener threw: {}",
+                panic_message(&*panic)
+            );
         }
     }
+}
+
+/// The text a panic carried, when it carried text.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_owned())
 }
