@@ -174,3 +174,25 @@ async fn bad_plugin_configs_are_refused_with_a_clear_message() {
         assert!(err.to_string().starts_with(expected), "{config}: {err}");
     }
 }
+
+#[tokio::test]
+async fn deeply_nested_arguments_are_refused_not_a_crash() {
+    let f = Fixture::new().await;
+    let deep = format!(
+        r#"{{"job_id":"bash-1","extra":{}{}}}"#,
+        "[".repeat(5000),
+        "]".repeat(5000)
+    );
+    let out = f.mount.invoke(None, "job_output", &deep).await;
+    assert!(out.is_error);
+    assert!(
+        out.text
+            .starts_with("Error: invalid arguments: not valid JSON (recursion limit exceeded"),
+        "{}",
+        out.text
+    );
+    // A megabyte of arguments is handled like any other call.
+    let big = format!(r#"{{"job_id":"bash-1","pad":"{}"}}"#, "p".repeat(1 << 20));
+    let out = f.mount.invoke(None, "job_output", &big).await;
+    assert_eq!(out.text, "Error: unknown job bash-1");
+}

@@ -49,6 +49,7 @@ pub fn build_component(workspace_root: &Path, package: &str, package_dir: &Path)
         workspace_root.join("wit"),
         workspace_root.join("Cargo.toml"),
         workspace_root.join("Cargo.lock"),
+        workspace_root.join(".cargo").join("config.toml"),
     ] {
         println!("cargo:rerun-if-changed={}", watched.display());
     }
