@@ -5,6 +5,8 @@
 //! fresh registry and mount per test, and scripted producers whose chunks, cancels
 //! and outcomes the test controls, so nothing depends on timing.
 
+#![warn(missing_docs)]
+
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -183,10 +185,13 @@ impl ScriptedJob {
     }
 }
 
+/// Resolves a scripted job's `done`.
+type SettleSender = oneshot::Sender<Result<JobOutcome, String>>;
+
 /// The test's handle on a scripted job.
 #[derive(Clone, Default)]
 pub struct JobControl {
-    settle_tx: Arc<Mutex<Option<oneshot::Sender<Result<JobOutcome, String>>>>>,
+    settle_tx: Arc<Mutex<Option<SettleSender>>>,
     target: Arc<Mutex<Option<(JobRegistry, String)>>>,
     /// Chunks the next reads return, one per read.
     pub chunks: Arc<Mutex<VecDeque<String>>>,
@@ -251,6 +256,14 @@ impl JobControl {
     /// The recorded cancel reasons.
     pub fn cancels(&self) -> Vec<Option<String>> {
         self.cancels.lock().unwrap().clone()
+    }
+}
+
+/// Returns once a wait is pending on job `id`: the moment to settle or abort in a
+/// race test, found by yielding to the runtime rather than sleeping.
+pub async fn until_waiting(registry: &JobRegistry, id: &str) {
+    while registry.waiter_count(id) == 0 {
+        tokio::task::yield_now().await;
     }
 }
 

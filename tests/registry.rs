@@ -440,9 +440,7 @@ async fn settling_during_a_wait_resolves_it_reported() {
     let abort = no_abort();
     let wait = f.registry.wait(&id, 60_000.0, None, &abort);
     let settle = async {
-        while f.registry.waiter_count(&id) == 0 {
-            tokio::task::yield_now().await;
-        }
+        jobs_e2e::until_waiting(&f.registry, &id).await;
         job.settle(OutcomeStatus::Completed, None, None).await;
     };
     let (snap, ()) = tokio::join!(wait, settle);
@@ -463,9 +461,7 @@ async fn timed_out_and_aborted_waits_leave_no_waiter() {
     let abort = CancellationToken::new();
     let wait = f.registry.wait(&id, 60_000.0, None, &abort);
     let cancel = async {
-        while f.registry.waiter_count(&id) == 0 {
-            tokio::task::yield_now().await;
-        }
+        jobs_e2e::until_waiting(&f.registry, &id).await;
         abort.cancel();
     };
     let (result, ()) = tokio::join!(wait, cancel);
@@ -487,9 +483,7 @@ async fn a_dropped_wait_leaves_no_waiter() {
         biased;
         _ = &mut wait => panic!("the job never settles"),
         () = async {
-            while f.registry.waiter_count(&id) == 0 {
-                tokio::task::yield_now().await;
-            }
+            jobs_e2e::until_waiting(&f.registry, &id).await;
         } => {}
     }
     assert_eq!(f.registry.waiter_count(&id), 1);
@@ -557,9 +551,7 @@ async fn an_abort_before_settlement_rejects_and_the_notice_stays_due() {
     let abort = CancellationToken::new();
     let wait = f.registry.wait(&id, 60_000.0, None, &abort);
     let race = async {
-        while f.registry.waiter_count(&id) == 0 {
-            tokio::task::yield_now().await;
-        }
+        jobs_e2e::until_waiting(&f.registry, &id).await;
         abort.cancel();
         job.settle(OutcomeStatus::Completed, None, None).await;
     };
@@ -577,9 +569,7 @@ async fn an_abort_after_settlement_still_resolves_reported() {
     let (id, job) = f.start(ScriptedJob::stream(None)).unwrap();
     let wait = f.registry.wait(&id, 60_000.0, None, &abort);
     let settle = async {
-        while f.registry.waiter_count(&id) == 0 {
-            tokio::task::yield_now().await;
-        }
+        jobs_e2e::until_waiting(&f.registry, &id).await;
         job.settle(OutcomeStatus::Completed, None, None).await;
     };
     let (result, ()) = tokio::join!(wait, settle);
@@ -629,8 +619,8 @@ async fn owners_see_their_jobs_and_unowned_ones() {
         f.registry.list(caller).into_iter().map(|j| j.id).collect()
     };
     assert_eq!(ids(Some(&f.alice)), [mine.clone(), shared.clone()]);
-    assert_eq!(ids(Some(&f.bob)), [shared.clone(), bobs.clone()]);
-    assert_eq!(ids(None), [shared.clone()]);
+    assert_eq!(ids(Some(&f.bob)), [shared.clone(), bobs]);
+    assert_eq!(ids(None), [shared]);
 
     // The same fence holds through the component.
     for (tool, args) in [

@@ -320,9 +320,7 @@ async fn wait_true_blocks_until_settlement() {
     let call = f.call(Some(&f.alice), "job_output", args);
     let settle = async {
         // Settle only once the wait is really pending: no timing assumption.
-        while f.registry.waiter_count(&id) == 0 {
-            tokio::task::yield_now().await;
-        }
+        jobs_e2e::until_waiting(&f.registry, &id).await;
         job.settle(OutcomeStatus::Completed, None, Some("done deal"))
             .await;
     };
@@ -774,9 +772,7 @@ async fn an_aborted_wait_is_an_error_result_and_the_job_lives_on() {
         .mount
         .invoke_with_abort(Some(&f.alice), "job_output", &args, &abort);
     let cancel = async {
-        while f.registry.waiter_count(&id) == 0 {
-            tokio::task::yield_now().await;
-        }
+        jobs_e2e::until_waiting(&f.registry, &id).await;
         abort.cancel();
     };
     let (out, ()) = tokio::join!(call, cancel);

@@ -9,6 +9,8 @@
 //! The guest keeps no state between calls: the host passes the validated
 //! configuration back into every call.
 
+#![warn(missing_docs)]
+
 pub mod caps;
 pub mod config;
 pub mod model;

@@ -434,12 +434,10 @@ impl Mount {
     ///
     /// [`PluginError::Trap`] when the guest fails.
     pub async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>, PluginError> {
-        let mut store = self.runtime.store(&self.registry, 0.0);
-        let jobs = instantiate(&self.runtime, &mut store).await?;
-        jobs.harness_jobs_tools()
-            .call_tool_definitions(&mut store)
-            .await
-            .map_err(trap)
+        self.with_instance(async |jobs, store| {
+            jobs.harness_jobs_tools().call_tool_definitions(store).await
+        })
+        .await
     }
 
     /// The UI card for one call, if the tool is known.
@@ -466,12 +464,10 @@ impl Mount {
     ///
     /// [`PluginError::Trap`] when the guest fails.
     pub async fn prompt_section(&self) -> Result<PromptSection, PluginError> {
-        let mut store = self.runtime.store(&self.registry, 0.0);
-        let jobs = instantiate(&self.runtime, &mut store).await?;
-        jobs.harness_jobs_tools()
-            .call_system_prompt(&mut store)
-            .await
-            .map_err(trap)
+        self.with_instance(async |jobs, store| {
+            jobs.harness_jobs_tools().call_system_prompt(store).await
+        })
+        .await
     }
 
     /// The completion notice (text and summary) for a settled job.
@@ -483,12 +479,23 @@ impl Mount {
         &self,
         job: &registry::JobSnapshot,
     ) -> Result<Notice, PluginError> {
+        let job = to_wit_snapshot(job);
+        self.with_instance(async |jobs, store| {
+            jobs.harness_jobs_notices()
+                .call_completion_notice(store, &job)
+                .await
+        })
+        .await
+    }
+
+    /// Runs `f` against a fresh instance that has no caller scope.
+    async fn with_instance<T>(
+        &self,
+        f: impl AsyncFnOnce(&ToolJobs, &mut Store<CallState>) -> wasmtime::Result<T>,
+    ) -> Result<T, PluginError> {
         let mut store = self.runtime.store(&self.registry, 0.0);
         let jobs = instantiate(&self.runtime, &mut store).await?;
-        jobs.harness_jobs_notices()
-            .call_completion_notice(&mut store, &to_wit_snapshot(job))
-            .await
-            .map_err(trap)
+        f(&jobs, &mut store).await.map_err(trap)
     }
 
     /// Runs `f` in a fresh store with a scope for `caller` in its table; the scope
