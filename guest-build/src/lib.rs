@@ -56,10 +56,10 @@ pub fn build_component(workspace_root: &Path, package: &str, package_dir: &Path)
         println!("cargo:rerun-if-changed={}", watched.display());
     }
 
-    ensure_wasm_target();
+    let target_dir = workspace_root.join("target").join("guest");
+    ensure_wasm_target(&target_dir);
 
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let target_dir = workspace_root.join("target").join("guest");
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace_root)
         .args([
@@ -119,15 +119,31 @@ pub fn build_component(workspace_root: &Path, package: &str, package_dir: &Path)
 
 /// Adds the wasm target through rustup when it is missing. Does nothing when the
 /// toolchain is not managed by rustup; the nested build then reports what is wrong.
-fn ensure_wasm_target() {
-    let Ok(output) = Command::new("rustup")
-        .args(["target", "list", "--installed"])
-        .output()
-    else {
-        return;
+///
+/// Several build scripts may get here at once; a lock file in `lock_dir` makes
+/// them take turns, so rustup never installs the same target twice concurrently.
+fn ensure_wasm_target(lock_dir: &Path) {
+    let installed = || {
+        Command::new("rustup")
+            .args(["target", "list", "--installed"])
+            .output()
+            .ok()
+            .map(|out| {
+                String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .any(|line| line.trim() == GUEST_TARGET)
+            })
     };
-    let installed = String::from_utf8_lossy(&output.stdout);
-    if installed.lines().any(|line| line.trim() == GUEST_TARGET) {
+    match installed() {
+        None | Some(true) => return,
+        Some(false) => {}
+    }
+    let _ = std::fs::create_dir_all(lock_dir);
+    let lock = std::fs::File::create(lock_dir.join(".rustup-target.lock"));
+    if let Ok(file) = &lock {
+        let _ = file.lock();
+    }
+    if installed() == Some(true) {
         return;
     }
     let status = Command::new("rustup")
