@@ -1,6 +1,6 @@
 //! The wasm export shim: converts between the WIT bindings and the plain logic.
 
-use crate::config::{CompletionDelivery as Delivery, Config as PlainConfig, parse_config};
+use crate::config::{CompletionDelivery as PlainDelivery, Config as PlainConfig, parse_config};
 use crate::model::{self, JobsView};
 use crate::{notice, tools as logic};
 
@@ -9,7 +9,7 @@ wit_bindgen::generate!({
     path: "../wit",
 });
 
-use exports::harness::jobs::notices::{self, Notice};
+use exports::harness::jobs::notices::{self, AgentStatus, Delivery, Lane, Notice, OwnerState};
 use exports::harness::jobs::tools::{
     self, CompletionDelivery, Config, ContentBlock, OwnerScope, PromptSection, ToolDefinition,
     ToolResult, UiCard,
@@ -115,8 +115,8 @@ fn config_from(config: Config) -> PlainConfig {
         wait_timeout_ms: config.wait_timeout_ms,
         max_wait_timeout_ms: config.max_wait_timeout_ms,
         completion_delivery: match config.completion_delivery {
-            CompletionDelivery::Wakeup => Delivery::Wakeup,
-            CompletionDelivery::Quiet => Delivery::Quiet,
+            CompletionDelivery::Wakeup => PlainDelivery::Wakeup,
+            CompletionDelivery::Quiet => PlainDelivery::Quiet,
         },
         max_consecutive_wakes: config.max_consecutive_wakes,
     }
@@ -130,8 +130,8 @@ impl tools::Guest for Component {
             wait_timeout_ms: c.wait_timeout_ms,
             max_wait_timeout_ms: c.max_wait_timeout_ms,
             completion_delivery: match c.completion_delivery {
-                Delivery::Wakeup => CompletionDelivery::Wakeup,
-                Delivery::Quiet => CompletionDelivery::Quiet,
+                PlainDelivery::Wakeup => CompletionDelivery::Wakeup,
+                PlainDelivery::Quiet => CompletionDelivery::Quiet,
             },
             max_consecutive_wakes: c.max_consecutive_wakes,
         })
@@ -206,13 +206,36 @@ impl tools::Guest for Component {
     }
 }
 
+fn notice_for(job: &model::JobSnapshot) -> Notice {
+    Notice {
+        text: notice::notice_text(job),
+        summary: notice::notice_summary(job),
+    }
+}
+
 impl notices::Guest for Component {
     fn completion_notice(job: JobSnapshot) -> Notice {
         install_panic_hook();
+        notice_for(&snapshot_from(job))
+    }
+
+    fn deliver(config: Config, job: JobSnapshot, owner: Option<OwnerState>) -> Option<Delivery> {
+        install_panic_hook();
         let job = snapshot_from(job);
-        Notice {
-            text: notice::notice_text(&job),
-            summary: notice::notice_summary(&job),
-        }
+        let owner = owner.map(|o| {
+            let status = match o.status {
+                AgentStatus::Idle => notice::AgentStatus::Idle,
+                AgentStatus::Running => notice::AgentStatus::Running,
+            };
+            (status, o.wakes_spent)
+        });
+        let lane = notice::delivery_lane(&config_from(config), &job, owner)?;
+        Some(Delivery {
+            lane: match lane {
+                notice::Lane::Inject => Lane::Inject,
+                notice::Lane::Followup => Lane::Followup,
+            },
+            notice: notice_for(&job),
+        })
     }
 }

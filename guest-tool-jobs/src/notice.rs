@@ -1,8 +1,48 @@
 //! Completion-notice text and its UI summary.
 
 use crate::caps::{NOTICE_TRUNCATED, head, tail};
+use crate::config::{CompletionDelivery, Config};
 use crate::model::JobSnapshot;
 use crate::render::status_line;
+
+/// Whether the owner is between turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentStatus {
+    /// Between turns.
+    Idle,
+    /// In a turn.
+    Running,
+}
+
+/// How a notice reaches its owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// Queued for the next step; never wakes.
+    Inject,
+    /// Queued for the next turn; wakes an idle owner and spends one wake.
+    Followup,
+}
+
+/// The lane for a notice to an owned job's owner, or `None` when no notice is
+/// due (the outcome was already observed, or the job has no owner).
+///
+/// `owner` is the owner's status and the wakes it has spent since a person last
+/// wrote to it. Only a `wakeup` config wakes, only an idle owner, and only while
+/// the budget lasts; everything else is injected.
+pub fn delivery_lane(
+    config: &Config,
+    job: &JobSnapshot,
+    owner: Option<(AgentStatus, u64)>,
+) -> Option<Lane> {
+    let (status, spent) = owner?;
+    if job.reported {
+        return None;
+    }
+    let wakes = config.completion_delivery == CompletionDelivery::Wakeup
+        && status == AgentStatus::Idle
+        && spent < config.max_consecutive_wakes;
+    Some(if wakes { Lane::Followup } else { Lane::Inject })
+}
 
 /// The collection action kept by every bounded notice.
 pub const ACTION: &str = "\nDone; job_output.";
@@ -82,6 +122,30 @@ mod tests {
             output_limit_bytes: cap,
             reported: false,
         }
+    }
+
+    #[test]
+    fn lanes_follow_config_status_and_budget() {
+        let mut j = job("bash-1", "bash", "x", None);
+        let wakeup = Config::default();
+        let quiet = Config {
+            completion_delivery: CompletionDelivery::Quiet,
+            ..Config::default()
+        };
+        let idle = Some((AgentStatus::Idle, 0));
+        assert_eq!(delivery_lane(&wakeup, &j, idle), Some(Lane::Followup));
+        assert_eq!(delivery_lane(&quiet, &j, idle), Some(Lane::Inject));
+        assert_eq!(
+            delivery_lane(&wakeup, &j, Some((AgentStatus::Running, 0))),
+            Some(Lane::Inject)
+        );
+        assert_eq!(
+            delivery_lane(&wakeup, &j, Some((AgentStatus::Idle, 3))),
+            Some(Lane::Inject)
+        );
+        assert_eq!(delivery_lane(&wakeup, &j, None), None);
+        j.reported = true;
+        assert_eq!(delivery_lane(&wakeup, &j, idle), None);
     }
 
     #[test]

@@ -30,13 +30,17 @@ pub mod output;
 pub mod owner;
 pub mod plugin;
 pub mod registry;
+pub mod scope;
 
 pub use tokio_util::sync::CancellationToken;
 
 pub use bash::{BashConfig, BashProducer, BashRequest};
-pub use owner::{AgentDirectory, Owner};
+pub use owner::{
+    Agent, AgentDirectory, AgentStatus, Inbox, Lane, MessageSource, NoticeMessage, Owner,
+};
 pub use plugin::{Mount, PluginError, PluginRuntime, SandboxLimits, ToolOutcome};
 pub use registry::{
     JobHooks, JobOutcome, JobRegistry, JobSnapshot, JobStart, JobStatus, OutcomeStatus,
     RegistryConfig, RegistryError, StartError,
 };
+pub use scope::ScopeKey;

@@ -1,39 +1,237 @@
-//! Owners: the live agent objects jobs belong to, and the directory of live agents.
+//! Owners: the live agents jobs belong to, how notices reach them, and the
+//! directory of live agents.
+//!
+//! A harness implements [`Agent`] for its own agent loop (or uses the ready-made
+//! [`Inbox`]) and wraps each live agent in an [`Owner`]. The host then delivers
+//! completion notices into it: `inject` queues a message for the agent's next step
+//! without waking it; `followup` queues one and wakes an idle agent. When the agent
+//! takes a queued message into a step, the harness reports the claim with
+//! [`crate::JobRegistry::inbox_claimed`], so a human's message can refill the
+//! wake budget.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::scope::ScopeKey;
+
+/// Whether an agent is between turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentStatus {
+    /// Between turns: only a wake-up starts another.
+    Idle,
+    /// In a turn: queued messages are picked up at its next step.
+    Running,
+}
+
+/// How a notice was handed to its owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// Queued for the next step; does not wake an idle agent.
+    Inject,
+    /// Queued for the next turn, waking an idle agent.
+    Followup,
+}
+
+/// A completion notice as the owner receives it: a user-role message with one text
+/// block, from the plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoticeMessage {
+    /// The one text block of the message.
+    pub text: String,
+    /// The collapsed-row summary for a user interface.
+    pub summary: String,
+    /// The plugin that sent it (`tool-jobs`).
+    pub plugin: &'static str,
+    /// The message form (`notice`).
+    pub form: &'static str,
+}
+
+/// Who wrote a message an agent claimed into a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageSource {
+    /// A person. Only this refills the wake budget.
+    User,
+    /// A plugin, such as this one's own notices.
+    Plugin,
+    /// Anything else the harness queues.
+    Other,
+}
+
+/// A live agent as the host sees it. Implemented by the harness.
+pub trait Agent: Send + Sync + 'static {
+    /// Whether the agent is idle or in a turn.
+    fn status(&self) -> AgentStatus;
+    /// Queues `message` for the agent's next step, without waking it.
+    ///
+    /// # Errors
+    ///
+    /// Any failure; the host logs it and moves on.
+    fn inject(&self, message: NoticeMessage) -> Result<(), String>;
+    /// Queues `message` for the agent's next turn and wakes it if idle.
+    ///
+    /// # Errors
+    ///
+    /// Any failure; the host logs it and moves on.
+    fn followup(&self, message: NoticeMessage) -> Result<(), String>;
+}
+
+/// A ready-made [`Agent`]: it records what it was given, with the lane, and
+/// reports whatever status it was last set to (running at first).
+pub struct Inbox {
+    status: Mutex<AgentStatus>,
+    messages: Mutex<Vec<(Lane, NoticeMessage)>>,
+}
+
+impl Default for Inbox {
+    fn default() -> Self {
+        Inbox {
+            status: Mutex::new(AgentStatus::Running),
+            messages: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Inbox {
+    /// Sets the status the inbox reports.
+    pub fn set_status(&self, status: AgentStatus) {
+        *relock(&self.status) = status;
+    }
+
+    /// Everything delivered so far, in order.
+    pub fn messages(&self) -> Vec<(Lane, NoticeMessage)> {
+        relock(&self.messages).clone()
+    }
+
+    /// How many messages arrived through `lane`.
+    pub fn count(&self, lane: Lane) -> usize {
+        relock(&self.messages)
+            .iter()
+            .filter(|(l, _)| *l == lane)
+            .count()
+    }
+}
+
+impl Agent for Inbox {
+    fn status(&self) -> AgentStatus {
+        *relock(&self.status)
+    }
+
+    fn inject(&self, message: NoticeMessage) -> Result<(), String> {
+        relock(&self.messages).push((Lane::Inject, message));
+        Ok(())
+    }
+
+    fn followup(&self, message: NoticeMessage) -> Result<(), String> {
+        relock(&self.messages).push((Lane::Followup, message));
+        Ok(())
+    }
+}
 
 /// A live agent that can own background jobs.
 ///
 /// Two handles are the *same owner* only when they come from the same
-/// [`Owner::new`] call (object identity): lifecycle decisions (admission buckets,
-/// notices, cleanup) use that identity. Access checks (who may read, wait on or kill
-/// a job) compare session ids, so a replacement agent with the same session id can
-/// see and control the old agent's jobs.
+/// constructor call (object identity): lifecycle decisions (admission buckets,
+/// notices, wake budgets, cleanup) use that identity. Access checks (who may read,
+/// wait on or kill a job) compare session ids, so a replacement agent with the same
+/// session id can see and control the old agent's jobs, but never receives their
+/// notices.
 #[derive(Clone)]
 pub struct Owner(Arc<OwnerInner>);
 
 struct OwnerInner {
     session_id: String,
     instance: u64,
+    agent: Arc<dyn Agent>,
+    inbox: Option<Arc<Inbox>>,
+    scope: Option<ScopeKey>,
+}
+
+/// Builds an [`Owner`].
+pub struct OwnerBuilder {
+    session_id: String,
+    agent: Option<Arc<dyn Agent>>,
+    scope: Option<ScopeKey>,
+}
+
+impl OwnerBuilder {
+    /// The agent notices are delivered to (default: a fresh [`Inbox`]).
+    pub fn agent(mut self, agent: Arc<dyn Agent>) -> Self {
+        self.agent = Some(agent);
+        self
+    }
+
+    /// The agent's own scope, parented to the preset scope it joins (see
+    /// [`crate::JobRegistry::create_scope`]). Without one, only global mounts serve it.
+    pub fn scope(mut self, scope: ScopeKey) -> Self {
+        self.scope = Some(scope);
+        self
+    }
+
+    /// The owner. It must be registered with [`AgentDirectory::register`] before it
+    /// can start jobs.
+    pub fn build(self) -> Owner {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let (agent, inbox): (Arc<dyn Agent>, Option<Arc<Inbox>>) = match self.agent {
+            Some(agent) => (agent, None),
+            None => {
+                let inbox = Arc::new(Inbox::default());
+                (inbox.clone(), Some(inbox))
+            }
+        };
+        Owner(Arc::new(OwnerInner {
+            session_id: self.session_id,
+            instance: NEXT.fetch_add(1, Ordering::Relaxed),
+            agent,
+            inbox,
+            scope: self.scope,
+        }))
+    }
 }
 
 impl Owner {
-    /// A new owner object for `session_id`. It must be registered with
-    /// [`AgentDirectory::register`] before it can start jobs.
+    /// A new owner for `session_id` with its own [`Inbox`] and no scope.
     pub fn new(session_id: impl Into<String>) -> Owner {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        Owner(Arc::new(OwnerInner {
+        Owner::builder(session_id).build()
+    }
+
+    /// Starts building an owner for `session_id`.
+    pub fn builder(session_id: impl Into<String>) -> OwnerBuilder {
+        OwnerBuilder {
             session_id: session_id.into(),
-            instance: NEXT.fetch_add(1, Ordering::Relaxed),
-        }))
+            agent: None,
+            scope: None,
+        }
     }
 
     /// The session id access checks compare.
     pub fn session_id(&self) -> &str {
         &self.0.session_id
+    }
+
+    /// A number unique to this owner object.
+    pub fn instance(&self) -> u64 {
+        self.0.instance
+    }
+
+    /// The agent notices go to.
+    pub fn agent(&self) -> &Arc<dyn Agent> {
+        &self.0.agent
+    }
+
+    /// The built-in inbox, when the owner was made without an agent of its own.
+    pub fn inbox(&self) -> Option<&Arc<Inbox>> {
+        self.0.inbox.as_ref()
+    }
+
+    /// The agent's scope, if it has one.
+    pub fn scope(&self) -> Option<ScopeKey> {
+        self.0.scope
     }
 
     /// Whether both handles are the same owner object.
@@ -52,6 +250,7 @@ impl fmt::Debug for Owner {
         f.debug_struct("Owner")
             .field("session_id", &self.0.session_id)
             .field("instance", &self.0.instance)
+            .field("scope", &self.0.scope)
             .finish()
     }
 }
@@ -65,13 +264,12 @@ pub struct AgentDirectory {
 impl AgentDirectory {
     /// Makes `owner` the live instance for its session id, replacing any earlier one.
     pub fn register(&self, owner: &Owner) {
-        self.lock()
-            .insert(owner.session_id().to_owned(), owner.clone());
+        relock(&self.live).insert(owner.session_id().to_owned(), owner.clone());
     }
 
     /// Removes `owner` if it is still the live instance for its session id.
     pub fn unregister(&self, owner: &Owner) {
-        let mut live = self.lock();
+        let mut live = relock(&self.live);
         if live
             .get(owner.session_id())
             .is_some_and(|current| current.same_instance(owner))
@@ -82,13 +280,8 @@ impl AgentDirectory {
 
     /// Whether `owner` is the live instance registered for its session id.
     pub fn is_live(&self, owner: &Owner) -> bool {
-        self.lock()
+        relock(&self.live)
             .get(owner.session_id())
             .is_some_and(|current| current.same_instance(owner))
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Owner>> {
-        // The map holds no invariant a panic could break halfway.
-        self.live.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

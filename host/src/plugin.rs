@@ -21,8 +21,9 @@ use wasmtime::{
     StoreLimitsBuilder, UpdateDeadline,
 };
 
-use crate::owner::Owner;
-use crate::registry::{self, ControllerAttachment, JobRegistry};
+use crate::owner::{self, Lane, NoticeMessage, Owner};
+use crate::registry::{self, ControllerAttachment, JobRegistry, ListenerRegistration};
+use crate::scope::ScopeKey;
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -38,6 +39,7 @@ mod bindings {
     });
 }
 
+use bindings::exports::harness::jobs::notices as wit_notices;
 pub use bindings::exports::harness::jobs::notices::Notice;
 pub use bindings::exports::harness::jobs::tools::{
     CompletionDelivery, Config as PluginConfig, ContentBlock, PromptSection, ToolDefinition, UiCard,
@@ -318,17 +320,28 @@ pub struct ToolOutcome {
     pub value: Option<serde_json::Value>,
 }
 
-/// One loaded copy of the plugin over a registry: attached as a job controller for
-/// as long as it lives.
+/// One loaded copy of the plugin over a registry, in the global layer or in one
+/// scope's layer. For as long as it lives it is attached as a job controller, and
+/// it delivers the completion notices of the jobs its layer hears.
 pub struct Mount {
     runtime: Arc<PluginRuntime>,
     registry: JobRegistry,
     config: PluginConfig,
+    scope: Option<ScopeKey>,
+    notices: tokio::sync::mpsc::UnboundedSender<NoticeWork>,
+    _listener: ListenerRegistration,
     _controller: ControllerAttachment,
 }
 
+/// Work for a mount's notice task, done in order.
+enum NoticeWork {
+    Settled(registry::JobSnapshot, Option<Owner>),
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
 impl Mount {
-    /// Validates `config_json` through the plugin and attaches it to `registry`.
+    /// Validates `config_json` through the plugin and attaches it to `registry`
+    /// in the global layer, where it serves every owner.
     ///
     /// # Errors
     ///
@@ -336,6 +349,22 @@ impl Mount {
     pub async fn new(
         runtime: Arc<PluginRuntime>,
         registry: JobRegistry,
+        config_json: &str,
+    ) -> Result<Mount, PluginError> {
+        Mount::scoped(runtime, registry, None, config_json).await
+    }
+
+    /// Like [`Mount::new`], in `scope`'s layer (global for `None`): the mount then
+    /// serves, and notifies, only owners whose scope chain passes through `scope`.
+    /// Dropping the mount removes its controller and its listener.
+    ///
+    /// # Errors
+    ///
+    /// [`PluginError::Config`] with the plugin's own message for a bad config.
+    pub async fn scoped(
+        runtime: Arc<PluginRuntime>,
+        registry: JobRegistry,
+        scope: Option<ScopeKey>,
         config_json: &str,
     ) -> Result<Mount, PluginError> {
         let config = {
@@ -347,13 +376,41 @@ impl Mount {
                 .map_err(trap)?
                 .map_err(PluginError::Config)?
         };
-        let controller = registry.attach_controller();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let sender = tx.clone();
+        let listener = registry.on_job_done_in(scope, move |job, owner| {
+            // The task may be gone only while the mount itself is being dropped.
+            let _ = sender.send(NoticeWork::Settled(job.clone(), owner.cloned()));
+        });
+        tokio::spawn(deliver_notices(
+            runtime.clone(),
+            registry.clone(),
+            config,
+            rx,
+        ));
+        let controller = registry.attach_controller_in(scope);
         Ok(Mount {
             runtime,
             registry,
             config,
+            scope,
+            notices: tx,
+            _listener: listener,
             _controller: controller,
         })
+    }
+
+    /// The scope this mount serves (`None`: global).
+    pub fn scope(&self) -> Option<ScopeKey> {
+        self.scope
+    }
+
+    /// Returns once every notice this mount heard so far has been delivered.
+    pub async fn flush_notices(&self) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.notices.send(NoticeWork::Flush(tx)).is_ok() {
+            let _ = rx.await;
+        }
     }
 
     /// The registry this mount serves.
@@ -525,6 +582,91 @@ impl Mount {
         let borrowed = Resource::new_borrow(scope.rep());
         f(&jobs, &mut store, borrowed).await.map_err(trap)
     }
+}
+
+/// A mount's notice task: asks the guest what to deliver for each settlement, in
+/// order, and acts on the answer. Ends when the mount is dropped.
+async fn deliver_notices(
+    runtime: Arc<PluginRuntime>,
+    registry: JobRegistry,
+    config: PluginConfig,
+    mut work: tokio::sync::mpsc::UnboundedReceiver<NoticeWork>,
+) {
+    while let Some(item) = work.recv().await {
+        match item {
+            NoticeWork::Flush(done) => {
+                let _ = done.send(());
+            }
+            NoticeWork::Settled(job, owner) => {
+                if let Err(e) = deliver_one(&runtime, &registry, config, &job, owner).await {
+                    tracing::warn!("jobs: onJobDone listener threw for {}: {e}", job.id);
+                }
+            }
+        }
+    }
+}
+
+async fn deliver_one(
+    runtime: &PluginRuntime,
+    registry: &JobRegistry,
+    config: PluginConfig,
+    job: &registry::JobSnapshot,
+    owner: Option<Owner>,
+) -> Result<(), String> {
+    // An unowned job has nobody to deliver to; the guest would say the same.
+    let Some(owner) = owner else {
+        return Ok(());
+    };
+    let agent = owner.agent().clone();
+    let status = contain(|| agent.status())?;
+    let state = wit_notices::OwnerState {
+        status: match status {
+            owner::AgentStatus::Idle => wit_notices::AgentStatus::Idle,
+            owner::AgentStatus::Running => wit_notices::AgentStatus::Running,
+        },
+        wakes_spent: registry.wakes_spent(&owner),
+    };
+    let snapshot = to_wit_snapshot(job);
+    let mut store = runtime.store(registry, 0.0);
+    let jobs = instantiate(runtime, &mut store)
+        .await
+        .map_err(|e| e.to_string())?;
+    let decision = jobs
+        .harness_jobs_notices()
+        .call_deliver(&mut store, config, &snapshot, Some(state))
+        .await
+        .map_err(|e| trap(e).to_string())?;
+    let Some(delivery) = decision else {
+        return Ok(());
+    };
+    let message = NoticeMessage {
+        text: delivery.notice.text,
+        summary: delivery.notice.summary,
+        plugin: "tool-jobs",
+        form: "notice",
+    };
+    let lane = match delivery.lane {
+        wit_notices::Lane::Inject => Lane::Inject,
+        wit_notices::Lane::Followup => Lane::Followup,
+    };
+    if lane == Lane::Followup {
+        registry.record_wake(&owner);
+    }
+    contain(|| match lane {
+        Lane::Inject => agent.inject(message),
+        Lane::Followup => agent.followup(message),
+    })?
+}
+
+/// Runs harness code, turning a panic into an error.
+fn contain<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
+        panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".to_owned())
+    })
 }
 
 async fn instantiate(

@@ -19,7 +19,8 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::owner::{AgentDirectory, Owner};
+use crate::owner::{AgentDirectory, MessageSource, Owner};
+use crate::scope::{Layered, ScopeKey, ScopeTree};
 
 /// The largest wait timeout a timer accepts, in milliseconds.
 pub const MAX_TIMER_DELAY_MS: f64 = 2_147_483_647.0;
@@ -347,9 +348,28 @@ type ChangedListener = Arc<dyn Fn(Option<&Owner>) + Send + Sync>;
 struct State {
     records: Vec<JobRecord>,
     counters: HashMap<String, u64>,
-    controllers: usize,
-    done_listeners: Vec<(u64, DoneListener)>,
-    changed_listeners: Vec<(u64, ChangedListener)>,
+    scopes: ScopeTree,
+    controllers: Layered<()>,
+    done_listeners: Layered<DoneListener>,
+    changed_listeners: Layered<ChangedListener>,
+    /// Set by service disposal: no completion listener runs any more.
+    listeners_closed: bool,
+    /// Wake-ups spent per exact owner object, since its last user message.
+    wakes: HashMap<u64, u64>,
+}
+
+impl State {
+    fn chain(&self, owner: Option<&Owner>) -> Vec<ScopeKey> {
+        match owner {
+            Some(owner) => self.scopes.chain(owner.scope()),
+            // Unowned jobs have no chain: only the global layer hears them.
+            None => Vec::new(),
+        }
+    }
+
+    fn changed_for(&self, owner: Option<&Owner>) -> Vec<ChangedListener> {
+        self.changed_listeners.routed(&self.chain(owner))
+    }
 }
 
 struct Shared {
@@ -368,16 +388,17 @@ pub struct JobRegistry {
     shared: Arc<Shared>,
 }
 
-/// Keeps a controller attached; dropping it detaches. While no controller is
-/// attached, [`JobRegistry::start`] refuses with [`StartError::NoController`].
+/// Keeps a controller attached; dropping it detaches. A start is refused with
+/// [`StartError::NoController`] unless a controller serves the owner.
 pub struct ControllerAttachment {
     registry: Weak<Shared>,
+    id: u64,
 }
 
 impl Drop for ControllerAttachment {
     fn drop(&mut self) {
         if let Some(shared) = self.registry.upgrade() {
-            lock(&shared.state).controllers -= 1;
+            lock(&shared.state).controllers.remove(self.id);
         }
     }
 }
@@ -392,8 +413,8 @@ impl Drop for ListenerRegistration {
     fn drop(&mut self) {
         if let Some(shared) = self.registry.upgrade() {
             let mut state = lock(&shared.state);
-            state.done_listeners.retain(|(id, _)| *id != self.id);
-            state.changed_listeners.retain(|(id, _)| *id != self.id);
+            state.done_listeners.remove(self.id);
+            state.changed_listeners.remove(self.id);
         }
     }
 }
@@ -441,12 +462,31 @@ impl JobRegistry {
         &self.shared.config
     }
 
-    /// Attaches a job controller (a mounted tool-jobs plugin). Starts are refused
-    /// while none is attached.
+    /// A new scope under `parent`: a preset's standing scope (no parent), or an
+    /// agent's own scope parented to the preset it joins.
+    pub fn create_scope(&self, parent: Option<ScopeKey>) -> ScopeKey {
+        lock(&self.shared.state).scopes.create(parent)
+    }
+
+    fn next_id(&self) -> u64 {
+        self.shared.next_listener.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Attaches a job controller (a mounted tool-jobs plugin) in the global layer:
+    /// it serves every owner and unowned starts.
     pub fn attach_controller(&self) -> ControllerAttachment {
-        lock(&self.shared.state).controllers += 1;
+        self.attach_controller_in(None)
+    }
+
+    /// Attaches a job controller in `scope`'s layer (global for `None`): it serves
+    /// the owners whose scope chain passes through `scope`. Each attachment is
+    /// independent; the fence re-arms when the last one serving an owner goes.
+    pub fn attach_controller_in(&self, scope: Option<ScopeKey>) -> ControllerAttachment {
+        let id = self.next_id();
+        lock(&self.shared.state).controllers.push(id, scope, ());
         ControllerAttachment {
             registry: Arc::downgrade(&self.shared),
+            id,
         }
     }
 
@@ -456,10 +496,20 @@ impl JobRegistry {
         &self,
         listener: impl Fn(&JobSnapshot, Option<&Owner>) + Send + Sync + 'static,
     ) -> ListenerRegistration {
-        let id = self.shared.next_listener.fetch_add(1, Ordering::Relaxed);
+        self.on_job_done_in(None, listener)
+    }
+
+    /// [`JobRegistry::on_job_done`] in `scope`'s layer: it hears only jobs whose
+    /// owner's scope chain passes through `scope` (global for `None`: every job).
+    pub fn on_job_done_in(
+        &self,
+        scope: Option<ScopeKey>,
+        listener: impl Fn(&JobSnapshot, Option<&Owner>) + Send + Sync + 'static,
+    ) -> ListenerRegistration {
+        let id = self.next_id();
         lock(&self.shared.state)
             .done_listeners
-            .push((id, Arc::new(listener)));
+            .push(id, scope, Arc::new(listener));
         ListenerRegistration {
             registry: Arc::downgrade(&self.shared),
             id,
@@ -467,19 +517,55 @@ impl JobRegistry {
     }
 
     /// Calls `listener` whenever the set of jobs visible to an owner changes
-    /// (registration, stopping, settlement), with that owner (`None` for unowned
-    /// jobs). A panic is contained.
+    /// (registration, stopping, settlement, removal), with that owner (`None` for
+    /// unowned jobs). It never touches `reported`. A panic is contained.
     pub fn on_jobs_changed(
         &self,
         listener: impl Fn(Option<&Owner>) + Send + Sync + 'static,
     ) -> ListenerRegistration {
-        let id = self.shared.next_listener.fetch_add(1, Ordering::Relaxed);
+        self.on_jobs_changed_in(None, listener)
+    }
+
+    /// [`JobRegistry::on_jobs_changed`] in `scope`'s layer, routed like
+    /// [`JobRegistry::on_job_done_in`].
+    pub fn on_jobs_changed_in(
+        &self,
+        scope: Option<ScopeKey>,
+        listener: impl Fn(Option<&Owner>) + Send + Sync + 'static,
+    ) -> ListenerRegistration {
+        let id = self.next_id();
         lock(&self.shared.state)
             .changed_listeners
-            .push((id, Arc::new(listener)));
+            .push(id, scope, Arc::new(listener));
         ListenerRegistration {
             registry: Arc::downgrade(&self.shared),
             id,
+        }
+    }
+
+    /// Wake-ups spent for this exact owner object since its last user message.
+    pub fn wakes_spent(&self, owner: &Owner) -> u64 {
+        lock(&self.shared.state)
+            .wakes
+            .get(&owner.instance())
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Records one wake-up spent for this exact owner object.
+    pub fn record_wake(&self, owner: &Owner) {
+        *lock(&self.shared.state)
+            .wakes
+            .entry(owner.instance())
+            .or_insert(0) += 1;
+    }
+
+    /// The harness reports that `owner` claimed a queued message into a step. A
+    /// message a person wrote refills the owner's wake budget; the plugin's own
+    /// notices and anything else never do.
+    pub fn inbox_claimed(&self, owner: &Owner, source: MessageSource) {
+        if source == MessageSource::User {
+            lock(&self.shared.state).wakes.remove(&owner.instance());
         }
     }
 
@@ -497,7 +583,8 @@ impl JobRegistry {
         run: impl FnOnce() -> Result<JobHooks, String>,
     ) -> Result<String, StartError> {
         let mut state = lock(&self.shared.state);
-        if state.controllers == 0 {
+        let chain = state.chain(spec.owner.as_ref());
+        if !state.controllers.serves(&chain) {
             return Err(StartError::NoController);
         }
         if spec.kind.is_empty() {
@@ -548,7 +635,7 @@ impl JobRegistry {
             read_output: hooks.read_output,
             settled,
         });
-        let changed = snapshot_changed_listeners(&state);
+        let changed = state.changed_for(spec.owner.as_ref());
         drop(state);
 
         let registry = Arc::downgrade(&self.shared);
@@ -567,13 +654,6 @@ impl JobRegistry {
     /// Records a job's outcome: first-wins, then waiters released, then the
     /// changed observers, then the completion listeners, in that order.
     fn settle(&self, id: &str, outcome: Result<JobOutcome, String>) {
-        let mut state = lock(&self.shared.state);
-        let Some(record) = state.records.iter_mut().find(|r| r.id == id) else {
-            return;
-        };
-        if record.status.is_terminal() {
-            return;
-        }
         let outcome = outcome.unwrap_or_else(|err| {
             tracing::warn!(
                 "jobs: job {id} producer done promise rejected (producer contract violation): {err}"
@@ -584,6 +664,13 @@ impl JobRegistry {
                 output: None,
             }
         });
+        let mut state = lock(&self.shared.state);
+        let Some(record) = state.records.iter_mut().find(|r| r.id == id) else {
+            return;
+        };
+        if record.status.is_terminal() {
+            return;
+        }
         record.status = match outcome.status {
             OutcomeStatus::Completed => JobStatus::Completed,
             OutcomeStatus::Killed => JobStatus::Killed,
@@ -601,12 +688,12 @@ impl JobRegistry {
         let snapshot = record.snapshot();
         let owner = record.owner.clone();
         record.settled.send_replace(true);
-        let changed = snapshot_changed_listeners(&state);
-        let done: Vec<DoneListener> = state
-            .done_listeners
-            .iter()
-            .map(|(_, l)| l.clone())
-            .collect();
+        let changed = state.changed_for(owner.as_ref());
+        let done = if state.listeners_closed {
+            Vec::new()
+        } else {
+            state.done_listeners.routed(&state.chain(owner.as_ref()))
+        };
         drop(state);
 
         notify_changed(&changed, owner.as_ref());
@@ -620,6 +707,123 @@ impl JobRegistry {
                 );
             }
         }
+    }
+
+    /// Disposes of an owner: its live jobs are marked reported (so no notice is
+    /// due) and cancelled with `owner disposed`, the registry waits for them to
+    /// settle, then drops every record of this exact owner object; later access
+    /// to those ids fails with `unknown job`. A cancel that fails force-fails its
+    /// job instead of being waited for.
+    pub async fn dispose_owner(&self, owner: &Owner) {
+        let pending = self.tear_down(
+            |r| r.owner.as_ref().is_some_and(|o| o.same_instance(owner)),
+            "owner disposed",
+        );
+        for mut rx in pending {
+            let _ = rx.wait_for(|done| *done).await;
+        }
+        let mut state = lock(&self.shared.state);
+        let before = state.records.len();
+        state
+            .records
+            .retain(|r| !r.owner.as_ref().is_some_and(|o| o.same_instance(owner)));
+        let had_records = state.records.len() != before;
+        state.wakes.remove(&owner.instance());
+        let changed = state.changed_for(Some(owner));
+        drop(state);
+        if had_records {
+            notify_changed(&changed, Some(owner));
+        }
+    }
+
+    /// Disposes of the whole service: completion listeners are closed for good,
+    /// every live job is cancelled with `jobs service disposed` (marked reported
+    /// first), the registry waits for them, clears every record, and announces the
+    /// emptied set to each owner and to unowned observers.
+    pub async fn dispose(&self) {
+        lock(&self.shared.state).listeners_closed = true;
+        let pending = self.tear_down(|_| true, "jobs service disposed");
+        for mut rx in pending {
+            let _ = rx.wait_for(|done| *done).await;
+        }
+        let mut state = lock(&self.shared.state);
+        let mut owners: Vec<Option<Owner>> = Vec::new();
+        for record in state.records.drain(..) {
+            let seen = owners.iter().any(|o| match (o, &record.owner) {
+                (Some(a), Some(b)) => a.same_instance(b),
+                (None, None) => true,
+                _ => false,
+            });
+            if !seen {
+                owners.push(record.owner);
+            }
+        }
+        state.wakes.clear();
+        let announcements: Vec<_> = owners
+            .into_iter()
+            .map(|o| (state.changed_for(o.as_ref()), o))
+            .collect();
+        drop(state);
+        for (changed, owner) in announcements {
+            notify_changed(&changed, owner.as_ref());
+        }
+    }
+
+    /// Marks every live record matching `which` reported, then cancels it with
+    /// `reason`. Returns the settlement signals to wait for; a record whose cancel
+    /// failed is force-failed at once and not waited for.
+    fn tear_down(
+        &self,
+        which: impl Fn(&JobRecord) -> bool,
+        reason: &str,
+    ) -> Vec<watch::Receiver<bool>> {
+        let mut state = lock(&self.shared.state);
+        let mut pending = Vec::new();
+        let mut stopped = Vec::new();
+        let mut failed = Vec::new();
+        for record in state
+            .records
+            .iter_mut()
+            .filter(|r| !r.status.is_terminal() && which(r))
+        {
+            // Reported before cancel, so even a failed cancel announces nothing.
+            record.reported = true;
+            match (record.cancel)(Some(reason)) {
+                Ok(()) => {
+                    record.status = JobStatus::Stopping;
+                    pending.push(record.settled.subscribe());
+                    stopped.push(record.owner.clone());
+                }
+                Err(err) => {
+                    tracing::warn!(
+                        "jobs: cancel of {} threw during teardown; job record forced failed and work may be orphaned: {err}",
+                        record.id
+                    );
+                    failed.push((record.id.clone(), err));
+                }
+            }
+        }
+        let announcements: Vec<_> = stopped
+            .into_iter()
+            .map(|o| (state.changed_for(o.as_ref()), o))
+            .collect();
+        drop(state);
+        for (changed, owner) in announcements {
+            notify_changed(&changed, owner.as_ref());
+        }
+        for (id, err) in failed {
+            self.settle(
+                &id,
+                Ok(JobOutcome {
+                    status: OutcomeStatus::Failed,
+                    detail: Some(format!(
+                        "cancel threw during teardown; work may be orphaned: {err}"
+                    )),
+                    output: None,
+                }),
+            );
+        }
+        pending
     }
 
     fn with_visible<T>(
@@ -719,7 +923,7 @@ impl JobRegistry {
             Ok((KillOutcome::Requested, Some(r.owner.clone())))
         })?;
         if let Some(owner) = owner {
-            let changed = snapshot_changed_listeners(&lock(&self.shared.state));
+            let changed = lock(&self.shared.state).changed_for(owner.as_ref());
             notify_changed(&changed, owner.as_ref());
         }
         Ok(outcome)
@@ -812,14 +1016,6 @@ impl Drop for WaiterGuard<'_> {
             r.waiters.retain(|w| w.key != self.key);
         }
     }
-}
-
-fn snapshot_changed_listeners(state: &State) -> Vec<ChangedListener> {
-    state
-        .changed_listeners
-        .iter()
-        .map(|(_, l)| l.clone())
-        .collect()
 }
 
 fn notify_changed(listeners: &[ChangedListener], owner: Option<&Owner>) {

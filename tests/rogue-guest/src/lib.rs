@@ -9,7 +9,7 @@ wit_bindgen::generate!({
     path: "../../wit",
 });
 
-use exports::harness::jobs::notices::{self, Notice};
+use exports::harness::jobs::notices::{self, Delivery, Notice, OwnerState};
 use exports::harness::jobs::tools::{
     self, CompletionDelivery, Config, ContentBlock, OwnerScope, PromptSection, ToolDefinition,
     ToolResult, UiCard,
@@ -112,5 +112,10 @@ impl notices::Guest for Rogue {
             text: job.id,
             summary: String::new(),
         }
+    }
+
+    // Traps instead of deciding: the host must survive a broken notice path.
+    fn deliver(_config: Config, _job: JobSnapshot, _owner: Option<OwnerState>) -> Option<Delivery> {
+        panic!("rogue guest refuses to deliver")
     }
 }
