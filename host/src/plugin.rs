@@ -626,7 +626,12 @@ async fn deliver_one(
         },
         wakes_spent: registry.wakes_spent(&owner),
     };
-    let snapshot = to_wit_snapshot(job);
+    // Decide on the record as it is now: a read since settlement may already have
+    // shown the outcome. A record torn down since has nobody left to tell.
+    let Some(current) = registry.inspect(&job.id) else {
+        return Ok(());
+    };
+    let snapshot = to_wit_snapshot(&current);
     let mut store = runtime.store(registry, 0.0);
     let jobs = instantiate(runtime, &mut store)
         .await
@@ -639,6 +644,12 @@ async fn deliver_one(
     let Some(delivery) = decision else {
         return Ok(());
     };
+    // Claiming marks the job reported under the registry's lock: a read racing
+    // this delivery either came first (no notice) or comes after the notice, and
+    // no second mount can announce the same job again.
+    if !registry.claim_notice(&job.id) {
+        return Ok(());
+    }
     let message = NoticeMessage {
         text: delivery.notice.text,
         summary: delivery.notice.summary,

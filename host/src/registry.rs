@@ -560,6 +560,20 @@ impl JobRegistry {
             .or_insert(0) += 1;
     }
 
+    /// Claims the right to announce a settled job's outcome: true exactly once, and
+    /// only while nothing else has observed it (a read, a wait, a kill, teardown,
+    /// or an earlier notice). The job is then marked reported.
+    pub fn claim_notice(&self, id: &str) -> bool {
+        let mut state = lock(&self.shared.state);
+        match state.records.iter_mut().find(|r| r.id == id) {
+            Some(r) if r.status.is_terminal() && !r.reported => {
+                r.reported = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The harness reports that `owner` claimed a queued message into a step. A
     /// message a person wrote refills the owner's wake budget; the plugin's own
     /// notices and anything else never do.
