@@ -746,20 +746,23 @@ async fn observed_outcomes_are_marked_reported() {
         .settle(OutcomeStatus::Killed, Some("signal: SIGTERM"), None)
         .await;
     assert!(f.registry.inspect(&killed).unwrap().reported);
-    // Read after settling.
-    let (read, control) = f.start(ScriptedJob::final_output(Some(&f.alice))).unwrap();
+    // Read after settling. Unowned, so no notice claims it first.
+    let (read, control) = f.start(ScriptedJob::final_output(None)).unwrap();
     control
         .settle(OutcomeStatus::Completed, None, Some("answer"))
         .await;
-    assert!(!f.registry.inspect(&read).unwrap().reported);
+    f.mount.flush_notices().await;
+    let job = f.registry.inspect(&read).unwrap();
+    assert!(!job.reported && job.owner_session.is_none());
     let text = f.output(Some(&f.alice), &read).await;
     assert!(text.contains("answer"));
     assert!(f.registry.inspect(&read).unwrap().reported);
-    // Unowned and never observed: not reported, and no owner to notify.
-    let (unowned, control) = f.start(ScriptedJob::stream(None)).unwrap();
+    // An owned job nobody observed is claimed by its notice.
+    let (noticed, control) = f.start(ScriptedJob::stream(Some(&f.alice))).unwrap();
     control.settle(OutcomeStatus::Completed, None, None).await;
-    let job = f.registry.inspect(&unowned).unwrap();
-    assert!(!job.reported && job.owner_session.is_none());
+    f.mount.flush_notices().await;
+    assert!(f.registry.inspect(&noticed).unwrap().reported);
+    assert_eq!(f.alice.inbox().unwrap().messages().len(), 1);
 }
 
 #[tokio::test]

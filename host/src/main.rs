@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use host::bash::{BashConfig, BashProducer, BashRequest, started_text};
-use host::{JobRegistry, Mount, Owner, PluginRuntime, SandboxLimits};
+use host::{JobRegistry, Lane, Mount, Owner, PluginRuntime, SandboxLimits};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -94,60 +94,95 @@ async fn demo(
     let owner = Owner::new("demo-session");
     registry.agents().register(&owner);
 
-    // The built-in script kills its second job; commands given with --run are
-    // collected to the end.
-    let kill_rest = runs.is_empty();
-    let commands = if runs.is_empty() {
-        vec![
-            "for i in 1 2 3; do echo \"step $i\"; sleep 0.2; done; echo 'warning: flaky' >&2"
-                .to_owned(),
-            "sleep 30".to_owned(),
-        ]
-    } else {
-        runs
-    };
-    let mut ids = Vec::new();
-    for command in &commands {
+    // Every settlement, so the demo can wait for the last one without sleeping.
+    let (settled_tx, mut settled) = tokio::sync::mpsc::unbounded_channel();
+    let _watch = registry.on_job_done(move |job, _| {
+        let _ = settled_tx.send(job.id.clone());
+    });
+    let start = |command: &str| -> Result<String> {
         let id = bash
             .start(
                 Some(owner.clone()),
                 BashRequest {
-                    command: command.clone(),
+                    command: command.to_owned(),
                     ..BashRequest::default()
                 },
             )
             .map_err(|e| anyhow::anyhow!("Error: {e}"))?;
         println!("> bash {{\"command\":{command:?},\"run_in_background\":true}}");
         println!("  {}\n", started_text(&id));
-        ids.push(id);
-    }
+        Ok(id)
+    };
 
-    call(&mount, &owner, "job_list", json!({})).await;
-    let (first, rest) = ids.split_first().expect("at least one job");
-    call(
-        &mount,
-        &owner,
-        "job_output",
-        json!({"job_id": first, "wait": true}),
-    )
-    .await;
-    for id in rest {
-        if kill_rest {
-            call(
-                &mount,
-                &owner,
-                "job_kill",
-                json!({"job_id": id, "reason": "demo is over"}),
-            )
-            .await;
-        }
+    let mut ids = Vec::new();
+    if runs.is_empty() {
+        // The built-in script: collect one job, kill another, and let a third
+        // finish unobserved so its completion notice arrives.
+        let build = start(
+            "for i in 1 2 3; do echo \"step $i\"; sleep 0.2; done; echo 'warning: flaky' >&2",
+        )?;
+        let server = start("sleep 30")?;
+        let quiet = start("sleep 0.5; echo built")?;
+        call(&mount, &owner, "job_list", json!({})).await;
         call(
             &mount,
             &owner,
             "job_output",
-            json!({"job_id": id, "wait": true}),
+            json!({"job_id": build, "wait": true}),
         )
         .await;
+        call(
+            &mount,
+            &owner,
+            "job_kill",
+            json!({"job_id": server, "reason": "demo is over"}),
+        )
+        .await;
+        call(
+            &mount,
+            &owner,
+            "job_output",
+            json!({"job_id": server, "wait": true}),
+        )
+        .await;
+        ids.extend([build, server, quiet]);
+    } else {
+        for command in &runs {
+            ids.push(start(command)?);
+        }
+        call(&mount, &owner, "job_list", json!({})).await;
+        for id in &ids {
+            call(
+                &mount,
+                &owner,
+                "job_output",
+                json!({"job_id": id, "wait": true}),
+            )
+            .await;
+        }
+    }
+
+    // Wait for every job to settle, then for the mount to deliver its notices.
+    let mut done = std::collections::HashSet::new();
+    while done.len() < ids.len() {
+        match settled.recv().await {
+            Some(id) => {
+                done.insert(id);
+            }
+            None => break,
+        }
+    }
+    mount.flush_notices().await;
+    for (lane, notice) in owner.inbox().map(|i| i.messages()).unwrap_or_default() {
+        let lane = match lane {
+            Lane::Inject => "inject",
+            Lane::Followup => "followup",
+        };
+        println!(
+            "notice ({lane}) for {}:\n  {}\n",
+            owner.session_id(),
+            notice.text
+        );
     }
     call(&mount, &owner, "job_list", json!({})).await;
     Ok(())
