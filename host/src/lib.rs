@@ -26,11 +26,15 @@
 #![warn(missing_docs)]
 
 pub mod bash;
+pub mod console;
+pub mod mcp;
 pub mod output;
 pub mod owner;
 pub mod plugin;
 pub mod registry;
 pub mod scope;
+pub mod session;
+pub mod settings;
 
 pub use tokio_util::sync::CancellationToken;
 

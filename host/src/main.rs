@@ -1,13 +1,24 @@
-//! `jobs-host`: runs background shell jobs and shows, through the tool-jobs
-//! component, exactly what a model would see.
+//! `jobs-host`: background jobs for LLM agents, through the tool-jobs component.
+//!
+//! - `mcp`: an MCP server over stdio (one connection, one owner);
+//! - `shell`: type tool calls and see exactly what the model would see;
+//! - `tools`: the tool definitions, UI cards and prompt section as JSON;
+//! - `check`: whether this host can run a given plugin component;
+//! - `demo`: a short scripted session.
 
-use std::path::PathBuf;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use host::bash::{BashConfig, BashProducer, BashRequest, started_text};
-use host::{JobRegistry, Lane, Mount, Owner, PluginRuntime, SandboxLimits};
+use host::bash::{BashProducer, BashRequest, started_text};
+use host::console;
+use host::mcp::JobsServer;
+use host::session::Session;
+use host::settings::Settings;
+use host::{JobRegistry, Lane, Mount, PluginRuntime, SandboxLimits};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -16,24 +27,47 @@ use serde_json::json;
     about = "Background jobs for LLM agents: a wasmtime host for the tool-jobs component"
 )]
 struct Cli {
-    /// Where the compiled component is cached (default: $XDG_CACHE_HOME/jobs-host).
-    #[arg(long, global = true)]
+    /// Where the compiled component is cached [default: $XDG_CACHE_HOME/jobs-host].
+    #[arg(long, global = true, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
+    /// A TOML settings file (keys as the flags, e.g. `wait-timeout-ms = 5000`).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
 }
 
 #[derive(Subcommand)]
 enum Command {
-    /// Start background shell jobs for one owner and drive job_list, job_output and
-    /// job_kill through the component, printing what the model sees.
+    /// Serve `bash` and the job tools as an MCP server over stdio.
+    Mcp {
+        #[command(flatten)]
+        settings: Settings,
+    },
+    /// An interactive console: type tool calls, see what the model sees. Reads a
+    /// script from stdin when it is not a terminal.
+    Shell {
+        #[command(flatten)]
+        settings: Settings,
+    },
+    /// Print the tool definitions, UI cards and prompt section as JSON.
+    Tools {
+        #[command(flatten)]
+        settings: Settings,
+    },
+    /// Load a plugin component, list its imports and exports, and say whether this
+    /// host can run it.
+    Check {
+        /// The component (`.wasm`).
+        plugin: PathBuf,
+    },
+    /// A short scripted session: background jobs driven through the component.
     Demo {
         /// A command to run in the background and collect (repeatable).
         #[arg(long = "run", value_name = "COMMAND")]
         runs: Vec<String>,
-        /// Working directory for the commands.
-        #[arg(long)]
-        workdir: Option<PathBuf>,
+        #[command(flatten)]
+        settings: Settings,
     },
 }
 
@@ -44,72 +78,276 @@ fn default_cache_dir() -> Option<PathBuf> {
         .map(|d| d.join("jobs-host"))
 }
 
+/// Everything a session needs, built from settings.
+struct Host {
+    mount: Arc<Mount>,
+    bash: BashProducer,
+    settings: Settings,
+}
+
+async fn host(cache_dir: Option<&Path>, settings: Settings) -> Result<Host> {
+    let runtime = Arc::new(
+        PluginRuntime::new(SandboxLimits::default(), cache_dir)
+            .context("loading the tool-jobs component")?,
+    );
+    let registry = JobRegistry::new(settings.registry_config()?, Default::default());
+    let mount = Mount::new(runtime, registry.clone(), &settings.plugin_config_json())
+        .await
+        .context("invalid settings")?;
+    let bash = BashProducer::new(registry, settings.bash_config())
+        .context("creating the spill directory")?;
+    Ok(Host {
+        mount: Arc::new(mount),
+        bash,
+        settings,
+    })
+}
+
+fn settings_with_file(file: Option<&Path>, flags: Settings) -> Result<Settings> {
+    let base = match file {
+        Some(path) => Settings::from_file(path)?,
+        None => Settings::default(),
+    };
+    Ok(base.overridden_by(flags))
+}
+
 #[tokio::main]
-async fn main() -> Result<()> {
+async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let cache_dir = cli.cache_dir.or_else(default_cache_dir);
-    match cli.command.unwrap_or(Command::Demo {
+    let cache_dir = cli.cache_dir.clone().or_else(default_cache_dir);
+    let result = match cli.command.unwrap_or(Command::Demo {
         runs: Vec::new(),
-        workdir: None,
+        settings: Settings::default(),
     }) {
-        Command::Demo { runs, workdir } => demo(cache_dir, runs, workdir).await,
+        Command::Check { plugin } => return check(&plugin, cache_dir.as_deref()),
+        Command::Mcp { settings } => {
+            async {
+                let settings = settings_with_file(cli.config.as_deref(), settings)?;
+                mcp(host(cache_dir.as_deref(), settings).await?).await
+            }
+            .await
+        }
+        Command::Shell { settings } => {
+            async {
+                let settings = settings_with_file(cli.config.as_deref(), settings)?;
+                shell(host(cache_dir.as_deref(), settings).await?).await
+            }
+            .await
+        }
+        Command::Tools { settings } => {
+            async {
+                let settings = settings_with_file(cli.config.as_deref(), settings)?;
+                tools(host(cache_dir.as_deref(), settings).await?).await
+            }
+            .await
+        }
+        Command::Demo { runs, settings } => {
+            async {
+                let settings = settings_with_file(cli.config.as_deref(), settings)?;
+                demo(host(cache_dir.as_deref(), settings).await?, runs).await
+            }
+            .await
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("jobs-host: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn open_session(
+    host: &Host,
+    id: &str,
+) -> (
+    Session,
+    tokio::sync::mpsc::UnboundedReceiver<(Lane, host::NoticeMessage)>,
+) {
+    Session::open(
+        id,
+        host.mount.clone(),
+        host.bash.clone(),
+        host.settings.workdir.clone(),
+    )
+}
+
+async fn mcp(host: Host) -> Result<()> {
+    let (session, announced) = open_session(&host, "mcp-session");
+    let prompt = host.mount.prompt_section().await?;
+    let server = JobsServer::new(Arc::new(session), prompt.text).await?;
+    server.serve_stdio(announced).await
+}
+
+async fn shell(host: Host) -> Result<()> {
+    let (session, mut announced) = open_session(&host, "shell-session");
+    let interactive = std::io::stdin().is_terminal();
+    if interactive {
+        println!(
+            "jobs-host shell: tool calls in, exactly what the model sees out. `help` lists the commands."
+        );
+        // Notices that arrive while the prompt waits are shown as they come.
+        let printer = reedline::ExternalPrinter::default();
+        let sender = printer.sender();
+        tokio::spawn(async move {
+            while let Some((lane, notice)) = announced.recv().await {
+                if sender.send(console::render_notice(lane, &notice)).is_err() {
+                    break;
+                }
+            }
+        });
+        let history = default_cache_dir().map(|d| d.join("shell-history"));
+        let mut editor = reedline::Reedline::create().with_external_printer(printer);
+        if let Some(path) = history {
+            let _ = std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")));
+            if let Ok(h) = reedline::FileBackedHistory::with_file(1000, path) {
+                editor = editor.with_history(Box::new(h));
+            }
+        }
+        let prompt = reedline::DefaultPrompt::new(
+            reedline::DefaultPromptSegment::Basic("jobs".into()),
+            reedline::DefaultPromptSegment::Empty,
+        );
+        loop {
+            let line = tokio::task::block_in_place(|| editor.read_line(&prompt))?;
+            let reedline::Signal::Success(line) = line else {
+                break;
+            };
+            match console::parse(&line) {
+                Ok(command) => match console::run(&session, command).await {
+                    Some(out) if !out.is_empty() => println!("{out}"),
+                    Some(_) => {}
+                    None => break,
+                },
+                Err(e) => println!("? {e}"),
+            }
+        }
+    } else {
+        // A script: every line is echoed with its answer, so the transcript reads
+        // like the model's side of the conversation.
+        let stdin = tokio::io::stdin();
+        let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdin));
+        while let Some(line) = lines.next_line().await? {
+            match console::parse(&line) {
+                Ok(console::Command::Nothing) => {}
+                Ok(command) => {
+                    println!("> {}", line.trim());
+                    match console::run(&session, command).await {
+                        Some(out) if !out.is_empty() => println!("{out}"),
+                        Some(_) => {}
+                        None => break,
+                    }
+                }
+                Err(e) => {
+                    session.close().await;
+                    anyhow::bail!("{}: {e}", line.trim());
+                }
+            }
+        }
+    }
+    session.close().await;
+    Ok(())
+}
+
+async fn tools(host: Host) -> Result<()> {
+    let (session, _announced) = open_session(&host, "tools");
+    let mut tools = Vec::new();
+    for def in session.tool_definitions().await? {
+        let card = host
+            .mount
+            .ui_card(&def.name, r#"{"job_id":"<job_id>"}"#)
+            .await?
+            .map(|c| json!({"title": c.title, "kind": c.kind, "rawInput": c.raw_input}));
+        tools.push(json!({
+            "name": def.name,
+            "description": def.description,
+            "inputSchema": serde_json::from_str::<serde_json::Value>(&def.input_schema)?,
+            "outputSchema": serde_json::from_str::<serde_json::Value>(&def.output_schema)?,
+            "card": card,
+        }));
+    }
+    let prompt = host.mount.prompt_section().await?;
+    let out = json!({
+        "profile": "a",
+        "tools": tools,
+        "promptSection": {"name": prompt.name, "order": prompt.order, "text": prompt.text},
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    session.close().await;
+    Ok(())
+}
+
+/// Exit codes: 0 runnable, 1 not runnable here, 2 unreadable.
+fn check(path: &Path, cache_dir: Option<&Path>) -> ExitCode {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            eprintln!("jobs-host: cannot read {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    let report = host::plugin::inspect_component(&bytes);
+    let (imports, exports) = match report {
+        Ok(found) => found,
+        Err(e) => {
+            println!(
+                "{}: not a component this host can load: {e}",
+                path.display()
+            );
+            return ExitCode::from(1);
+        }
+    };
+    println!("{}", path.display());
+    println!("imports:");
+    for name in &imports {
+        println!("  {name}");
+    }
+    println!("exports:");
+    for name in &exports {
+        println!("  {name}");
+    }
+    match PluginRuntime::from_component_bytes(&bytes, SandboxLimits::default(), cache_dir) {
+        Ok(_) => {
+            println!("runnable: yes (world harness:jobs/tool-jobs@0.1.0)");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            println!("runnable: no: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 
 /// Prints one tool call and its result the way a transcript would show them.
-async fn call(mount: &Mount, owner: &Owner, tool: &str, args: serde_json::Value) {
-    let out = mount.invoke(Some(owner), tool, &args.to_string()).await;
+async fn call(session: &Session, tool: &str, args: serde_json::Value) {
+    let reply = session.call(tool, &args).await;
     println!("> {tool} {args}");
-    for line in out.text.lines() {
+    for line in console::render_reply(&reply).lines() {
         println!("  {line}");
     }
     println!();
 }
 
-async fn demo(
-    cache_dir: Option<PathBuf>,
-    runs: Vec<String>,
-    workdir: Option<PathBuf>,
-) -> Result<()> {
-    let runtime = Arc::new(
-        PluginRuntime::new(SandboxLimits::default(), cache_dir.as_deref())
-            .context("loading the tool-jobs component")?,
-    );
-    let registry = JobRegistry::default();
-    let mount = Mount::new(runtime, registry.clone(), "{}")
-        .await
-        .context("mounting the tool-jobs component")?;
-    let bash = BashProducer::new(
-        registry.clone(),
-        BashConfig {
-            default_workdir: workdir,
-            ..BashConfig::default()
-        },
-    )
-    .context("creating the spill directory")?;
-    let owner = Owner::new("demo-session");
-    registry.agents().register(&owner);
-
-    // Every settlement, so the demo can wait for the last one without sleeping.
-    let (settled_tx, mut settled) = tokio::sync::mpsc::unbounded_channel();
-    let _watch = registry.on_job_done(move |job, _| {
-        let _ = settled_tx.send(job.id.clone());
-    });
+async fn demo(host: Host, runs: Vec<String>) -> Result<()> {
+    let registry = host.mount.registry().clone();
+    let (session, _announced) = open_session(&host, "demo-session");
     let start = |command: &str| -> Result<String> {
-        let id = bash
+        let id = host
+            .bash
             .start(
-                Some(owner.clone()),
+                Some(session.owner().clone()),
                 BashRequest {
                     command: command.to_owned(),
                     ..BashRequest::default()
                 },
             )
             .map_err(|e| anyhow::anyhow!("Error: {e}"))?;
-        println!("> bash {{\"command\":{command:?},\"run_in_background\":true}}");
+        println!("> bash {}", json!({ "command": command }));
         println!("  {}\n", started_text(&id));
         Ok(id)
     };
@@ -123,24 +361,21 @@ async fn demo(
         )?;
         let server = start("sleep 30")?;
         let quiet = start("sleep 0.5; echo built")?;
-        call(&mount, &owner, "job_list", json!({})).await;
+        call(&session, "job_list", json!({})).await;
         call(
-            &mount,
-            &owner,
+            &session,
             "job_output",
             json!({"job_id": build, "wait": true}),
         )
         .await;
         call(
-            &mount,
-            &owner,
+            &session,
             "job_kill",
             json!({"job_id": server, "reason": "demo is over"}),
         )
         .await;
         call(
-            &mount,
-            &owner,
+            &session,
             "job_output",
             json!({"job_id": server, "wait": true}),
         )
@@ -150,40 +385,17 @@ async fn demo(
         for command in &runs {
             ids.push(start(command)?);
         }
-        call(&mount, &owner, "job_list", json!({})).await;
+        call(&session, "job_list", json!({})).await;
         for id in &ids {
-            call(
-                &mount,
-                &owner,
-                "job_output",
-                json!({"job_id": id, "wait": true}),
-            )
-            .await;
+            call(&session, "job_output", json!({"job_id": id, "wait": true})).await;
         }
     }
-
-    // Wait for every job to settle, then for the mount to deliver its notices.
-    let mut done = std::collections::HashSet::new();
-    while done.len() < ids.len() {
-        match settled.recv().await {
-            Some(id) => {
-                done.insert(id);
-            }
-            None => break,
-        }
+    // Let everything settle (without observing it), so pending notices show up
+    // before the next result.
+    for id in &ids {
+        registry.settled(id).await;
     }
-    mount.flush_notices().await;
-    for (lane, notice) in owner.inbox().map(|i| i.messages()).unwrap_or_default() {
-        let lane = match lane {
-            Lane::Inject => "inject",
-            Lane::Followup => "followup",
-        };
-        println!(
-            "notice ({lane}) for {}:\n  {}\n",
-            owner.session_id(),
-            notice.text
-        );
-    }
-    call(&mount, &owner, "job_list", json!({})).await;
+    call(&session, "job_list", json!({})).await;
+    session.close().await;
     Ok(())
 }

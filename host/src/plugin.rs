@@ -248,6 +248,21 @@ impl PluginRuntime {
 /// Bytes of each pooled memory, table and stack kept resident between calls.
 const KEEP_RESIDENT_BYTES: usize = 512 << 10;
 
+/// Compiles any component and names what it imports and exports, without
+/// linking it: for telling a user why a plugin cannot run here.
+///
+/// # Errors
+///
+/// When the bytes are not a valid component.
+pub fn inspect_component(wasm: &[u8]) -> Result<(Vec<String>, Vec<String>), PluginError> {
+    let engine = Engine::new(&Config::new()).map_err(setup)?;
+    let component = Component::new(&engine, wasm).map_err(setup)?;
+    let ty = component.component_type();
+    let imports = ty.imports(&engine).map(|(n, _)| n.to_owned()).collect();
+    let exports = ty.exports(&engine).map(|(n, _)| n.to_owned()).collect();
+    Ok((imports, exports))
+}
+
 fn engine_config(limits: &SandboxLimits) -> Config {
     let mut cfg = Config::new();
     cfg.epoch_interruption(true);

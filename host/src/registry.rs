@@ -297,6 +297,8 @@ struct JobRecord {
     cancel: CancelHook,
     read_output: Option<ReadHook>,
     settled: watch::Sender<bool>,
+    /// Set once the completion listeners of the settlement have returned.
+    announced: Arc<watch::Sender<bool>>,
 }
 
 impl JobRecord {
@@ -632,6 +634,7 @@ impl JobRegistry {
         *counter += 1;
         let id = format!("{}-{}", spec.kind, counter);
         let (settled, _) = watch::channel(false);
+        let (announced, _) = watch::channel(false);
         state.records.push(JobRecord {
             id: id.clone(),
             kind: spec.kind,
@@ -648,6 +651,7 @@ impl JobRegistry {
             cancel: hooks.cancel,
             read_output: hooks.read_output,
             settled,
+            announced: Arc::new(announced),
         });
         let changed = state.changed_for(spec.owner.as_ref());
         drop(state);
@@ -701,6 +705,7 @@ impl JobRegistry {
         }
         let snapshot = record.snapshot();
         let owner = record.owner.clone();
+        let announced = record.announced.clone();
         record.settled.send_replace(true);
         let changed = state.changed_for(owner.as_ref());
         let done = if state.listeners_closed {
@@ -721,6 +726,7 @@ impl JobRegistry {
                 );
             }
         }
+        announced.send_replace(true);
     }
 
     /// Disposes of an owner: its live jobs are marked reported (so no notice is
@@ -1004,6 +1010,24 @@ impl JobRegistry {
             }
             Ok(r.snapshot())
         })
+    }
+
+    /// Returns once job `id` has settled and every completion listener has heard
+    /// of it (or the id is unknown). Unlike [`JobRegistry::wait`] it observes
+    /// nothing: the job is not marked reported, so its notice is still due. For the
+    /// embedder's own bookkeeping (a console, a UI).
+    pub async fn settled(&self, id: &str) {
+        let rx = {
+            let state = lock(&self.shared.state);
+            state
+                .records
+                .iter()
+                .find(|r| r.id == id)
+                .map(|r| r.announced.subscribe())
+        };
+        if let Some(mut rx) = rx {
+            let _ = rx.wait_for(|done| *done).await;
+        }
     }
 
     /// How many waits are pending on a job (0 for an unknown id).

@@ -1,0 +1,197 @@
+//! The line language of `jobs-host shell`: one tool call per line, answered with
+//! exactly the text the model would see, and notices shown with their lane.
+
+use serde_json::{Value, json};
+
+use crate::owner::{Lane, NoticeMessage};
+use crate::session::{Session, SessionReply};
+
+/// One parsed console line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// A tool call.
+    Call {
+        /// Tool name.
+        tool: String,
+        /// Arguments.
+        args: Value,
+    },
+    /// Wait until every job of the session has settled, then show new notices.
+    Settle,
+    /// Show the commands.
+    Help,
+    /// Leave.
+    Exit,
+    /// A blank line or a comment.
+    Nothing,
+}
+
+/// Usage text.
+pub const HELP: &str = "\
+commands (one per line):
+  bash <command>                        start a background shell job
+  job_output <id> [--wait] [--timeout-ms N]
+  job_list
+  job_kill <id> [--reason <text>]
+  <tool> <json-arguments>               any tool, with raw JSON arguments
+  settle                                wait until every job has settled
+  help | exit";
+
+/// Parses one line.
+///
+/// # Errors
+///
+/// A message saying what is wrong with the line.
+pub fn parse(line: &str) -> Result<Command, String> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return Ok(Command::Nothing);
+    }
+    let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    let rest = rest.trim();
+    if rest.starts_with('{') {
+        let args =
+            serde_json::from_str(rest).map_err(|e| format!("arguments are not JSON: {e}"))?;
+        return Ok(Command::Call {
+            tool: word.to_owned(),
+            args,
+        });
+    }
+    let call = |tool: &str, args: Value| {
+        Ok(Command::Call {
+            tool: tool.to_owned(),
+            args,
+        })
+    };
+    match word {
+        "help" => Ok(Command::Help),
+        "exit" | "quit" => Ok(Command::Exit),
+        "settle" => Ok(Command::Settle),
+        "bash" if rest.is_empty() => Err("usage: bash <command>".to_owned()),
+        "bash" => call("bash", json!({ "command": rest })),
+        "job_list" => call("job_list", json!({})),
+        "job_output" => {
+            let mut words = rest.split_whitespace();
+            let id = words
+                .next()
+                .ok_or("usage: job_output <id> [--wait] [--timeout-ms N]")?;
+            let mut args = json!({ "job_id": id });
+            while let Some(flag) = words.next() {
+                match flag {
+                    "--wait" => args["wait"] = json!(true),
+                    "--timeout-ms" => {
+                        let ms: f64 = words
+                            .next()
+                            .and_then(|v| v.parse().ok())
+                            .ok_or("--timeout-ms needs a number")?;
+                        args["timeout_ms"] = json!(ms);
+                    }
+                    other => return Err(format!("unknown flag {other}")),
+                }
+            }
+            call("job_output", args)
+        }
+        "job_kill" => {
+            let (id, tail) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+            if id.is_empty() {
+                return Err("usage: job_kill <id> [--reason <text>]".to_owned());
+            }
+            let mut args = json!({ "job_id": id });
+            let tail = tail.trim();
+            if let Some(reason) = tail.strip_prefix("--reason") {
+                args["reason"] = json!(reason.trim());
+            } else if !tail.is_empty() {
+                return Err(format!("unexpected {tail:?}"));
+            }
+            call("job_kill", args)
+        }
+        other if rest.is_empty() => call(other, json!({})),
+        other => Err(format!(
+            "{other}: arguments must be JSON or one of the forms in `help`"
+        )),
+    }
+}
+
+/// A notice as the console shows it.
+pub fn render_notice(lane: Lane, notice: &NoticeMessage) -> String {
+    let lane = match lane {
+        Lane::Inject => "inject",
+        Lane::Followup => "followup",
+    };
+    format!("[notice via {lane}] {}", notice.text)
+}
+
+/// A reply as the console shows it: its notices, then the result text.
+pub fn render_reply(reply: &SessionReply) -> String {
+    let mut out: Vec<String> = reply
+        .notices
+        .iter()
+        .map(|n| render_notice(Lane::Inject, n))
+        .collect();
+    out.push(reply.outcome.text.clone());
+    out.join("\n")
+}
+
+/// Runs one parsed command; returns what to print, or `None` to leave.
+pub async fn run(session: &Session, command: Command) -> Option<String> {
+    match command {
+        Command::Exit => None,
+        Command::Nothing => Some(String::new()),
+        Command::Help => Some(HELP.to_owned()),
+        Command::Settle => {
+            let registry = session.registry();
+            for job in registry.list(Some(session.owner())) {
+                registry.settled(&job.id).await;
+            }
+            let reply = session.collect_notices().await;
+            Some(
+                reply
+                    .iter()
+                    .map(|n| render_notice(Lane::Inject, n))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            )
+        }
+        Command::Call { tool, args } => Some(render_reply(&session.call(&tool, &args).await)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_become_tool_calls() {
+        assert_eq!(
+            parse("bash sleep 2 && echo hi").unwrap(),
+            Command::Call {
+                tool: "bash".into(),
+                args: json!({"command": "sleep 2 && echo hi"})
+            }
+        );
+        assert_eq!(
+            parse("job_output bash-1 --wait --timeout-ms 500").unwrap(),
+            Command::Call {
+                tool: "job_output".into(),
+                args: json!({"job_id": "bash-1", "wait": true, "timeout_ms": 500.0})
+            }
+        );
+        assert_eq!(
+            parse("job_kill bash-1 --reason no longer needed").unwrap(),
+            Command::Call {
+                tool: "job_kill".into(),
+                args: json!({"job_id": "bash-1", "reason": "no longer needed"})
+            }
+        );
+        assert_eq!(
+            parse(r#"job_output {"job_id":""}"#).unwrap(),
+            Command::Call {
+                tool: "job_output".into(),
+                args: json!({"job_id": ""})
+            }
+        );
+        assert_eq!(parse("  # note").unwrap(), Command::Nothing);
+        assert!(parse("job_output").is_err());
+        assert!(parse("job_output bash-1 --loud").is_err());
+    }
+}

@@ -1,0 +1,245 @@
+//! One agent's session over the host: a `bash` tool that starts background jobs,
+//! the plugin's tools, and completion notices placed before the next tool result.
+//!
+//! The MCP server and the interactive shell of `jobs-host` are thin front ends over
+//! [`Session`]; a harness can use it the same way.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use crate::bash::{BashProducer, BashRequest, started_text};
+use crate::owner::{Agent, AgentStatus, Lane, NoticeMessage, Owner};
+use crate::plugin::{Mount, ToolDefinition, ToolOutcome};
+use crate::registry::JobRegistry;
+
+/// The name of the session's own tool that starts background shell jobs.
+pub const BASH_TOOL: &str = "bash";
+
+/// The `bash` tool's description.
+pub const BASH_DESCRIPTION: &str = "Run a shell command in the background and return a job id immediately (collect with job_output, stop with job_kill). No timeout applies.";
+
+/// The `bash` tool's JSON Schema.
+pub fn bash_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The command to run with bash -c."},
+            "workdir": {"type": "string", "description": "Working directory; relative paths resolve against the session's."},
+            "description": {"type": "string", "description": "Short description of what the command does."}
+        },
+        "required": ["command"]
+    })
+}
+
+/// The agent side of a session: it is always mid-conversation (a client model
+/// cannot be woken from here), so notices arrive through the inject lane and
+/// wait for the next tool result. Each is also announced on a channel as it
+/// arrives, for logging notifications or a console.
+pub struct SessionAgent {
+    pending: Mutex<Vec<NoticeMessage>>,
+    announce: mpsc::UnboundedSender<(Lane, NoticeMessage)>,
+}
+
+impl SessionAgent {
+    fn queue(&self, lane: Lane, message: NoticeMessage) -> Result<(), String> {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(message.clone());
+        // Nobody listening is fine: the notice still waits for the next result.
+        let _ = self.announce.send((lane, message));
+        Ok(())
+    }
+
+    fn take(&self) -> Vec<NoticeMessage> {
+        std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+impl Agent for SessionAgent {
+    fn status(&self) -> AgentStatus {
+        AgentStatus::Running
+    }
+
+    fn inject(&self, message: NoticeMessage) -> Result<(), String> {
+        self.queue(Lane::Inject, message)
+    }
+
+    fn followup(&self, message: NoticeMessage) -> Result<(), String> {
+        self.queue(Lane::Followup, message)
+    }
+}
+
+/// A tool result with the notices that arrived since the previous one.
+#[derive(Debug, Clone)]
+pub struct SessionReply {
+    /// Completion notices to place before the result, oldest first.
+    pub notices: Vec<NoticeMessage>,
+    /// The tool's own result.
+    pub outcome: ToolOutcome,
+}
+
+/// One owner's session: its `bash` tool, the plugin's tools and its notices.
+pub struct Session {
+    owner: Owner,
+    agent: Arc<SessionAgent>,
+    registry: JobRegistry,
+    mount: Arc<Mount>,
+    bash: BashProducer,
+    workdir: Option<PathBuf>,
+}
+
+impl Session {
+    /// Opens a session for `session_id` on `mount`'s registry. Returns the session
+    /// and the channel on which each notice is announced as it arrives.
+    pub fn open(
+        session_id: &str,
+        mount: Arc<Mount>,
+        bash: BashProducer,
+        workdir: Option<PathBuf>,
+    ) -> (Session, mpsc::UnboundedReceiver<(Lane, NoticeMessage)>) {
+        let (announce, announced) = mpsc::unbounded_channel();
+        let agent = Arc::new(SessionAgent {
+            pending: Mutex::new(Vec::new()),
+            announce,
+        });
+        let owner = Owner::builder(session_id).agent(agent.clone()).build();
+        let registry = mount.registry().clone();
+        registry.agents().register(&owner);
+        let session = Session {
+            owner,
+            agent,
+            registry,
+            mount,
+            bash,
+            workdir,
+        };
+        (session, announced)
+    }
+
+    /// The owner this session acts for.
+    pub fn owner(&self) -> &Owner {
+        &self.owner
+    }
+
+    /// The registry the session's jobs live in.
+    pub fn registry(&self) -> &JobRegistry {
+        &self.registry
+    }
+
+    /// Delivers what has settled so far and takes the notices waiting for the
+    /// next result.
+    pub async fn collect_notices(&self) -> Vec<NoticeMessage> {
+        self.mount.flush_notices().await;
+        self.agent.take()
+    }
+
+    /// The `bash` tool followed by the plugin's tools.
+    ///
+    /// # Errors
+    ///
+    /// When the plugin fails to list its tools.
+    pub async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>, crate::PluginError> {
+        let mut tools = vec![ToolDefinition {
+            name: BASH_TOOL.to_owned(),
+            description: BASH_DESCRIPTION.to_owned(),
+            input_schema: bash_schema().to_string(),
+            output_schema: json!({
+                "type": "object",
+                "properties": {"kind": {"type": "string", "enum": ["background"]}, "jobId": {"type": "string"}},
+                "required": ["kind", "jobId"],
+                "additionalProperties": false
+            })
+            .to_string(),
+        }];
+        tools.extend(self.mount.tool_definitions().await?);
+        Ok(tools)
+    }
+
+    /// Runs one tool call, then collects the notices delivered so far.
+    pub async fn call(&self, tool: &str, args: &Value) -> SessionReply {
+        let outcome = if tool == BASH_TOOL {
+            self.start_bash(args)
+        } else {
+            self.mount
+                .invoke(Some(&self.owner), tool, &args.to_string())
+                .await
+        };
+        // Anything that settled before this result is announced with it.
+        SessionReply {
+            notices: self.collect_notices().await,
+            outcome,
+        }
+    }
+
+    fn start_bash(&self, args: &Value) -> ToolOutcome {
+        let error = |message: String| ToolOutcome {
+            text: format!("Error: {message}"),
+            is_error: true,
+            value: None,
+        };
+        let request = match bash_request(args) {
+            Ok(request) => request,
+            Err(message) => return error(message),
+        };
+        let workdir = match (&self.workdir, request.workdir) {
+            (Some(base), Some(dir)) => Some(base.join(dir)),
+            (None, dir) => dir,
+            (base, None) => base.clone(),
+        };
+        let request = BashRequest { workdir, ..request };
+        match self.bash.start(Some(self.owner.clone()), request) {
+            Ok(id) => ToolOutcome {
+                text: started_text(&id),
+                is_error: false,
+                value: Some(json!({"kind": "background", "jobId": id})),
+            },
+            Err(e) => error(e.to_string()),
+        }
+    }
+
+    /// Ends the session: its jobs are cancelled and forgotten, no notice is sent.
+    pub async fn close(&self) {
+        self.registry.dispose_owner(&self.owner).await;
+        self.registry.agents().unregister(&self.owner);
+    }
+}
+
+/// Checks the `bash` tool's arguments.
+fn bash_request(args: &Value) -> Result<BashRequest, String> {
+    let Value::Object(map) = args else {
+        return Err("invalid arguments: expected an object".to_owned());
+    };
+    let mut violations = Vec::new();
+    let text =
+        |map: &Map<String, Value>, key: &str, violations: &mut Vec<String>| -> Option<String> {
+            match map.get(key) {
+                None => None,
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(_) => {
+                    violations.push(format!("\"{key}\" must be a string"));
+                    None
+                }
+            }
+        };
+    let command = text(map, "command", &mut violations);
+    let workdir = text(map, "workdir", &mut violations);
+    let description = text(map, "description", &mut violations);
+    if !map.contains_key("command") {
+        violations.push("missing required property \"command\"".to_owned());
+    }
+    if !violations.is_empty() {
+        return Err(format!("invalid arguments: {}", violations.join("; ")));
+    }
+    if description.as_deref().is_some_and(|d| d.trim().is_empty()) {
+        return Err("invalid description: expected a non-blank string".to_owned());
+    }
+    Ok(BashRequest {
+        command: command.unwrap_or_default(),
+        workdir: workdir.map(PathBuf::from),
+        env: Vec::new(),
+    })
+}

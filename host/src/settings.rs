@@ -1,0 +1,146 @@
+//! Settings of `jobs-host`: from a TOML file, then command-line flags on top.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::bash::BashConfig;
+use crate::output::OutputLimits;
+use crate::registry::{RegistryConfig, RegistryConfigError};
+
+/// Which tool surface the plugin presents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// `job_output`, `job_list`, `job_kill`.
+    A,
+}
+
+/// Every setting; `None` means the built-in default.
+#[derive(Debug, Clone, Default, Deserialize, clap::Args)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Settings {
+    /// Tool surface.
+    #[arg(long, value_enum)]
+    pub profile: Option<Profile>,
+    /// Wait used when `wait: true` comes without `timeout_ms` [default: 30000].
+    #[arg(long, value_name = "MS")]
+    pub wait_timeout_ms: Option<f64>,
+    /// Cap on any wait the model asks for [default: 600000].
+    #[arg(long, value_name = "MS")]
+    pub max_wait_timeout_ms: Option<f64>,
+    /// Live background jobs one owner may have [default: 10].
+    #[arg(long, value_name = "N")]
+    pub max_jobs_per_owner: Option<u64>,
+    /// Output kept in memory per stream of a job [default: 64000].
+    #[arg(long, value_name = "BYTES")]
+    pub output_tail_bytes: Option<usize>,
+    /// Largest spill file per stream of a job [default: 67108864].
+    #[arg(long, value_name = "BYTES")]
+    pub spill_limit_bytes: Option<u64>,
+    /// Time between SIGTERM and SIGKILL when a job is killed [default: 3000].
+    #[arg(long, value_name = "MS")]
+    pub kill_grace_ms: Option<u64>,
+    /// Working directory for background commands [default: the current one].
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+}
+
+/// A settings file that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// Unreadable file.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not valid TOML for these settings.
+    #[error("invalid settings in {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A value out of range.
+    #[error(transparent)]
+    Registry(#[from] RegistryConfigError),
+}
+
+impl Settings {
+    /// Reads a TOML settings file (kebab-case keys, unknown keys refused).
+    ///
+    /// # Errors
+    ///
+    /// An unreadable file or invalid content.
+    pub fn from_file(path: &Path) -> Result<Settings, SettingsError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| SettingsError::Parse {
+            path: path.to_owned(),
+            message: e.message().to_owned(),
+        })
+    }
+
+    /// `self` with every value `over` sets replacing the one here.
+    pub fn overridden_by(self, over: Settings) -> Settings {
+        Settings {
+            profile: over.profile.or(self.profile),
+            wait_timeout_ms: over.wait_timeout_ms.or(self.wait_timeout_ms),
+            max_wait_timeout_ms: over.max_wait_timeout_ms.or(self.max_wait_timeout_ms),
+            max_jobs_per_owner: over.max_jobs_per_owner.or(self.max_jobs_per_owner),
+            output_tail_bytes: over.output_tail_bytes.or(self.output_tail_bytes),
+            spill_limit_bytes: over.spill_limit_bytes.or(self.spill_limit_bytes),
+            kill_grace_ms: over.kill_grace_ms.or(self.kill_grace_ms),
+            workdir: over.workdir.or(self.workdir),
+        }
+    }
+
+    /// The plugin's configuration JSON (the plugin validates it at load).
+    pub fn plugin_config_json(&self) -> String {
+        let mut config = serde_json::Map::new();
+        if let Some(ms) = self.wait_timeout_ms {
+            config.insert("waitTimeoutMs".into(), json!(ms));
+        }
+        if let Some(ms) = self.max_wait_timeout_ms {
+            config.insert("maxWaitTimeoutMs".into(), json!(ms));
+        }
+        serde_json::Value::Object(config).to_string()
+    }
+
+    /// The registry's configuration.
+    ///
+    /// # Errors
+    ///
+    /// An admission limit of zero or above 2^53 - 1.
+    pub fn registry_config(&self) -> Result<RegistryConfig, SettingsError> {
+        Ok(match self.max_jobs_per_owner {
+            Some(limit) => RegistryConfig::with_max_concurrent_jobs_per_owner(limit)?,
+            None => RegistryConfig::default(),
+        })
+    }
+
+    /// The shell producer's configuration.
+    pub fn bash_config(&self) -> BashConfig {
+        let defaults = BashConfig::default();
+        let limits = OutputLimits::default();
+        BashConfig {
+            grace: self
+                .kill_grace_ms
+                .map_or(defaults.grace, Duration::from_millis),
+            limits: OutputLimits {
+                max_output_bytes: self.output_tail_bytes.unwrap_or(limits.max_output_bytes),
+                max_spill_bytes: self.spill_limit_bytes.unwrap_or(limits.max_spill_bytes),
+            },
+            default_workdir: self.workdir.clone(),
+            ..defaults
+        }
+    }
+}

@@ -1,0 +1,427 @@
+//! The `jobs-host` binary: a whole MCP session through a real MCP client, a
+//! scripted shell session, and `tools` against the component's own definitions.
+
+#![allow(deprecated)] // MCP logging notifications: the channel notices use.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::ClientHandler;
+use rmcp::model::{CallToolRequestParams, CallToolResult, LoggingMessageNotificationParam};
+use rmcp::service::{NotificationContext, RoleClient, ServiceExt};
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+const BIN: &str = env!("CARGO_BIN_EXE_jobs-host");
+
+fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
+}
+
+/// An MCP client that hands every logging notification to the test.
+struct Client {
+    logs: mpsc::UnboundedSender<LoggingMessageNotificationParam>,
+}
+
+impl ClientHandler for Client {
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.logs.send(params);
+    }
+}
+
+fn args(value: Value) -> CallToolRequestParams {
+    let Value::Object(map) = value else {
+        panic!("arguments must be an object")
+    };
+    CallToolRequestParams::new("").with_arguments(map)
+}
+
+fn call(tool: &'static str, value: Value) -> CallToolRequestParams {
+    let mut params = args(value);
+    params.name = tool.into();
+    params
+}
+
+fn texts(result: &CallToolResult) -> Vec<String> {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect()
+}
+
+/// Whether `pid` stops running within 30 s (a kill already sent lands within
+/// moments; the bound only keeps a broken build from hanging).
+async fn gone_soon(pid: i32) -> bool {
+    for _ in 0..3000 {
+        let alive = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next());
+            !matches!(state, Some("Z") | Some("X"))
+        });
+        if !alive {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_mcp_session() {
+    let (logs_tx, mut logs) = mpsc::unbounded_channel();
+    let transport = TokioChildProcess::new(tokio::process::Command::new(BIN).configure(|cmd| {
+        cmd.arg("mcp").arg("--cache-dir").arg(cache_dir());
+    }))
+    .unwrap();
+    let client = Client { logs: logs_tx }.serve(transport).await.unwrap();
+
+    let info = client.peer_info().expect("server info");
+    assert!(
+        info.instructions
+            .as_deref()
+            .unwrap()
+            .starts_with("Track every background job id you start.")
+    );
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.into_owned())
+        .collect();
+    assert_eq!(names, ["bash", "job_output", "job_list", "job_kill"]);
+
+    // bash-1 finishes only when the test opens its gate; bash-2 runs until killed.
+    let dir = tempfile::tempdir().unwrap();
+    let gate = dir.path().join("gate");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&gate)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let gated = format!("read line < {}; echo \"$line\"", gate.display());
+    let one = client
+        .call_tool(call("bash", json!({"command": gated})))
+        .await
+        .unwrap();
+    assert_eq!(texts(&one), ["started background job bash-1"]);
+    assert_eq!(
+        one.structured_content,
+        Some(json!({"kind": "background", "jobId": "bash-1"}))
+    );
+    let two = client
+        .call_tool(call("bash", json!({"command": "sleep 30"})))
+        .await
+        .unwrap();
+    assert_eq!(texts(&two), ["started background job bash-2"]);
+
+    let read = client
+        .call_tool(call("job_output", json!({"job_id": "bash-1"})))
+        .await
+        .unwrap();
+    assert_eq!(texts(&read), ["(no new output)\n[status: running]"]);
+    assert_eq!(read.is_error, Some(false));
+    assert_eq!(
+        read.structured_content.as_ref().unwrap()["job"]["status"],
+        "running"
+    );
+    let timed_out = client
+        .call_tool(call(
+            "job_output",
+            json!({"job_id": "bash-1", "wait": true, "timeout_ms": 50}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(texts(&timed_out), ["(no new output)\n[status: running]"]);
+
+    let kill = client
+        .call_tool(call(
+            "job_kill",
+            json!({"job_id": "bash-2", "reason": "not needed"}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(texts(&kill), ["requested cancellation of job bash-2"]);
+    let killed = client
+        .call_tool(call(
+            "job_output",
+            json!({"job_id": "bash-2", "wait": true}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        texts(&killed),
+        ["(no new output)\n[status: killed, signal: SIGTERM]"]
+    );
+
+    // Open the gate: bash-1 finishes with nobody looking, so its notice is pushed
+    // as a logging notification...
+    let writer = gate.clone();
+    tokio::task::spawn_blocking(move || std::fs::write(writer, "one\n").unwrap())
+        .await
+        .unwrap();
+    let expected = format!(
+        "background job bash-1 (bash: {gated}) finished [status: completed, exit code: 0]. Read its output with job_output."
+    );
+    let log = tokio::time::timeout(Duration::from_secs(60), logs.recv())
+        .await
+        .expect("a notice arrives")
+        .unwrap();
+    assert_eq!(log.logger.as_deref(), Some("tool-jobs"));
+    assert_eq!(log.data["lane"], "inject");
+    assert_eq!(log.data["text"], expected.as_str());
+    assert_eq!(
+        log.data["summary"],
+        format!("bash {gated} [status: completed, exit code: 0]").as_str()
+    );
+
+    // ...and placed before the next tool result.
+    let output = client
+        .call_tool(call("job_output", json!({"job_id": "bash-1"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        texts(&output),
+        [
+            expected.clone(),
+            "one\n[status: completed, exit code: 0]".to_owned()
+        ]
+    );
+    // Delivered once only; the list's canonical value rides under `result`.
+    let list = client.call_tool(call("job_list", json!({}))).await.unwrap();
+    let listed = &list.structured_content.as_ref().unwrap()["result"];
+    assert_eq!(listed[1]["detail"], "signal: SIGTERM");
+    assert_eq!(
+        texts(&list),
+        [format!(
+            "bash-1 [bash] completed \u{2014} {gated}\nbash-2 [bash] killed \u{2014} sleep 30"
+        )]
+    );
+
+    let bad = client
+        .call_tool(call("job_output", json!({"job_id": ""})))
+        .await
+        .unwrap();
+    assert_eq!(bad.is_error, Some(true));
+    assert_eq!(
+        texts(&bad),
+        ["Error: invalid job_id: expected a non-empty string, got \"\""]
+    );
+    let missing = client.call_tool(call("bash", json!({}))).await.unwrap();
+    assert_eq!(
+        texts(&missing),
+        ["Error: invalid arguments: missing required property \"command\""]
+    );
+    assert!(client.call_tool(call("nope", json!({}))).await.is_err());
+
+    // Leaving the session takes its jobs with it.
+    let pid_file = dir.path().join("pid");
+    let command = format!("echo $$ > {}; exec sleep 300", pid_file.display());
+    client
+        .call_tool(call("bash", json!({"command": command})))
+        .await
+        .unwrap();
+    let mut pid = None;
+    for _ in 0..3000 {
+        if let Some(p) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+        {
+            pid = Some(p);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let pid = pid.expect("the job wrote its pid");
+    client.cancel().await.unwrap();
+    assert!(
+        gone_soon(pid).await,
+        "job process {pid} outlived its MCP session"
+    );
+}
+
+#[test]
+fn a_scripted_shell_session_shows_what_the_model_sees() {
+    // `settle` waits (without looking) for every job, so the notice for the job
+    // nobody read arrives at a fixed point of the transcript.
+    let script = "\
+bash echo hello
+settle
+job_output bash-1
+bash sleep 30
+job_kill bash-2 --reason done with it
+job_output bash-2 --wait
+job_list
+job_output {\"job_id\":\"\"}
+";
+    let mut child = std::process::Command::new(BIN)
+        .args(["shell", "--cache-dir"])
+        .arg(cache_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "\
+> bash echo hello
+started background job bash-1
+> settle
+[notice via inject] background job bash-1 (bash: echo hello) finished [status: completed, exit code: 0]. Read its output with job_output.
+> job_output bash-1
+hello
+[status: completed, exit code: 0]
+> bash sleep 30
+started background job bash-2
+> job_kill bash-2 --reason done with it
+requested cancellation of job bash-2
+> job_output bash-2 --wait
+(no new output)
+[status: killed, signal: SIGTERM]
+> job_list
+bash-1 [bash] completed \u{2014} echo hello
+bash-2 [bash] killed \u{2014} sleep 30
+> job_output {\"job_id\":\"\"}
+Error: invalid job_id: expected a non-empty string, got \"\"
+"
+    );
+}
+
+#[test]
+fn a_bad_shell_line_fails_the_script() {
+    let mut child = std::process::Command::new(BIN)
+        .args(["shell", "--cache-dir"])
+        .arg(cache_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"job_output\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("usage: job_output <id>"));
+}
+
+#[test]
+fn tools_prints_the_component_definitions() {
+    let out = std::process::Command::new(BIN)
+        .args(["tools", "--cache-dir"])
+        .arg(cache_dir())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tools = printed["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["bash", "job_output", "job_list", "job_kill"]);
+    assert_eq!(
+        tools[1]["description"],
+        "Read a background job. Stream jobs return only output since the previous read; final-output jobs return their result after settlement. Every response ends with `[status: ...]`. Reads are non-blocking unless `wait: true`, which waits up to the configured cap."
+    );
+    assert_eq!(tools[1]["inputSchema"]["required"], json!(["job_id"]));
+    assert_eq!(
+        tools[1]["card"]["title"],
+        "Read output from background job <job_id>"
+    );
+    assert_eq!(tools[3]["card"]["kind"], "execute");
+    assert_eq!(printed["promptSection"]["name"], "tool:jobs");
+    assert_eq!(printed["promptSection"]["order"], 106);
+}
+
+#[test]
+fn bad_flags_files_and_plugins_fail_clearly() {
+    let run = |args: &[&str]| {
+        std::process::Command::new(BIN)
+            .args(args)
+            .arg("--cache-dir")
+            .arg(cache_dir())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let bad_flag = run(&["tools", "--wait-timeout-ms", "soon"]);
+    assert_eq!(bad_flag.status.code(), Some(2));
+    let too_long = run(&["tools", "--wait-timeout-ms", "900000"]);
+    assert_eq!(too_long.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&too_long.stderr)
+            .contains("tool-jobs: waitTimeoutMs (900000) exceeds maxWaitTimeoutMs (600000)")
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("jobs.toml");
+    std::fs::write(&config, "wait-timeout = 5\n").unwrap();
+    let bad_file = run(&["--config", config.to_str().unwrap(), "tools"]);
+    assert_eq!(bad_file.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad_file.stderr).contains("unknown field `wait-timeout`"));
+    std::fs::write(&config, "max-wait-timeout-ms = 100\nwait-timeout-ms = 50\n").unwrap();
+    assert!(
+        run(&["--config", config.to_str().unwrap(), "tools"])
+            .status
+            .success()
+    );
+
+    let not_wasm = dir.path().join("plugin.wasm");
+    std::fs::write(&not_wasm, b"not wasm").unwrap();
+    let check = run(&["check", not_wasm.to_str().unwrap()]);
+    assert_eq!(check.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&check.stdout).contains("not a component this host can load"));
+    let unreadable = run(&["check", dir.path().join("missing.wasm").to_str().unwrap()]);
+    assert_eq!(unreadable.status.code(), Some(2));
+}
+
+#[test]
+fn check_accepts_the_built_in_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("tool-jobs.wasm");
+    std::fs::write(&plugin, host::plugin::TOOL_JOBS_WASM).unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["check", plugin.to_str().unwrap(), "--cache-dir"])
+        .arg(cache_dir())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("  harness:jobs/registry@0.1.0\n"), "{text}");
+    assert!(text.contains("  harness:jobs/tools@0.1.0\n"), "{text}");
+    assert!(
+        text.ends_with("runnable: yes (world harness:jobs/tool-jobs@0.1.0)\n"),
+        "{text}"
+    );
+}
