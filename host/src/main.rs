@@ -3,8 +3,7 @@
 //! - `mcp`: an MCP server over stdio (one connection, one owner);
 //! - `shell`: type tool calls and see exactly what the model would see;
 //! - `tools`: the tool definitions, UI cards and prompt section as JSON;
-//! - `check`: whether this host can run a given plugin component;
-//! - `demo`: a short scripted session.
+//! - `check`: whether this host can run a given plugin component.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -13,7 +12,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use host::bash::{BashProducer, BashRequest, started_text};
+use host::bash::BashProducer;
 use host::console;
 use host::mcp::JobsServer;
 use host::session::Session;
@@ -34,7 +33,7 @@ struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
     #[command(subcommand)]
-    command: Option<Command>,
+    command: Command,
 }
 
 #[derive(Subcommand)]
@@ -60,14 +59,6 @@ enum Command {
     Check {
         /// The component (`.wasm`).
         plugin: PathBuf,
-    },
-    /// A short scripted session: background jobs driven through the component.
-    Demo {
-        /// A command to run in the background and collect (repeatable).
-        #[arg(long = "run", value_name = "COMMAND")]
-        runs: Vec<String>,
-        #[command(flatten)]
-        settings: Settings,
     },
 }
 
@@ -103,6 +94,9 @@ async fn host(cache_dir: Option<&Path>, settings: Settings) -> Result<Host> {
     })
 }
 
+/// What a subcommand does once its host is set up.
+type RunFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>>>>;
+
 fn settings_with_file(file: Option<&Path>, flags: Settings) -> Result<Settings> {
     let base = match file {
         Some(path) => Settings::from_file(path)?,
@@ -119,40 +113,17 @@ async fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let cache_dir = cli.cache_dir.clone().or_else(default_cache_dir);
-    let result = match cli.command.unwrap_or(Command::Demo {
-        runs: Vec::new(),
-        settings: Settings::default(),
-    }) {
+    let (settings, run): (Settings, fn(Host) -> RunFuture) = match cli.command {
         Command::Check { plugin } => return check(&plugin, cache_dir.as_deref()),
-        Command::Mcp { settings } => {
-            async {
-                let settings = settings_with_file(cli.config.as_deref(), settings)?;
-                mcp(host(cache_dir.as_deref(), settings).await?).await
-            }
-            .await
-        }
-        Command::Shell { settings } => {
-            async {
-                let settings = settings_with_file(cli.config.as_deref(), settings)?;
-                shell(host(cache_dir.as_deref(), settings).await?).await
-            }
-            .await
-        }
-        Command::Tools { settings } => {
-            async {
-                let settings = settings_with_file(cli.config.as_deref(), settings)?;
-                tools(host(cache_dir.as_deref(), settings).await?).await
-            }
-            .await
-        }
-        Command::Demo { runs, settings } => {
-            async {
-                let settings = settings_with_file(cli.config.as_deref(), settings)?;
-                demo(host(cache_dir.as_deref(), settings).await?, runs).await
-            }
-            .await
-        }
+        Command::Mcp { settings } => (settings, |h| Box::pin(mcp(h))),
+        Command::Shell { settings } => (settings, |h| Box::pin(shell(h))),
+        Command::Tools { settings } => (settings, |h| Box::pin(tools(h))),
     };
+    let result = async {
+        let settings = settings_with_file(cli.config.as_deref(), settings)?;
+        run(host(cache_dir.as_deref(), settings).await?).await
+    }
+    .await;
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -321,81 +292,4 @@ fn check(path: &Path, cache_dir: Option<&Path>) -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-/// Prints one tool call and its result the way a transcript would show them.
-async fn call(session: &Session, tool: &str, args: serde_json::Value) {
-    let reply = session.call(tool, &args).await;
-    println!("> {tool} {args}");
-    for line in console::render_reply(&reply).lines() {
-        println!("  {line}");
-    }
-    println!();
-}
-
-async fn demo(host: Host, runs: Vec<String>) -> Result<()> {
-    let registry = host.mount.registry().clone();
-    let (session, _announced) = open_session(&host, "demo-session");
-    let start = |command: &str| -> Result<String> {
-        let id = host
-            .bash
-            .start(
-                Some(session.owner().clone()),
-                BashRequest {
-                    command: command.to_owned(),
-                    ..BashRequest::default()
-                },
-            )
-            .map_err(|e| anyhow::anyhow!("Error: {e}"))?;
-        println!("> bash {}", json!({ "command": command }));
-        println!("  {}\n", started_text(&id));
-        Ok(id)
-    };
-
-    let mut ids = Vec::new();
-    if runs.is_empty() {
-        // The built-in script: collect one job, kill another, and let a third
-        // finish unobserved so its completion notice arrives.
-        let build = start(
-            "for i in 1 2 3; do echo \"step $i\"; sleep 0.2; done; echo 'warning: flaky' >&2",
-        )?;
-        let server = start("sleep 30")?;
-        let quiet = start("sleep 0.5; echo built")?;
-        call(&session, "job_list", json!({})).await;
-        call(
-            &session,
-            "job_output",
-            json!({"job_id": build, "wait": true}),
-        )
-        .await;
-        call(
-            &session,
-            "job_kill",
-            json!({"job_id": server, "reason": "demo is over"}),
-        )
-        .await;
-        call(
-            &session,
-            "job_output",
-            json!({"job_id": server, "wait": true}),
-        )
-        .await;
-        ids.extend([build, server, quiet]);
-    } else {
-        for command in &runs {
-            ids.push(start(command)?);
-        }
-        call(&session, "job_list", json!({})).await;
-        for id in &ids {
-            call(&session, "job_output", json!({"job_id": id, "wait": true})).await;
-        }
-    }
-    // Let everything settle (without observing it), so pending notices show up
-    // before the next result.
-    for id in &ids {
-        registry.settled(id).await;
-    }
-    call(&session, "job_list", json!({})).await;
-    session.close().await;
-    Ok(())
 }
