@@ -26,6 +26,16 @@ fn no_abort() -> CancellationToken {
     CancellationToken::new()
 }
 
+/// The `reported` bit of every settlement the registry announces, in order.
+fn reported_bits(
+    registry: &host::JobRegistry,
+) -> (Arc<Mutex<Vec<bool>>>, host::registry::ListenerRegistration) {
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let h = heard.clone();
+    let registration = registry.on_job_done(move |snap, _| h.lock().unwrap().push(snap.reported));
+    (heard, registration)
+}
+
 // --- start -------------------------------------------------------------------
 
 #[tokio::test]
@@ -405,11 +415,7 @@ async fn killing_a_live_job_cancels_first_then_stops() {
 #[tokio::test]
 async fn a_throwing_cancel_changes_nothing() {
     let f = Fixture::new().await;
-    let done = Arc::new(Mutex::new(Vec::new()));
-    let d = done.clone();
-    let _l = f
-        .registry
-        .on_job_done(move |snap, _| d.lock().unwrap().push(snap.reported));
+    let (done, _l) = reported_bits(&f.registry);
     let (id, job) = f.start(ScriptedJob::stream(Some(&f.alice))).unwrap();
     *job.cancel_error.lock().unwrap() = Some("cancel boom".into());
     assert_eq!(
@@ -431,11 +437,7 @@ async fn a_throwing_cancel_changes_nothing() {
 #[tokio::test]
 async fn settling_during_a_wait_resolves_it_reported() {
     let f = Fixture::new().await;
-    let heard = Arc::new(Mutex::new(Vec::new()));
-    let h = heard.clone();
-    let _l = f
-        .registry
-        .on_job_done(move |snap, _| h.lock().unwrap().push(snap.reported));
+    let (heard, _l) = reported_bits(&f.registry);
     let (id, job) = f.start(ScriptedJob::stream(None)).unwrap();
     let abort = no_abort();
     let wait = f.registry.wait(&id, 60_000.0, None, &abort);
@@ -542,11 +544,7 @@ async fn an_already_aborted_signal_rejects_at_once() {
 #[tokio::test]
 async fn an_abort_before_settlement_rejects_and_the_notice_stays_due() {
     let f = Fixture::new().await;
-    let heard = Arc::new(Mutex::new(Vec::new()));
-    let h = heard.clone();
-    let _l = f
-        .registry
-        .on_job_done(move |snap, _| h.lock().unwrap().push(snap.reported));
+    let (heard, _l) = reported_bits(&f.registry);
     let (id, job) = f.start(ScriptedJob::stream(None)).unwrap();
     let abort = CancellationToken::new();
     let wait = f.registry.wait(&id, 60_000.0, None, &abort);

@@ -251,6 +251,23 @@ async fn a_whole_mcp_session() {
     );
 }
 
+/// Runs `jobs-host shell` with `script` on stdin.
+fn run_shell(script: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new(BIN)
+        .args(["shell", "--cache-dir"])
+        .arg(cache_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(script.as_bytes()).unwrap();
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
 #[test]
 fn a_scripted_shell_session_shows_what_the_model_sees() {
     // `settle` waits (without looking) for every job, so the notice for the job
@@ -265,22 +282,7 @@ job_output bash-2 --wait
 job_list
 job_output {\"job_id\":\"\"}
 ";
-    let mut child = std::process::Command::new(BIN)
-        .args(["shell", "--cache-dir"])
-        .arg(cache_dir())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_shell(script);
     assert!(
         out.status.success(),
         "{}",
@@ -314,22 +316,7 @@ Error: invalid job_id: expected a non-empty string, got \"\"
 
 #[test]
 fn a_bad_shell_line_fails_the_script() {
-    let mut child = std::process::Command::new(BIN)
-        .args(["shell", "--cache-dir"])
-        .arg(cache_dir())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"job_output\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_shell("job_output\n");
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("usage: job_output <id>"));
 }
