@@ -27,6 +27,7 @@
 
 pub mod bash;
 pub mod console;
+pub mod inproc;
 pub mod mcp;
 pub mod output;
 pub mod owner;

@@ -492,6 +492,14 @@ impl JobRegistry {
         }
     }
 
+    /// Whether a start for `owner` (`None`: unowned) would pass the controller
+    /// fence: a job-aware tool can check this and run its work synchronously
+    /// instead when no job controller serves the caller.
+    pub fn serves(&self, owner: Option<&Owner>) -> bool {
+        let state = lock(&self.shared.state);
+        state.controllers.serves(&state.chain(owner))
+    }
+
     /// Calls `listener` after every settlement, last in the settlement order, with
     /// the settled snapshot and the exact owner object. A panic is contained.
     pub fn on_job_done(
