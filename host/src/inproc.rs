@@ -127,7 +127,7 @@ where
     F: FnOnce(JobContext) -> Fut,
     Fut: Future<Output = Result<String, String>> + Send + 'static,
 {
-    start(registry, job, false, move |ctx| run(ctx))
+    start(registry, job, false, run)
 }
 
 /// Starts `run` as a stream job: whatever it writes to its [`JobContext`] is read
