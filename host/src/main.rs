@@ -167,7 +167,13 @@ async fn shell(host: Host) -> Result<()> {
         let sender = printer.sender();
         tokio::spawn(async move {
             while let Some((lane, notice)) = announced.recv().await {
-                if sender.send(console::render_notice(lane, &notice)).is_err() {
+                // Shown as it arrives; the model sees it before its next result.
+                let line = console::render_notice(lane, &notice).replacen(
+                    "[notice via",
+                    "[notice arrived via",
+                    1,
+                );
+                if sender.send(line).is_err() {
                     break;
                 }
             }
