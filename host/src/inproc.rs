@@ -228,10 +228,5 @@ fn panic_text(join: tokio::task::JoinError) -> String {
     if !join.is_panic() {
         return join.to_string();
     }
-    let panic = join.into_panic();
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panic".to_owned())
+    crate::registry::panic_message(&*join.into_panic())
 }

@@ -787,14 +787,7 @@ impl JobRegistry {
             }
         }
         state.wakes.clear();
-        let announcements: Vec<_> = owners
-            .into_iter()
-            .map(|o| (state.changed_for(o.as_ref()), o))
-            .collect();
-        drop(state);
-        for (changed, owner) in announcements {
-            notify_changed(&changed, owner.as_ref());
-        }
+        announce_to(state, owners);
     }
 
     /// Marks every live record matching `which` reported, then cancels it with
@@ -831,14 +824,7 @@ impl JobRegistry {
                 }
             }
         }
-        let announcements: Vec<_> = stopped
-            .into_iter()
-            .map(|o| (state.changed_for(o.as_ref()), o))
-            .collect();
-        drop(state);
-        for (changed, owner) in announcements {
-            notify_changed(&changed, owner.as_ref());
-        }
+        announce_to(state, stopped);
         for (id, err) in failed {
             self.settle(
                 &id,
@@ -1075,8 +1061,21 @@ fn notify_changed(listeners: &[ChangedListener], owner: Option<&Owner>) {
     }
 }
 
+/// Tells each owner's observers that its visible set changed, after releasing
+/// the registry lock (observers may call back into the registry).
+fn announce_to(state: MutexGuard<'_, State>, owners: Vec<Option<Owner>>) {
+    let announcements: Vec<_> = owners
+        .into_iter()
+        .map(|o| (state.changed_for(o.as_ref()), o))
+        .collect();
+    drop(state);
+    for (changed, owner) in announcements {
+        notify_changed(&changed, owner.as_ref());
+    }
+}
+
 /// The text a panic carried, when it carried text.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
