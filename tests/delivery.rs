@@ -221,9 +221,9 @@ async fn the_exact_notice_for_an_unreported_owned_job() {
             Lane::Inject,
             NoticeMessage {
                 text: "background job bash-1 (bash: pnpm test) finished [status: completed, exit code: 0]. Read its output with job_output.".into(),
-                summary: "bash pnpm test [status: completed, exit code: 0]".into(),
-                plugin: "tool-jobs",
-                form: "notice",
+                summary: Some("bash pnpm test [status: completed, exit code: 0]".into()),
+                plugin: "tool-jobs".into(),
+                form: Some("notice".into()),
             }
         )]
     );
@@ -249,7 +249,7 @@ async fn bounded_notices_are_delivered_bounded() {
     );
     assert_eq!(
         messages[0].1.summary,
-        format!("subagent {}\u{2026}", "x".repeat(110))
+        Some(format!("subagent {}\u{2026}", "x".repeat(110)))
     );
 }
 

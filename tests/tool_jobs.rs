@@ -666,9 +666,11 @@ async fn the_notice_for_an_unreported_owned_job_is_exact() {
         "background job bash-1 (bash: pnpm test) finished [status: completed, exit code: 0]. Read its output with job_output."
     );
     assert_eq!(
-        notice.summary,
-        "bash pnpm test [status: completed, exit code: 0]"
+        notice.summary.as_deref(),
+        Some("bash pnpm test [status: completed, exit code: 0]")
     );
+    assert_eq!(notice.plugin, "tool-jobs");
+    assert_eq!(notice.form.as_deref(), Some("notice"));
 }
 
 #[tokio::test]
@@ -683,7 +685,10 @@ async fn bounded_notices_keep_the_id_and_the_collection_action() {
     };
     let n61 = notice_for(&f, job(61), Some(&detail)).await;
     assert_eq!(n61.text, "background job subagent-1\nDone; job_output.");
-    assert_eq!(n61.summary, format!("subagent {}\u{2026}", "x".repeat(110)));
+    assert_eq!(
+        n61.summary,
+        Some(format!("subagent {}\u{2026}", "x".repeat(110)))
+    );
     let n80 = notice_for(&f, job(80), Some(&detail)).await;
     assert_eq!(
         n80.text,

@@ -1,6 +1,9 @@
 //! The wasm export shim: converts between the WIT bindings and the plain logic.
 
-use crate::config::{CompletionDelivery as PlainDelivery, Config as PlainConfig, parse_config};
+use crate::config::{
+    CompletionDelivery as PlainDelivery, Config as PlainConfig, Profile as PlainProfile,
+    parse_config,
+};
 use crate::model::{self, JobsView};
 use crate::{notice, tools as logic};
 
@@ -11,8 +14,8 @@ wit_bindgen::generate!({
 
 use exports::harness::jobs::notices::{self, AgentStatus, Delivery, Lane, Notice, OwnerState};
 use exports::harness::jobs::tools::{
-    self, CompletionDelivery, Config, ContentBlock, OwnerScope, PromptSection, ToolDefinition,
-    ToolResult, UiCard,
+    self, CompletionDelivery, Config, ContentBlock, OwnerScope, Profile, PromptSection,
+    ToolDefinition, ToolResult, UiCard,
 };
 use harness::jobs::diag::{Level, log};
 use harness::jobs::types::{JobSnapshot, JobStatus, KillOutcome, RegistryError};
@@ -112,6 +115,10 @@ impl JobsView for Scope<'_> {
 
 fn config_from(config: Config) -> PlainConfig {
     PlainConfig {
+        profile: match config.profile {
+            Profile::A => PlainProfile::A,
+            Profile::B => PlainProfile::B,
+        },
         wait_timeout_ms: config.wait_timeout_ms,
         max_wait_timeout_ms: config.max_wait_timeout_ms,
         completion_delivery: match config.completion_delivery {
@@ -127,6 +134,10 @@ impl tools::Guest for Component {
         install_panic_hook();
         let c = parse_config(&config_json)?;
         Ok(Config {
+            profile: match c.profile {
+                PlainProfile::A => Profile::A,
+                PlainProfile::B => Profile::B,
+            },
             wait_timeout_ms: c.wait_timeout_ms,
             max_wait_timeout_ms: c.max_wait_timeout_ms,
             completion_delivery: match c.completion_delivery {
@@ -137,9 +148,9 @@ impl tools::Guest for Component {
         })
     }
 
-    fn tool_definitions() -> Vec<ToolDefinition> {
+    fn tool_definitions(config: Config) -> Vec<ToolDefinition> {
         install_panic_hook();
-        logic::tool_definitions()
+        logic::tool_definitions(config_from(config).profile)
             .into_iter()
             .map(|d| ToolDefinition {
                 name: d.name.to_owned(),
@@ -150,20 +161,21 @@ impl tools::Guest for Component {
             .collect()
     }
 
-    fn describe_call(tool_name: String, args_json: String) -> Option<UiCard> {
+    fn describe_call(config: Config, tool_name: String, args_json: String) -> Option<UiCard> {
         install_panic_hook();
-        logic::ui_card(&tool_name, &args_json).map(|c| UiCard {
+        logic::ui_card(config_from(config).profile, &tool_name, &args_json).map(|c| UiCard {
             title: c.title,
             kind: c.kind.to_owned(),
             raw_input: c.raw_input,
         })
     }
 
-    fn system_prompt() -> PromptSection {
+    fn system_prompt(config: Config) -> PromptSection {
+        let words = config_from(config).profile.wording();
         PromptSection {
-            name: logic::PROMPT_SECTION_NAME.to_owned(),
+            name: words.prompt_name.to_owned(),
             order: logic::PROMPT_SECTION_ORDER,
-            text: logic::PROMPT_SECTION_TEXT.to_owned(),
+            text: words.prompt_text.to_owned(),
         }
     }
 
@@ -184,6 +196,7 @@ impl tools::Guest for Component {
 
     fn finalize(
         scope: &OwnerScope,
+        config: Config,
         tool_name: String,
         args_json: String,
         blocks: Vec<ContentBlock>,
@@ -196,27 +209,36 @@ impl tools::Guest for Component {
                 ContentBlock::Other(o) => logic::ContentBlock::Other(o),
             })
             .collect();
-        logic::finalize(&Scope(scope), &tool_name, &args_json, plain)
-            .into_iter()
-            .map(|b| match b {
-                logic::ContentBlock::Text(t) => ContentBlock::Text(t),
-                logic::ContentBlock::Other(o) => ContentBlock::Other(o),
-            })
-            .collect()
+        logic::finalize(
+            &Scope(scope),
+            config_from(config).profile,
+            &tool_name,
+            &args_json,
+            plain,
+        )
+        .into_iter()
+        .map(|b| match b {
+            logic::ContentBlock::Text(t) => ContentBlock::Text(t),
+            logic::ContentBlock::Other(o) => ContentBlock::Other(o),
+        })
+        .collect()
     }
 }
 
-fn notice_for(job: &model::JobSnapshot) -> Notice {
+fn notice_for(job: &model::JobSnapshot, profile: PlainProfile) -> Notice {
+    let words = profile.wording();
     Notice {
-        text: notice::notice_text(job),
-        summary: notice::notice_summary(job),
+        text: notice::notice_text(job, words),
+        summary: words.rich_notices.then(|| notice::notice_summary(job)),
+        plugin: words.plugin.to_owned(),
+        form: words.rich_notices.then(|| "notice".to_owned()),
     }
 }
 
 impl notices::Guest for Component {
-    fn completion_notice(job: JobSnapshot) -> Notice {
+    fn completion_notice(config: Config, job: JobSnapshot) -> Notice {
         install_panic_hook();
-        notice_for(&snapshot_from(job))
+        notice_for(&snapshot_from(job), config_from(config).profile)
     }
 
     fn deliver(config: Config, job: JobSnapshot, owner: Option<OwnerState>) -> Option<Delivery> {
@@ -229,13 +251,14 @@ impl notices::Guest for Component {
             };
             (status, o.wakes_spent)
         });
-        let lane = notice::delivery_lane(&config_from(config), &job, owner)?;
+        let config = config_from(config);
+        let lane = notice::delivery_lane(&config, &job, owner)?;
         Some(Delivery {
             lane: match lane {
                 notice::Lane::Inject => Lane::Inject,
                 notice::Lane::Followup => Lane::Followup,
             },
-            notice: notice_for(&job),
+            notice: notice_for(&job, config.profile),
         })
     }
 }

@@ -3,6 +3,27 @@
 use serde_json::{Map, Value};
 
 use crate::render::js_number;
+use crate::wording::{self, Wording};
+
+/// Which tool surface the plugin presents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Profile {
+    /// `job_output`, `job_list`, `job_kill`; notices may wake an idle owner.
+    #[default]
+    A,
+    /// `task_output`, `task_list`, `task_kill`; notices are only ever injected.
+    B,
+}
+
+impl Profile {
+    /// The profile's vocabulary.
+    pub fn wording(self) -> &'static Wording {
+        match self {
+            Profile::A => &wording::A,
+            Profile::B => &wording::B,
+        }
+    }
+}
 
 /// Lane policy for completion notices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +37,8 @@ pub enum CompletionDelivery {
 /// Validated configuration.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Config {
+    /// The tool surface.
+    pub profile: Profile,
     /// Wait used when `wait: true` comes without `timeout_ms`.
     pub wait_timeout_ms: f64,
     /// Hard cap on any wait.
@@ -29,6 +52,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
+            profile: Profile::A,
             wait_timeout_ms: 30_000.0,
             max_wait_timeout_ms: 600_000.0,
             completion_delivery: CompletionDelivery::Wakeup,
@@ -40,18 +64,23 @@ impl Default for Config {
 /// The largest integer a JavaScript number holds exactly.
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
-const KEYS: [&str; 4] = [
+const KEYS_A: &[&str] = &[
+    "profile",
     "waitTimeoutMs",
     "maxWaitTimeoutMs",
     "completionDelivery",
     "maxConsecutiveWakes",
 ];
+/// Profile B has no delivery setting and no wake budget.
+const KEYS_B: &[&str] = &["profile", "waitTimeoutMs", "maxWaitTimeoutMs"];
 
-/// Parses and checks configuration JSON. `null` and `{}` give the defaults.
+/// Parses and checks configuration JSON. `null` and `{}` give the defaults;
+/// `"profile"` (`"a"` or `"b"`) picks the tool surface.
 ///
 /// # Errors
 ///
-/// An operator-facing message starting with `tool-jobs: `.
+/// An operator-facing message starting with the profile's plugin name
+/// (`tool-jobs: ` or `tool-tasks: `).
 pub fn parse_config(json: &str) -> Result<Config, String> {
     let value: Value = serde_json::from_str(json)
         .map_err(|e| format!("tool-jobs: config is not valid JSON ({e})"))?;
@@ -64,13 +93,37 @@ pub fn parse_config(json: &str) -> Result<Config, String> {
             ));
         }
     };
-    if let Some(unknown) = map.keys().find(|k| !KEYS.contains(&k.as_str())) {
+    let profile = match map.get("profile") {
+        None => Profile::A,
+        Some(v) => match v.as_str() {
+            Some("a") => Profile::A,
+            Some("b") => Profile::B,
+            _ => {
+                return Err(format!(
+                    "tool-jobs: profile must be \"a\" or \"b\", got {v}"
+                ));
+            }
+        },
+    };
+    let plugin = profile.wording().plugin;
+    parse_for(profile, &map).map_err(|message| format!("{plugin}: {message}"))
+}
+
+fn parse_for(profile: Profile, map: &Map<String, Value>) -> Result<Config, String> {
+    let keys = match profile {
+        Profile::A => KEYS_A,
+        Profile::B => KEYS_B,
+    };
+    if let Some(unknown) = map.keys().find(|k| !keys.contains(&k.as_str())) {
         return Err(format!(
-            "tool-jobs: unknown config key \"{unknown}\" (known: {})",
-            KEYS.join(", ")
+            "unknown config key \"{unknown}\" (known: {})",
+            keys.join(", ")
         ));
     }
-    let mut config = Config::default();
+    let mut config = Config {
+        profile,
+        ..Config::default()
+    };
     if let Some(v) = map.get("waitTimeoutMs") {
         config.wait_timeout_ms = at_least_one("waitTimeoutMs", v)?;
     }
@@ -83,7 +136,7 @@ pub fn parse_config(json: &str) -> Result<Config, String> {
             Some("quiet") => CompletionDelivery::Quiet,
             _ => {
                 return Err(format!(
-                    "tool-jobs: completionDelivery must be \"quiet\" or \"wakeup\", got {v}"
+                    "completionDelivery must be \"quiet\" or \"wakeup\", got {v}"
                 ));
             }
         };
@@ -92,7 +145,7 @@ pub fn parse_config(json: &str) -> Result<Config, String> {
         let n = at_least_one("maxConsecutiveWakes", v)?;
         if n.fract() != 0.0 || n > MAX_SAFE_INTEGER {
             return Err(format!(
-                "tool-jobs: maxConsecutiveWakes ({}) must be a whole number of turns",
+                "maxConsecutiveWakes ({}) must be a whole number of turns",
                 js_number(n)
             ));
         }
@@ -101,7 +154,7 @@ pub fn parse_config(json: &str) -> Result<Config, String> {
     }
     if config.wait_timeout_ms > config.max_wait_timeout_ms {
         return Err(format!(
-            "tool-jobs: waitTimeoutMs ({}) exceeds maxWaitTimeoutMs ({})",
+            "waitTimeoutMs ({}) exceeds maxWaitTimeoutMs ({})",
             js_number(config.wait_timeout_ms),
             js_number(config.max_wait_timeout_ms)
         ));
@@ -112,9 +165,7 @@ pub fn parse_config(json: &str) -> Result<Config, String> {
 fn at_least_one(key: &str, value: &Value) -> Result<f64, String> {
     match value.as_f64() {
         Some(n) if n >= 1.0 => Ok(n),
-        _ => Err(format!(
-            "tool-jobs: {key} must be a number of at least 1, got {value}"
-        )),
+        _ => Err(format!("{key} must be a number of at least 1, got {value}")),
     }
 }
 
@@ -157,6 +208,23 @@ mod tests {
                 .max_consecutive_wakes,
             1
         );
+    }
+
+    #[test]
+    fn profile_b_has_its_own_keys_and_prefix() {
+        let b = parse_config(r#"{"profile":"b","waitTimeoutMs":5}"#).unwrap();
+        assert_eq!((b.profile, b.wait_timeout_ms), (Profile::B, 5.0));
+        assert_eq!(
+            parse_config(r#"{"profile":"b","waitTimeoutMs":100,"maxWaitTimeoutMs":50}"#)
+                .unwrap_err(),
+            "tool-tasks: waitTimeoutMs (100) exceeds maxWaitTimeoutMs (50)"
+        );
+        assert!(
+            parse_config(r#"{"profile":"b","maxConsecutiveWakes":2}"#)
+                .unwrap_err()
+                .starts_with("tool-tasks: unknown config key \"maxConsecutiveWakes\"")
+        );
+        assert!(parse_config(r#"{"profile":"z"}"#).is_err());
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod model;
 pub mod notice;
 pub mod render;
 pub mod tools;
+pub mod wording;
 
 #[cfg(target_arch = "wasm32")]
 mod component;

@@ -4,6 +4,7 @@ use crate::caps::{NOTICE_TRUNCATED, head, tail};
 use crate::config::{CompletionDelivery, Config};
 use crate::model::JobSnapshot;
 use crate::render::status_line;
+use crate::wording::Wording;
 
 /// Whether the owner is between turns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,14 +39,14 @@ pub fn delivery_lane(
     if job.reported {
         return None;
     }
-    let wakes = config.completion_delivery == CompletionDelivery::Wakeup
+    // Profile B never wakes: "injection is durable context, not a wake-up".
+    let wakes = config.profile.wording().rich_notices
+        && config.completion_delivery == CompletionDelivery::Wakeup
         && status == AgentStatus::Idle
         && spent < config.max_consecutive_wakes;
     Some(if wakes { Lane::Followup } else { Lane::Inject })
 }
 
-/// The collection action kept by every bounded notice.
-pub const ACTION: &str = "\nDone; job_output.";
 /// Longest summary, in UTF-16 code units (a JavaScript string length).
 pub const SUMMARY_LIMIT_UTF16: usize = 120;
 
@@ -53,15 +54,19 @@ pub const SUMMARY_LIMIT_UTF16: usize = 120;
 ///
 /// Priority when the cap bites: the id and the collection action first, then the
 /// truncation marker, then the head of the kind, label and status.
-pub fn notice_text(job: &JobSnapshot) -> String {
-    let prefix = format!("background job {}", job.id);
+pub fn notice_text(job: &JobSnapshot, words: &Wording) -> String {
+    let prefix = format!("background {} {}", words.noun, job.id);
     let detail = format!(
         " ({}: {}) finished {}",
         job.kind,
         job.label,
         status_line(job)
     );
-    let complete = format!("{prefix}{detail}. Read its output with job_output.");
+    let complete = format!(
+        "{prefix}{detail}. Read its output with {}.",
+        words.output_tool
+    );
+    let action = format!("\nDone; {}.", words.output_tool);
     let Some(cap) = job.output_limit_bytes else {
         return complete;
     };
@@ -69,20 +74,20 @@ pub fn notice_text(job: &JobSnapshot) -> String {
     if complete.len() <= cap {
         return complete;
     }
-    let fixed_len = prefix.len() + NOTICE_TRUNCATED.len() + ACTION.len();
+    let fixed_len = prefix.len() + NOTICE_TRUNCATED.len() + action.len();
     if fixed_len <= cap {
         return format!(
-            "{prefix}{}{NOTICE_TRUNCATED}{ACTION}",
+            "{prefix}{}{NOTICE_TRUNCATED}{action}",
             head(&detail, cap - fixed_len)
         );
     }
-    if prefix.len() + ACTION.len() <= cap {
-        return format!("{prefix}{ACTION}");
+    if prefix.len() + action.len() <= cap {
+        return format!("{prefix}{action}");
     }
-    if ACTION.len() < cap {
-        return format!("{}{ACTION}", head(&prefix, cap - ACTION.len()));
+    if action.len() < cap {
+        return format!("{}{action}", head(&prefix, cap - action.len()));
     }
-    tail(ACTION, cap).to_owned()
+    tail(&action, cap).to_owned()
 }
 
 /// `<kind> <label> <status line>`, at most 120 UTF-16 code units: a longer one keeps
@@ -152,7 +157,7 @@ mod tests {
     fn tier_one_exact_fit_at_the_pty_minimum() {
         let j = job("pty-send-100", "pty-send", "s: x", Some(64));
         assert_eq!(
-            notice_text(&j),
+            notice_text(&j, &crate::wording::A),
             "background job pty-send-100\n[notice truncated]\nDone; job_output."
         );
     }

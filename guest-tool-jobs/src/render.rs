@@ -2,11 +2,10 @@
 
 use crate::caps::{OUTPUT_TRUNCATED, fit_with_suffix};
 use crate::model::{JobSnapshot, RegistryError};
+use crate::wording::Wording;
 
 /// Shown in place of an empty read.
 pub const NO_NEW_OUTPUT: &str = "(no new output)";
-/// `job_list` with nothing visible.
-pub const NO_JOBS: &str = "(no background jobs)";
 /// The largest wait a timer accepts, in milliseconds.
 pub const MAX_TIMER_DELAY_MS: f64 = 2_147_483_647.0;
 
@@ -39,21 +38,26 @@ pub fn list_row(job: &JobSnapshot) -> String {
     )
 }
 
-/// The whole `job_list` text.
-pub fn list_text(jobs: &[JobSnapshot]) -> String {
+/// The whole list text: `(no background jobs)` (or `tasks`) when empty.
+pub fn list_text(jobs: &[JobSnapshot], words: &Wording) -> String {
     if jobs.is_empty() {
-        return NO_JOBS.to_owned();
+        return format!("(no background {}s)", words.noun);
     }
     jobs.iter().map(list_row).collect::<Vec<_>>().join("\n")
 }
 
 /// The message (without `Error: `) for a registry failure.
-pub fn registry_error_message(error: &RegistryError) -> String {
+pub fn registry_error_message(error: &RegistryError, words: &Wording) -> String {
+    let noun = words.noun;
     match error {
-        RegistryError::UnknownJob(id) => format!("unknown job {id}"),
-        RegistryError::ForeignJob(id) => format!("job {id} belongs to another session"),
-        RegistryError::InvalidTimeout(value) => format!(
+        RegistryError::UnknownJob(id) => format!("unknown {noun} {id}"),
+        RegistryError::ForeignJob(id) => format!("{noun} {id} belongs to another session"),
+        RegistryError::InvalidTimeout(value) if words.timeout_error_names_bound => format!(
             "invalid wait timeout: expected a positive number of milliseconds no greater than 2147483647, got {}",
+            js_number(*value)
+        ),
+        RegistryError::InvalidTimeout(value) => format!(
+            "invalid wait timeout: expected a positive number of milliseconds, got {}",
             js_number(*value)
         ),
         RegistryError::WaitAborted => "wait aborted".to_owned(),

@@ -3,25 +3,33 @@
 use serde_json::{Map, Value, json};
 
 use crate::caps::cap_result;
-use crate::config::Config;
+use crate::config::{Config, Profile};
 use crate::model::{JobSnapshot, JobsView, KillOutcome};
 use crate::render::{list_text, read_text, registry_error_message, status_line};
+use crate::wording::Wording;
 
-/// `job_output`.
-pub const JOB_OUTPUT: &str = "job_output";
-/// `job_list`.
-pub const JOB_LIST: &str = "job_list";
-/// `job_kill`.
-pub const JOB_KILL: &str = "job_kill";
-
-const JOB_ID_DESCRIPTION: &str = "Job id returned by the tool that started the background work.";
-
-/// The system-prompt section name.
-pub const PROMPT_SECTION_NAME: &str = "tool:jobs";
-/// Its order: after the shell tool's section (105).
+/// The prompt section's order: after the shell tool's section (105).
 pub const PROMPT_SECTION_ORDER: u32 = 106;
-/// Its exact text.
-pub const PROMPT_SECTION_TEXT: &str = "Track every background job id you start. You are notified in-session when a job finishes \u{2014} do not busy-poll or sleep on one; keep working on independent steps and do not duplicate a running job's work. Before giving a final answer, collect every still-relevant job with job_output (set wait: true only when you are genuinely blocked on it), and job_kill jobs that stopped mattering.";
+
+/// Which of a profile's three tools a name is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tool {
+    Output,
+    List,
+    Kill,
+}
+
+fn which(tool: &str, words: &Wording) -> Option<Tool> {
+    if tool == words.output_tool {
+        Some(Tool::Output)
+    } else if tool == words.list_tool {
+        Some(Tool::List)
+    } else if tool == words.kill_tool {
+        Some(Tool::Kill)
+    } else {
+        None
+    }
+}
 
 /// One tool as the model receives it.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,85 +83,86 @@ fn public_job_schema() -> Value {
     })
 }
 
-/// The three tools with their exact descriptions and schemas.
-pub fn tool_definitions() -> Vec<ToolDefinition> {
+/// A profile's three tools with their exact descriptions and schemas.
+pub fn tool_definitions(profile: Profile) -> Vec<ToolDefinition> {
+    let w = profile.wording();
     vec![
         ToolDefinition {
-            name: JOB_OUTPUT,
-            description: "Read a background job. Stream jobs return only output since the previous read; final-output jobs return their result after settlement. Every response ends with `[status: ...]`. Reads are non-blocking unless `wait: true`, which waits up to the configured cap.",
+            name: w.output_tool,
+            description: w.output_description,
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "job_id": {"type": "string", "description": JOB_ID_DESCRIPTION},
-                    "wait": {"type": "boolean", "description": "Block until the job reaches a terminal status or the timeout expires. A timed-out wait returns [status: running] and leaves the job alive."},
+                    w.id_param: {"type": "string", "description": w.id_description},
+                    "wait": {"type": "boolean", "description": w.wait_description},
                     "timeout_ms": {"type": "number", "description": "Max wait in milliseconds (only meaningful with wait: true). Defaults to the configured wait timeout; capped by the configured maximum."}
                 },
-                "required": ["job_id"]
+                "required": [w.id_param]
             }),
             output_schema: json!({
                 "type": "object",
-                "properties": {"text": {"type": "string"}, "job": public_job_schema()},
-                "required": ["text", "job"],
+                "properties": {"text": {"type": "string"}, w.value_key: public_job_schema()},
+                "required": ["text", w.value_key],
                 "additionalProperties": false
             }),
         },
         ToolDefinition {
-            name: JOB_LIST,
-            description: "List your background jobs (running and finished) with their ids, kinds, and statuses.",
+            name: w.list_tool,
+            description: w.list_description,
             input_schema: json!({"type": "object", "properties": {}}),
             output_schema: json!({"type": "array", "items": public_job_schema()}),
         },
         ToolDefinition {
-            name: JOB_KILL,
-            description: "Request cancellation of a running background job by job id. Returns immediately; the job settles as killed once its work actually stops.",
+            name: w.kill_tool,
+            description: w.kill_description,
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "job_id": {"type": "string", "description": JOB_ID_DESCRIPTION},
-                    "reason": {"type": "string", "description": "Optional short reason, recorded in the log and forwarded to the job."}
+                    w.id_param: {"type": "string", "description": w.id_description},
+                    "reason": {"type": "string", "description": w.reason_description}
                 },
-                "required": ["job_id"]
+                "required": [w.id_param]
             }),
             output_schema: json!({
                 "type": "object",
                 "properties": {
                     "outcome": {"type": "string", "enum": ["cancellation-requested", "already-finished"]},
-                    "job": public_job_schema()
+                    w.value_key: public_job_schema()
                 },
-                "required": ["outcome", "job"],
+                "required": ["outcome", w.value_key],
                 "additionalProperties": false
             }),
         },
     ]
 }
 
-/// The card for a call, or `None` for an unknown tool.
-pub fn ui_card(tool: &str, args_json: &str) -> Option<UiCard> {
+/// The card for a call, or `None` for a tool the profile does not have.
+pub fn ui_card(profile: Profile, tool: &str, args_json: &str) -> Option<UiCard> {
+    let w = profile.wording();
     let id = serde_json::from_str::<Value>(args_json)
         .ok()
-        .and_then(|v| v.get("job_id").and_then(Value::as_str).map(str::to_owned));
-    let titled = |base: &str| match &id {
+        .and_then(|v| v.get(w.id_param).and_then(Value::as_str).map(str::to_owned));
+    let titled = |base: String| match &id {
         Some(id) => format!("{base} {id}"),
-        None => base.to_owned(),
+        None => base,
     };
-    match tool {
-        JOB_OUTPUT => Some(UiCard {
-            title: titled("Read output from background job"),
+    Some(match which(tool, w)? {
+        Tool::Output => UiCard {
+            title: titled(format!("Read output from background {}", w.noun)),
             kind: "read",
             raw_input: id.clone(),
-        }),
-        JOB_LIST => Some(UiCard {
-            title: "List background jobs".to_owned(),
+        },
+        Tool::List => UiCard {
+            title: format!("List background {}s", w.noun),
             kind: "read",
             raw_input: None,
-        }),
-        JOB_KILL => Some(UiCard {
-            title: titled("Kill background job"),
+        },
+        Tool::Kill => UiCard {
+            title: titled(format!("Kill background {}", w.noun)),
             kind: "execute",
             raw_input: id.clone(),
-        }),
-        _ => None,
-    }
+        },
+    })
 }
 
 /// Declared parameter types, for the argument check.
@@ -164,26 +173,27 @@ enum ParamType {
     Number,
 }
 
-fn params(tool: &str) -> Option<&'static [(&'static str, ParamType, bool)]> {
+fn params(tool: Tool, w: &Wording) -> Vec<(&'static str, ParamType, bool)> {
     match tool {
-        JOB_OUTPUT => Some(&[
-            ("job_id", ParamType::String, true),
+        Tool::Output => vec![
+            (w.id_param, ParamType::String, true),
             ("wait", ParamType::Boolean, false),
             ("timeout_ms", ParamType::Number, false),
-        ]),
-        JOB_LIST => Some(&[]),
-        JOB_KILL => Some(&[
-            ("job_id", ParamType::String, true),
+        ],
+        Tool::List => Vec::new(),
+        Tool::Kill => vec![
+            (w.id_param, ParamType::String, true),
             ("reason", ParamType::String, false),
-        ]),
-        _ => None,
+        ],
     }
 }
 
 /// Parses the arguments and checks them against the tool's schema. Undeclared keys
 /// are accepted, as the schemas are open.
-fn check_args(tool: &str, args_json: &str) -> Result<Map<String, Value>, String> {
-    let declared = params(tool).unwrap_or(&[]);
+fn check_args(
+    declared: &[(&'static str, ParamType, bool)],
+    args_json: &str,
+) -> Result<Map<String, Value>, String> {
     let value: Value = serde_json::from_str(args_json)
         .map_err(|e| format!("invalid arguments: not valid JSON ({e})"))?;
     let Value::Object(map) = value else {
@@ -193,7 +203,7 @@ fn check_args(tool: &str, args_json: &str) -> Result<Map<String, Value>, String>
         ));
     };
     let mut violations = Vec::new();
-    for (name, ty, required) in declared {
+    for (name, ty, required) in declared.iter() {
         match map.get(*name) {
             None if *required => violations.push(format!("missing required property \"{name}\"")),
             None => {}
@@ -228,13 +238,17 @@ fn json_type(value: &Value) -> &'static str {
 }
 
 /// The cap that applies to a call: the `output_limit_bytes` of the job named by
-/// `job_id`, when that is a non-empty string naming a job the caller can see.
-fn cap_for(view: &dyn JobsView, tool: &str, args_json: &str) -> Option<u64> {
-    if tool != JOB_OUTPUT && tool != JOB_KILL {
+/// the id argument, when that is a non-empty string naming a job the caller can
+/// see. Lists are never capped.
+fn cap_for(view: &dyn JobsView, tool: Option<Tool>, w: &Wording, args_json: &str) -> Option<u64> {
+    if !matches!(tool, Some(Tool::Output | Tool::Kill)) {
         return None;
     }
     let value: Value = serde_json::from_str(args_json).ok()?;
-    let id = value.get("job_id")?.as_str().filter(|id| !id.is_empty())?;
+    let id = value
+        .get(w.id_param)?
+        .as_str()
+        .filter(|id| !id.is_empty())?;
     view.get(id).ok()?.output_limit_bytes
 }
 
@@ -246,28 +260,32 @@ fn error_result(message: &str, cap: Option<u64>) -> ToolResult {
     }
 }
 
-fn job_id(args: &Map<String, Value>) -> Result<&str, String> {
-    // The schema check has already made job_id a string.
+fn job_id<'a>(args: &'a Map<String, Value>, w: &Wording) -> Result<&'a str, String> {
+    // The schema check has already made the id a string.
     let id = args
-        .get("job_id")
+        .get(w.id_param)
         .and_then(Value::as_str)
         .unwrap_or_default();
     if id.is_empty() {
-        return Err("invalid job_id: expected a non-empty string, got \"\"".to_owned());
+        return Err(format!(
+            "invalid {}: expected a non-empty string, got \"\"",
+            w.id_param
+        ));
     }
     Ok(id)
 }
 
 /// Runs one tool call for the caller `view` stands for.
 pub fn invoke(view: &dyn JobsView, config: &Config, tool: &str, args_json: &str) -> ToolResult {
-    if params(tool).is_none() {
+    let w = config.profile.wording();
+    let Some(which) = which(tool, w) else {
         return error_result(&format!("unknown tool \"{tool}\""), None);
-    }
-    let cap = cap_for(view, tool, args_json);
-    let outcome = check_args(tool, args_json).and_then(|args| match tool {
-        JOB_OUTPUT => job_output(view, config, &args, cap),
-        JOB_LIST => Ok(job_list(view)),
-        _ => job_kill(view, &args, cap),
+    };
+    let cap = cap_for(view, Some(which), w, args_json);
+    let outcome = check_args(&params(which, w), args_json).and_then(|args| match which {
+        Tool::Output => job_output(view, config, &args, cap),
+        Tool::List => Ok(job_list(view, w)),
+        Tool::Kill => job_kill(view, w, &args, cap),
     });
     outcome.unwrap_or_else(|message| error_result(&message, cap))
 }
@@ -278,7 +296,8 @@ fn job_output(
     args: &Map<String, Value>,
     cap: Option<u64>,
 ) -> Result<ToolResult, String> {
-    let id = job_id(args)?;
+    let w = config.profile.wording();
+    let id = job_id(args, w)?;
     if args.get("wait") == Some(&Value::Bool(true)) {
         let asked = args
             .get("timeout_ms")
@@ -287,22 +306,22 @@ fn job_output(
         // Clamped down only: zero or negative values reach the registry and fail there.
         let timeout = asked.min(config.max_wait_timeout_ms);
         view.wait(id, timeout)
-            .map_err(|e| registry_error_message(&e))?;
+            .map_err(|e| registry_error_message(&e, w))?;
     }
-    let (text, job) = view.read(id).map_err(|e| registry_error_message(&e))?;
+    let (text, job) = view.read(id).map_err(|e| registry_error_message(&e, w))?;
     let rendered = read_text(&text, &job, cap);
     Ok(ToolResult {
-        value: Some(json!({"text": text, "job": job.public()})),
+        value: Some(json!({"text": text, w.value_key: job.public()})),
         text: rendered,
         is_error: false,
     })
 }
 
-fn job_list(view: &dyn JobsView) -> ToolResult {
+fn job_list(view: &dyn JobsView, w: &Wording) -> ToolResult {
     let jobs = view.list_jobs();
     let public: Vec<_> = jobs.iter().map(JobSnapshot::public).collect();
     ToolResult {
-        text: list_text(&jobs),
+        text: list_text(&jobs, w),
         is_error: false,
         value: Some(json!(public)),
     }
@@ -310,33 +329,35 @@ fn job_list(view: &dyn JobsView) -> ToolResult {
 
 fn job_kill(
     view: &dyn JobsView,
+    w: &Wording,
     args: &Map<String, Value>,
     cap: Option<u64>,
 ) -> Result<ToolResult, String> {
-    let id = job_id(args)?;
+    let id = job_id(args, w)?;
     let reason = args.get("reason").and_then(Value::as_str);
     if let Some(reason) = reason {
-        view.log_info(&format!("job_kill {id}: {reason}"));
+        view.log_info(&format!("{} {id}: {reason}", w.kill_tool));
     }
     let outcome = view
         .kill(id, reason)
-        .map_err(|e| registry_error_message(&e))?;
+        .map_err(|e| registry_error_message(&e, w))?;
     // A separate, non-consuming look: pending output stays for the next read.
-    let job = view.get(id).map_err(|e| registry_error_message(&e))?;
+    let job = view.get(id).map_err(|e| registry_error_message(&e, w))?;
+    let noun = w.noun;
     let (text, word) = match outcome {
         KillOutcome::Requested => (
-            format!("requested cancellation of job {id}"),
+            format!("requested cancellation of {noun} {id}"),
             "cancellation-requested",
         ),
         KillOutcome::AlreadyFinished => (
-            format!("job {id} had already finished {}", status_line(&job)),
+            format!("{noun} {id} had already finished {}", status_line(&job)),
             "already-finished",
         ),
     };
     Ok(ToolResult {
         text: cap_result(&text, cap),
         is_error: false,
-        value: Some(json!({"outcome": word, "job": job.public()})),
+        value: Some(json!({"outcome": word, w.value_key: job.public()})),
     })
 }
 
@@ -353,12 +374,14 @@ pub enum ContentBlock {
 /// generic path, any other shape comes back unchanged.
 pub fn finalize(
     view: &dyn JobsView,
+    profile: Profile,
     tool: &str,
     args_json: &str,
     mut blocks: Vec<ContentBlock>,
 ) -> Vec<ContentBlock> {
     if let [ContentBlock::Text(text)] = blocks.as_mut_slice() {
-        let cap = cap_for(view, tool, args_json);
+        let w = profile.wording();
+        let cap = cap_for(view, which(tool, w), w, args_json);
         *text = cap_result(text, cap);
     }
     blocks

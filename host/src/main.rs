@@ -249,8 +249,12 @@ async fn tools(host: Host) -> Result<()> {
         }));
     }
     let prompt = host.mount.prompt_section().await?;
+    let profile = match host.mount.config().profile {
+        host::plugin::Profile::A => "a",
+        host::plugin::Profile::B => "b",
+    };
     let out = json!({
-        "profile": "a",
+        "profile": profile,
         "tools": tools,
         "promptSection": {"name": prompt.name, "order": prompt.order, "text": prompt.text},
     });

@@ -40,12 +40,12 @@ pub enum Lane {
 pub struct NoticeMessage {
     /// The one text block of the message.
     pub text: String,
-    /// The collapsed-row summary for a user interface.
-    pub summary: String,
-    /// The plugin that sent it (`tool-jobs`).
-    pub plugin: &'static str,
-    /// The message form (`notice`).
-    pub form: &'static str,
+    /// The collapsed-row summary for a user interface (profile A only).
+    pub summary: Option<String>,
+    /// The plugin that sent it (`tool-jobs` or `tool-tasks`).
+    pub plugin: String,
+    /// The message form (`notice`; profile A only).
+    pub form: Option<String>,
 }
 
 /// Who wrote a message an agent claimed into a step.

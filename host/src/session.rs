@@ -18,8 +18,17 @@ use crate::registry::JobRegistry;
 /// The name of the session's own tool that starts background shell jobs.
 pub const BASH_TOOL: &str = "bash";
 
-/// The `bash` tool's description.
-pub const BASH_DESCRIPTION: &str = "Run a shell command in the background and return a job id immediately (collect with job_output, stop with job_kill). No timeout applies.";
+/// The `bash` tool's description, naming the profile's read and kill tools.
+pub fn bash_description(profile: crate::plugin::Profile) -> &'static str {
+    match profile {
+        crate::plugin::Profile::A => {
+            "Run a shell command in the background and return a job id immediately (collect with job_output, stop with job_kill). No timeout applies."
+        }
+        crate::plugin::Profile::B => {
+            "Run a shell command in the background and return a task id immediately (collect with task_output, stop with task_kill). No timeout applies."
+        }
+    }
+}
 
 /// The `bash` tool's JSON Schema.
 pub fn bash_schema() -> Value {
@@ -145,7 +154,7 @@ impl Session {
     pub async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>, crate::PluginError> {
         let mut tools = vec![ToolDefinition {
             name: BASH_TOOL.to_owned(),
-            description: BASH_DESCRIPTION.to_owned(),
+            description: bash_description(self.mount.config().profile).to_owned(),
             input_schema: bash_schema().to_string(),
             output_schema: json!({
                 "type": "object",

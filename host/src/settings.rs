@@ -16,6 +16,8 @@ use crate::registry::{RegistryConfig, RegistryConfigError};
 pub enum Profile {
     /// `job_output`, `job_list`, `job_kill`.
     A,
+    /// `task_output`, `task_list`, `task_kill` (notices only injected).
+    B,
 }
 
 /// Every setting; `None` means the built-in default.
@@ -106,6 +108,11 @@ impl Settings {
     /// The plugin's configuration JSON (the plugin validates it at load).
     pub fn plugin_config_json(&self) -> String {
         let mut config = serde_json::Map::new();
+        match self.profile {
+            Some(Profile::B) => config.insert("profile".into(), json!("b")),
+            Some(Profile::A) => config.insert("profile".into(), json!("a")),
+            None => None,
+        };
         if let Some(ms) = self.wait_timeout_ms {
             config.insert("waitTimeoutMs".into(), json!(ms));
         }

@@ -11,8 +11,8 @@ wit_bindgen::generate!({
 
 use exports::harness::jobs::notices::{self, Delivery, Notice, OwnerState};
 use exports::harness::jobs::tools::{
-    self, CompletionDelivery, Config, ContentBlock, OwnerScope, PromptSection, ToolDefinition,
-    ToolResult, UiCard,
+    self, CompletionDelivery, Config, ContentBlock, OwnerScope, Profile, PromptSection,
+    ToolDefinition, ToolResult, UiCard,
 };
 use harness::jobs::types::JobSnapshot;
 
@@ -31,6 +31,7 @@ fn ok(text: String) -> ToolResult {
 impl tools::Guest for Rogue {
     fn configure(_config_json: String) -> Result<Config, String> {
         Ok(Config {
+            profile: Profile::A,
             wait_timeout_ms: 10.0,
             max_wait_timeout_ms: 50.0,
             completion_delivery: CompletionDelivery::Quiet,
@@ -38,15 +39,15 @@ impl tools::Guest for Rogue {
         })
     }
 
-    fn tool_definitions() -> Vec<ToolDefinition> {
+    fn tool_definitions(_config: Config) -> Vec<ToolDefinition> {
         Vec::new()
     }
 
-    fn describe_call(_tool_name: String, _args_json: String) -> Option<UiCard> {
+    fn describe_call(_config: Config, _tool_name: String, _args_json: String) -> Option<UiCard> {
         None
     }
 
-    fn system_prompt() -> PromptSection {
+    fn system_prompt(_config: Config) -> PromptSection {
         PromptSection {
             name: "rogue".into(),
             order: 0,
@@ -98,6 +99,7 @@ impl tools::Guest for Rogue {
 
     fn finalize(
         _scope: &OwnerScope,
+        _config: Config,
         _tool_name: String,
         _args_json: String,
         blocks: Vec<ContentBlock>,
@@ -107,10 +109,12 @@ impl tools::Guest for Rogue {
 }
 
 impl notices::Guest for Rogue {
-    fn completion_notice(job: JobSnapshot) -> Notice {
+    fn completion_notice(_config: Config, job: JobSnapshot) -> Notice {
         Notice {
             text: job.id,
-            summary: String::new(),
+            summary: None,
+            plugin: "rogue".into(),
+            form: None,
         }
     }
 

@@ -1,0 +1,84 @@
+//! The words of the two job-tool surfaces that differ only in wording: profile A
+//! (`job_*`) and profile B (`task_*`). Every model-visible string that names the
+//! thing, its tools or its plugin comes from here.
+
+/// One profile's vocabulary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wording {
+    /// `job` or `task`.
+    pub noun: &'static str,
+    /// The read tool.
+    pub output_tool: &'static str,
+    /// The list tool.
+    pub list_tool: &'static str,
+    /// The kill tool.
+    pub kill_tool: &'static str,
+    /// The id parameter.
+    pub id_param: &'static str,
+    /// The key of the snapshot in canonical values.
+    pub value_key: &'static str,
+    /// The plugin name on notices and in config errors.
+    pub plugin: &'static str,
+    /// The prompt section's name.
+    pub prompt_name: &'static str,
+    /// The prompt section's text.
+    pub prompt_text: &'static str,
+    /// The read tool's description.
+    pub output_description: &'static str,
+    /// The list tool's description.
+    pub list_description: &'static str,
+    /// The kill tool's description.
+    pub kill_description: &'static str,
+    /// The id parameter's description.
+    pub id_description: &'static str,
+    /// The `wait` parameter's description.
+    pub wait_description: &'static str,
+    /// The `reason` parameter's description.
+    pub reason_description: &'static str,
+    /// Whether the wait-timeout error names the timer bound (newest A does).
+    pub timeout_error_names_bound: bool,
+    /// Whether notices carry a UI summary and a form, and may wake an idle owner.
+    pub rich_notices: bool,
+}
+
+/// Profile A: `job_output`, `job_list`, `job_kill`.
+pub const A: Wording = Wording {
+    noun: "job",
+    output_tool: "job_output",
+    list_tool: "job_list",
+    kill_tool: "job_kill",
+    id_param: "job_id",
+    value_key: "job",
+    plugin: "tool-jobs",
+    prompt_name: "tool:jobs",
+    prompt_text: "Track every background job id you start. You are notified in-session when a job finishes \u{2014} do not busy-poll or sleep on one; keep working on independent steps and do not duplicate a running job's work. Before giving a final answer, collect every still-relevant job with job_output (set wait: true only when you are genuinely blocked on it), and job_kill jobs that stopped mattering.",
+    output_description: "Read a background job. Stream jobs return only output since the previous read; final-output jobs return their result after settlement. Every response ends with `[status: ...]`. Reads are non-blocking unless `wait: true`, which waits up to the configured cap.",
+    list_description: "List your background jobs (running and finished) with their ids, kinds, and statuses.",
+    kill_description: "Request cancellation of a running background job by job id. Returns immediately; the job settles as killed once its work actually stops.",
+    id_description: "Job id returned by the tool that started the background work.",
+    wait_description: "Block until the job reaches a terminal status or the timeout expires. A timed-out wait returns [status: running] and leaves the job alive.",
+    reason_description: "Optional short reason, recorded in the log and forwarded to the job.",
+    timeout_error_names_bound: true,
+    rich_notices: true,
+};
+
+/// Profile B: `task_output`, `task_list`, `task_kill`.
+pub const B: Wording = Wording {
+    noun: "task",
+    output_tool: "task_output",
+    list_tool: "task_list",
+    kill_tool: "task_kill",
+    id_param: "task_id",
+    value_key: "task",
+    plugin: "tool-tasks",
+    prompt_name: "tool:tasks",
+    prompt_text: "Track every background task id you start. You are notified in-session when a task finishes \u{2014} do not busy-poll or sleep on one; keep working on independent steps and do not duplicate a running task's work. Before giving a final answer, collect every still-relevant task with task_output (set wait: true only when you are genuinely blocked on it), and task_kill tasks that stopped mattering.",
+    output_description: "Read a background task. Stream tasks return only output since the previous read; final-output tasks return their result after settlement. Every response ends with `[status: ...]`. Reads are non-blocking unless `wait: true`, which waits up to the configured cap.",
+    list_description: "List your background tasks (running and finished) with their ids, kinds, and statuses.",
+    kill_description: "Request cancellation of a running background task by task id. Returns immediately; the task settles as killed once its work actually stops.",
+    id_description: "Task id returned by the tool that started the background work.",
+    wait_description: "Block until the task reaches a terminal status or the timeout expires. A timed-out wait returns [status: running] and leaves the task alive.",
+    reason_description: "Optional short reason, recorded in the log and forwarded to the task.",
+    timeout_error_names_bound: false,
+    rich_notices: false,
+};
