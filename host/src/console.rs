@@ -30,9 +30,9 @@ pub enum Command {
 pub const HELP: &str = "\
 commands (one per line):
   bash <command>                        start a background shell job
-  job_output <id> [--wait] [--timeout-ms N]
-  job_list
-  job_kill <id> [--reason <text>]
+  job_output <id> [--wait] [--timeout-ms N]   (task_output in profile b)
+  job_list                                    (task_list)
+  job_kill <id> [--reason <text>]             (task_kill)
   <tool> <json-arguments>               any tool, with raw JSON arguments
   settle                                wait until every job has settled
   help | exit";
@@ -63,19 +63,23 @@ pub fn parse(line: &str) -> Result<Command, String> {
             args,
         })
     };
+    // `job_*` (profile A) and `task_*` (profile B) take the same shorthand.
+    let (noun, verb) = word.split_once('_').unwrap_or(("", word));
+    let id_param = format!("{noun}_id");
+    let shorthand = matches!(noun, "job" | "task");
     match word {
         "help" => Ok(Command::Help),
         "exit" | "quit" => Ok(Command::Exit),
         "settle" => Ok(Command::Settle),
         "bash" if rest.is_empty() => Err("usage: bash <command>".to_owned()),
         "bash" => call("bash", json!({ "command": rest })),
-        "job_list" => call("job_list", json!({})),
-        "job_output" => {
+        _ if shorthand && verb == "list" => call(word, json!({})),
+        _ if shorthand && verb == "output" => {
             let mut words = rest.split_whitespace();
             let id = words
                 .next()
-                .ok_or("usage: job_output <id> [--wait] [--timeout-ms N]")?;
-            let mut args = json!({ "job_id": id });
+                .ok_or(format!("usage: {word} <id> [--wait] [--timeout-ms N]"))?;
+            let mut args = json!({ id_param: id });
             while let Some(flag) = words.next() {
                 match flag {
                     "--wait" => args["wait"] = json!(true),
@@ -89,21 +93,21 @@ pub fn parse(line: &str) -> Result<Command, String> {
                     other => return Err(format!("unknown flag {other}")),
                 }
             }
-            call("job_output", args)
+            call(word, args)
         }
-        "job_kill" => {
+        _ if shorthand && verb == "kill" => {
             let (id, tail) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
             if id.is_empty() {
-                return Err("usage: job_kill <id> [--reason <text>]".to_owned());
+                return Err(format!("usage: {word} <id> [--reason <text>]"));
             }
-            let mut args = json!({ "job_id": id });
+            let mut args = json!({ id_param: id });
             let tail = tail.trim();
             if let Some(reason) = tail.strip_prefix("--reason") {
                 args["reason"] = json!(reason.trim());
             } else if !tail.is_empty() {
                 return Err(format!("unexpected {tail:?}"));
             }
-            call("job_kill", args)
+            call(word, args)
         }
         other if rest.is_empty() => call(other, json!({})),
         other => Err(format!(
@@ -188,6 +192,13 @@ mod tests {
             Command::Call {
                 tool: "job_output".into(),
                 args: json!({"job_id": ""})
+            }
+        );
+        assert_eq!(
+            parse("task_kill bash-1").unwrap(),
+            Command::Call {
+                tool: "task_kill".into(),
+                args: json!({"task_id": "bash-1"})
             }
         );
         assert_eq!(parse("  # note").unwrap(), Command::Nothing);
