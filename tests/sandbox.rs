@@ -136,7 +136,7 @@ async fn the_host_holds_a_guest_wait_to_the_mount_cap() {
 }
 
 #[tokio::test]
-async fn a_trapped_call_leaves_the_real_plugin_serving() {
+async fn a_malformed_call_leaves_the_plugin_and_its_jobs_as_they_were() {
     let f = Fixture::new().await;
     let (id, job) = f.start(ScriptedJob::stream(Some(&f.alice))).unwrap();
     job.push(&["hello\n"]);

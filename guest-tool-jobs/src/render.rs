@@ -6,8 +6,6 @@ use crate::wording::Wording;
 
 /// Shown in place of an empty read.
 pub const NO_NEW_OUTPUT: &str = "(no new output)";
-/// The largest wait a timer accepts, in milliseconds.
-pub const MAX_TIMER_DELAY_MS: f64 = 2_147_483_647.0;
 
 /// `[status: <status>]` or `[status: <status>, <detail>]`.
 pub fn status_line(job: &JobSnapshot) -> String {

@@ -192,10 +192,8 @@ fn params(tool: Tool, w: &Wording) -> Vec<(&'static str, ParamType, bool)> {
 /// are accepted, as the schemas are open.
 fn check_args(
     declared: &[(&'static str, ParamType, bool)],
-    args_json: &str,
+    value: Value,
 ) -> Result<Map<String, Value>, String> {
-    let value: Value = serde_json::from_str(args_json)
-        .map_err(|e| format!("invalid arguments: not valid JSON ({e})"))?;
     let Value::Object(map) = value else {
         return Err(format!(
             "invalid arguments: expected an object, got {}",
@@ -240,12 +238,16 @@ fn json_type(value: &Value) -> &'static str {
 /// The cap that applies to a call: the `output_limit_bytes` of the job named by
 /// the id argument, when that is a non-empty string naming a job the caller can
 /// see. Lists are never capped.
-fn cap_for(view: &dyn JobsView, tool: Option<Tool>, w: &Wording, args_json: &str) -> Option<u64> {
+fn cap_for(
+    view: &dyn JobsView,
+    tool: Option<Tool>,
+    w: &Wording,
+    args: Option<&Value>,
+) -> Option<u64> {
     if !matches!(tool, Some(Tool::Output | Tool::Kill)) {
         return None;
     }
-    let value: Value = serde_json::from_str(args_json).ok()?;
-    let id = value
+    let id = args?
         .get(w.id_param)?
         .as_str()
         .filter(|id| !id.is_empty())?;
@@ -281,8 +283,12 @@ pub fn invoke(view: &dyn JobsView, config: &Config, tool: &str, args_json: &str)
     let Some(which) = which(tool, w) else {
         return error_result(&format!("unknown tool \"{tool}\""), None);
     };
-    let cap = cap_for(view, Some(which), w, args_json);
-    let outcome = check_args(&params(which, w), args_json).and_then(|args| match which {
+    // Parsed once: the cap lookup and the argument check read the same value.
+    let parsed = serde_json::from_str::<Value>(args_json)
+        .map_err(|e| format!("invalid arguments: not valid JSON ({e})"));
+    let cap = cap_for(view, Some(which), w, parsed.as_ref().ok());
+    let args = parsed.and_then(|value| check_args(&params(which, w), value));
+    let outcome = args.and_then(|args| match which {
         Tool::Output => job_output(view, config, &args, cap),
         Tool::List => Ok(job_list(view, w)),
         Tool::Kill => job_kill(view, w, &args, cap),
@@ -381,7 +387,8 @@ pub fn finalize(
 ) -> Vec<ContentBlock> {
     if let [ContentBlock::Text(text)] = blocks.as_mut_slice() {
         let w = profile.wording();
-        let cap = cap_for(view, which(tool, w), w, args_json);
+        let args = serde_json::from_str::<Value>(args_json).ok();
+        let cap = cap_for(view, which(tool, w), w, args.as_ref());
         *text = cap_result(text, cap);
     }
     blocks

@@ -73,7 +73,6 @@ fn default_cache_dir() -> Option<PathBuf> {
 struct Host {
     mount: Arc<Mount>,
     bash: BashProducer,
-    settings: Settings,
 }
 
 async fn host(cache_dir: Option<&Path>, settings: Settings) -> Result<Host> {
@@ -90,7 +89,6 @@ async fn host(cache_dir: Option<&Path>, settings: Settings) -> Result<Host> {
     Ok(Host {
         mount: Arc::new(mount),
         bash,
-        settings,
     })
 }
 
@@ -140,12 +138,7 @@ fn open_session(
     Session,
     tokio::sync::mpsc::UnboundedReceiver<(Lane, host::NoticeMessage)>,
 ) {
-    Session::open(
-        id,
-        host.mount.clone(),
-        host.bash.clone(),
-        host.settings.workdir.clone(),
-    )
+    Session::open(id, host.mount.clone(), host.bash.clone())
 }
 
 async fn mcp(host: Host) -> Result<()> {

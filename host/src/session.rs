@@ -98,17 +98,16 @@ pub struct Session {
     registry: JobRegistry,
     mount: Arc<Mount>,
     bash: BashProducer,
-    workdir: Option<PathBuf>,
 }
 
 impl Session {
     /// Opens a session for `session_id` on `mount`'s registry. Returns the session
-    /// and the channel on which each notice is announced as it arrives.
+    /// and the channel on which each notice is announced as it arrives. Relative
+    /// working directories resolve against `bash`'s default one.
     pub fn open(
         session_id: &str,
         mount: Arc<Mount>,
         bash: BashProducer,
-        workdir: Option<PathBuf>,
     ) -> (Session, mpsc::UnboundedReceiver<(Lane, NoticeMessage)>) {
         let (announce, announced) = mpsc::unbounded_channel();
         let agent = Arc::new(SessionAgent {
@@ -124,7 +123,6 @@ impl Session {
             registry,
             mount,
             bash,
-            workdir,
         };
         (session, announced)
     }
@@ -194,12 +192,6 @@ impl Session {
             Ok(request) => request,
             Err(message) => return error(message),
         };
-        let workdir = match (&self.workdir, request.workdir) {
-            (Some(base), Some(dir)) => Some(base.join(dir)),
-            (None, dir) => dir,
-            (base, None) => base.clone(),
-        };
-        let request = BashRequest { workdir, ..request };
         match self.bash.start(Some(self.owner.clone()), request) {
             Ok(id) => ToolOutcome {
                 text: started_text(&id),
