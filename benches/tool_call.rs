@@ -97,6 +97,31 @@ impl JobsView for NativeView<'_> {
             .map_err(to_model_error)
     }
 
+    fn output(
+        &self,
+        id: &str,
+        window: model::ExcerptWindow,
+    ) -> Result<model::Excerpt, model::RegistryError> {
+        let window = host::excerpt::ExcerptWindow {
+            whole_up_to: window.whole_up_to,
+            head_bytes: window.head_bytes,
+            tail_bytes: window.tail_bytes,
+        };
+        self.registry
+            .output(id, self.caller, window)
+            .map(|(e, job)| model::Excerpt {
+                head: e.head,
+                tail: e.tail,
+                omitted_bytes: e.omitted_bytes,
+                job: to_model(job),
+            })
+            .map_err(to_model_error)
+    }
+
+    fn now_ms(&self) -> u64 {
+        host::registry::now_ms()
+    }
+
     fn log_info(&self, _message: &str) {}
 }
 
@@ -114,6 +139,12 @@ fn chatty_job(registry: &JobRegistry, owner: &Owner) -> String {
                 Ok(JobHooks {
                     cancel: Box::new(|_| Ok(())),
                     read_output: Some(Box::new(|| Ok("compiling crate ok\n".repeat(20)))),
+                    output_excerpt: Some(Box::new(|window| {
+                        Ok(host::excerpt::text_excerpt(
+                            &"compiling crate ok\n".repeat(20),
+                            window,
+                        ))
+                    })),
                     done: Box::pin(std::future::pending()),
                 })
             },

@@ -150,6 +150,7 @@ impl ScriptedJob {
         let (tx, rx) = oneshot::channel();
         *control.settle_tx.lock().unwrap() = Some(tx);
         let chunks = control.chunks.clone();
+        let written = control.written.clone();
         let read_error = control.read_error.clone();
         let cancels = control.cancels.clone();
         let cancel_error = control.cancel_error.clone();
@@ -170,6 +171,14 @@ impl ScriptedJob {
                         }
                         Ok(chunks.lock().unwrap().pop_front().unwrap_or_default())
                     }) as host::registry::ReadHook
+                }),
+                output_excerpt: stream.then(|| {
+                    Box::new(move |window| {
+                        Ok(host::excerpt::text_excerpt(
+                            &written.lock().unwrap(),
+                            window,
+                        ))
+                    }) as host::registry::ExcerptHook
                 }),
                 // A test that drops its control leaves the job running for good.
                 done: Box::pin(async move {
@@ -195,6 +204,8 @@ pub struct JobControl {
     target: Arc<Mutex<Option<(JobRegistry, String)>>>,
     /// Chunks the next reads return, one per read.
     pub chunks: Arc<Mutex<VecDeque<String>>>,
+    /// Everything pushed so far, read or not: the job's whole output.
+    pub written: Arc<Mutex<String>>,
     /// Reasons the producer's cancel received.
     pub cancels: Arc<Mutex<Vec<Option<String>>>>,
     /// When set, cancel fails with this message.
@@ -212,8 +223,9 @@ impl std::fmt::Debug for JobControl {
 }
 
 impl JobControl {
-    /// Queues chunks for the next reads.
+    /// Queues chunks for the next reads (they also join the whole output).
     pub fn push(&self, chunks: &[&str]) {
+        self.written.lock().unwrap().push_str(&chunks.concat());
         self.chunks
             .lock()
             .unwrap()

@@ -50,7 +50,7 @@ async fn the_task_tools_are_exact() {
         "Optional short reason, recorded in the log and forwarded to the task."
     );
 
-    let prompt = f.mount.prompt_section().await.unwrap();
+    let prompt = f.mount.prompt_section().await.unwrap().unwrap();
     assert_eq!((prompt.name.as_str(), prompt.order), ("tool:tasks", 106));
     assert_eq!(
         prompt.text,

@@ -34,24 +34,25 @@ fn the_guest_imports_only_harness_jobs_interfaces() {
             "the guest imports {name}, which is not ours (WASI must not be reachable)"
         );
     }
-    // Unused interfaces (the clock, for this profile) are dropped when the
-    // component is encoded; nothing outside the package may appear.
+    // Nothing outside the package may appear.
     let allowed = [
-        "harness:jobs/clock@0.1.0",
-        "harness:jobs/diag@0.1.0",
-        "harness:jobs/registry@0.1.0",
-        "harness:jobs/types@0.1.0",
+        "harness:jobs/clock@0.2.0",
+        "harness:jobs/diag@0.2.0",
+        "harness:jobs/registry@0.2.0",
+        "harness:jobs/types@0.2.0",
     ];
     assert!(
         imports.iter().all(|i| allowed.contains(&i.as_str())),
         "{imports:?}"
     );
-    assert!(imports.iter().any(|i| i == "harness:jobs/registry@0.1.0"));
+    assert!(imports.iter().any(|i| i == "harness:jobs/registry@0.2.0"));
+    // Profile C reads the clock for its durations.
+    assert!(imports.iter().any(|i| i == "harness:jobs/clock@0.2.0"));
     let mut exports = runtime().exports();
     exports.sort();
     assert_eq!(
         exports,
-        ["harness:jobs/notices@0.1.0", "harness:jobs/tools@0.1.0"]
+        ["harness:jobs/notices@0.2.0", "harness:jobs/tools@0.2.0"]
     );
 }
 
@@ -151,4 +152,25 @@ async fn a_malformed_call_leaves_the_plugin_and_its_jobs_as_they_were() {
         .call(Some(&f.alice), "job_output", json!({"job_id": id}))
         .await;
     assert_eq!(out.text, "hello\n[status: running]");
+}
+
+#[tokio::test]
+async fn a_greedy_excerpt_gets_at_most_the_host_bound_per_part() {
+    let registry = JobRegistry::default();
+    let mount = Mount::new(
+        rogue_runtime(SandboxLimits::default()),
+        registry.clone(),
+        r#"{"profile":"c"}"#,
+    )
+    .await
+    .unwrap();
+    let owner = host::Owner::new("alice");
+    registry.agents().register(&owner);
+    let job = host::inproc::InProcessJob::new("export", "big").owner(owner.clone());
+    let id = host::inproc::start_final(&registry, job, |_ctx| async { Ok("z".repeat(10 << 20)) })
+        .unwrap();
+    registry.settled(&id).await;
+    // The guest asks for everything; the host hands over 4 MiB from each end.
+    let notice = mount.pull_notice(&owner).await.unwrap().unwrap();
+    assert_eq!(notice.text, format!("{id}: {} bytes", 8 << 20));
 }

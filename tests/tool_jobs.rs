@@ -626,7 +626,8 @@ async fn tool_descriptions_schemas_and_prompt_are_exact() {
             "required": ["job_id"]
         })
     );
-    let output: serde_json::Value = serde_json::from_str(&defs[0].output_schema).unwrap();
+    let output: serde_json::Value =
+        serde_json::from_str(defs[0].output_schema.as_deref().unwrap()).unwrap();
     assert_eq!(output["additionalProperties"], false);
     assert_eq!(output["required"], json!(["text", "job"]));
     assert_eq!(
@@ -634,7 +635,7 @@ async fn tool_descriptions_schemas_and_prompt_are_exact() {
         json!(["id", "kind", "label", "status", "startedAt"])
     );
 
-    let prompt = f.mount.prompt_section().await.unwrap();
+    let prompt = f.mount.prompt_section().await.unwrap().unwrap();
     assert_eq!(prompt.name, "tool:jobs");
     assert_eq!(prompt.order, 106);
     assert_eq!(

@@ -5,7 +5,7 @@ use crate::config::{
     parse_config,
 };
 use crate::model::{self, JobsView};
-use crate::{notice, tools as logic};
+use crate::{notice, profile_c, tools as logic};
 
 wit_bindgen::generate!({
     world: "tool-jobs",
@@ -17,8 +17,9 @@ use exports::harness::jobs::tools::{
     self, CompletionDelivery, Config, ContentBlock, OwnerScope, Profile, PromptSection,
     ToolDefinition, ToolResult, UiCard,
 };
+use harness::jobs::clock::now_ms;
 use harness::jobs::diag::{Level, log};
-use harness::jobs::types::{JobSnapshot, JobStatus, KillOutcome, RegistryError};
+use harness::jobs::types::{ExcerptWindow, JobSnapshot, JobStatus, KillOutcome, RegistryError};
 
 struct Component;
 
@@ -108,6 +109,31 @@ impl JobsView for Scope<'_> {
             .map_err(error_from)
     }
 
+    fn output(
+        &self,
+        id: &str,
+        window: model::ExcerptWindow,
+    ) -> Result<model::Excerpt, model::RegistryError> {
+        let window = ExcerptWindow {
+            whole_up_to: window.whole_up_to,
+            head_bytes: window.head_bytes,
+            tail_bytes: window.tail_bytes,
+        };
+        self.0
+            .output(id, window)
+            .map(|e| model::Excerpt {
+                head: e.head,
+                tail: e.tail,
+                omitted_bytes: e.omitted_bytes,
+                job: snapshot_from(e.job),
+            })
+            .map_err(error_from)
+    }
+
+    fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+
     fn log_info(&self, message: &str) {
         log(Level::Info, message);
     }
@@ -118,6 +144,7 @@ fn config_from(config: Config) -> PlainConfig {
         profile: match config.profile {
             Profile::A => PlainProfile::A,
             Profile::B => PlainProfile::B,
+            Profile::C => PlainProfile::C,
         },
         wait_timeout_ms: config.wait_timeout_ms,
         max_wait_timeout_ms: config.max_wait_timeout_ms,
@@ -126,6 +153,8 @@ fn config_from(config: Config) -> PlainConfig {
             CompletionDelivery::Quiet => PlainDelivery::Quiet,
         },
         max_consecutive_wakes: config.max_consecutive_wakes,
+        max_result_bytes: config.max_result_bytes,
+        suppress_completion_notice: config.suppress_completion_notice,
     }
 }
 
@@ -137,6 +166,7 @@ impl tools::Guest for Component {
             profile: match c.profile {
                 PlainProfile::A => Profile::A,
                 PlainProfile::B => Profile::B,
+                PlainProfile::C => Profile::C,
             },
             wait_timeout_ms: c.wait_timeout_ms,
             max_wait_timeout_ms: c.max_wait_timeout_ms,
@@ -145,6 +175,8 @@ impl tools::Guest for Component {
                 PlainDelivery::Quiet => CompletionDelivery::Quiet,
             },
             max_consecutive_wakes: c.max_consecutive_wakes,
+            max_result_bytes: c.max_result_bytes,
+            suppress_completion_notice: c.suppress_completion_notice,
         })
     }
 
@@ -156,7 +188,7 @@ impl tools::Guest for Component {
                 name: d.name.to_owned(),
                 description: d.description.to_owned(),
                 input_schema: d.input_schema.to_string(),
-                output_schema: d.output_schema.to_string(),
+                output_schema: d.output_schema.map(|s| s.to_string()),
             })
             .collect()
     }
@@ -170,13 +202,13 @@ impl tools::Guest for Component {
         })
     }
 
-    fn system_prompt(config: Config) -> PromptSection {
-        let words = config_from(config).profile.wording();
-        PromptSection {
+    fn system_prompt(config: Config) -> Option<PromptSection> {
+        let words = config_from(config).profile.wording()?;
+        Some(PromptSection {
             name: words.prompt_name.to_owned(),
             order: logic::PROMPT_SECTION_ORDER,
             text: words.prompt_text.to_owned(),
-        }
+        })
     }
 
     fn invoke(
@@ -225,8 +257,15 @@ impl tools::Guest for Component {
     }
 }
 
-fn notice_for(job: &model::JobSnapshot, profile: PlainProfile) -> Notice {
-    let words = profile.wording();
+fn notice_for(job: &model::JobSnapshot, config: &PlainConfig) -> Notice {
+    let Some(words) = config.profile.wording() else {
+        return Notice {
+            text: profile_c::single_notice(job, config),
+            summary: None,
+            plugin: profile_c::PLUGIN.to_owned(),
+            form: None,
+        };
+    };
     Notice {
         text: notice::notice_text(job, words),
         summary: words.rich_notices.then(|| notice::notice_summary(job)),
@@ -238,7 +277,7 @@ fn notice_for(job: &model::JobSnapshot, profile: PlainProfile) -> Notice {
 impl notices::Guest for Component {
     fn completion_notice(config: Config, job: JobSnapshot) -> Notice {
         install_panic_hook();
-        notice_for(&snapshot_from(job), config_from(config).profile)
+        notice_for(&snapshot_from(job), &config_from(config))
     }
 
     fn deliver(config: Config, job: JobSnapshot, owner: Option<OwnerState>) -> Option<Delivery> {
@@ -258,7 +297,20 @@ impl notices::Guest for Component {
                 notice::Lane::Inject => Lane::Inject,
                 notice::Lane::Followup => Lane::Followup,
             },
-            notice: notice_for(&job, config.profile),
+            notice: notice_for(&job, &config),
+        })
+    }
+
+    fn batch_notice(scope: &OwnerScope, config: Config, jobs: Vec<JobSnapshot>) -> Option<Notice> {
+        install_panic_hook();
+        let config = config_from(config);
+        let jobs: Vec<_> = jobs.into_iter().map(snapshot_from).collect();
+        let text = profile_c::batch_notice(&Scope(scope), &config, &jobs)?;
+        Some(Notice {
+            text,
+            summary: None,
+            plugin: config.profile.plugin().to_owned(),
+            form: None,
         })
     }
 }

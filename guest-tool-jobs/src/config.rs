@@ -13,15 +13,26 @@ pub enum Profile {
     A,
     /// `task_output`, `task_list`, `task_kill`; notices are only ever injected.
     B,
+    /// `job_list`, `job_status`, `job_wait`, `job_cancel`; notices are pulled
+    /// before each step as one batch (see [`crate::profile_c`]).
+    C,
 }
 
 impl Profile {
-    /// The profile's vocabulary.
-    pub fn wording(self) -> &'static Wording {
+    /// The vocabulary of the two surfaces that differ only in wording; `None` for
+    /// profile C, whose tools are different altogether.
+    pub fn wording(self) -> Option<&'static Wording> {
         match self {
-            Profile::A => &wording::A,
-            Profile::B => &wording::B,
+            Profile::A => Some(&wording::A),
+            Profile::B => Some(&wording::B),
+            Profile::C => None,
         }
+    }
+
+    /// The plugin name on notices and at the start of config errors.
+    pub fn plugin(self) -> &'static str {
+        self.wording()
+            .map_or(crate::profile_c::PLUGIN, |w| w.plugin)
     }
 }
 
@@ -47,6 +58,10 @@ pub struct Config {
     pub completion_delivery: CompletionDelivery,
     /// Wake-ups one owner may receive before notices fall back to injection.
     pub max_consecutive_wakes: u64,
+    /// Profile C: the most bytes of a job's result or error the model sees.
+    pub max_result_bytes: u64,
+    /// Profile C: no batched completion notices.
+    pub suppress_completion_notice: bool,
 }
 
 impl Default for Config {
@@ -57,9 +72,18 @@ impl Default for Config {
             max_wait_timeout_ms: 600_000.0,
             completion_delivery: CompletionDelivery::Wakeup,
             max_consecutive_wakes: 3,
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+            suppress_completion_notice: false,
         }
     }
 }
+
+/// Profile C's result bound when `maxResultBytes` is 0 or absent: 24 KiB.
+pub const DEFAULT_MAX_RESULT_BYTES: u64 = 24 * 1024;
+/// Profile C's wait cap when `maxWaitSeconds` is 0 or absent.
+pub const DEFAULT_MAX_WAIT_SECONDS: u64 = 120;
+/// The longest wait a timer can hold, in whole seconds (2147483647 ms).
+const MAX_WAIT_SECONDS: u64 = 2_147_483;
 
 /// The largest integer a JavaScript number holds exactly.
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
@@ -73,14 +97,21 @@ const KEYS_A: &[&str] = &[
 ];
 /// Profile B has no delivery setting and no wake budget.
 const KEYS_B: &[&str] = &["profile", "waitTimeoutMs", "maxWaitTimeoutMs"];
+/// Profile C's settings are those of its Go plugin, in camelCase.
+const KEYS_C: &[&str] = &[
+    "profile",
+    "maxResultBytes",
+    "maxWaitSeconds",
+    "suppressCompletionNotice",
+];
 
 /// Parses and checks configuration JSON. `null` and `{}` give the defaults;
-/// `"profile"` (`"a"` or `"b"`) picks the tool surface.
+/// `"profile"` (`"a"`, `"b"` or `"c"`) picks the tool surface.
 ///
 /// # Errors
 ///
 /// An operator-facing message starting with the profile's plugin name
-/// (`tool-jobs: ` or `tool-tasks: `).
+/// (`tool-jobs: `, `tool-tasks: ` or `jobs: `).
 pub fn parse_config(json: &str) -> Result<Config, String> {
     let value: Value = serde_json::from_str(json)
         .map_err(|e| format!("tool-jobs: config is not valid JSON ({e})"))?;
@@ -98,14 +129,15 @@ pub fn parse_config(json: &str) -> Result<Config, String> {
         Some(v) => match v.as_str() {
             Some("a") => Profile::A,
             Some("b") => Profile::B,
+            Some("c") => Profile::C,
             _ => {
                 return Err(format!(
-                    "tool-jobs: profile must be \"a\" or \"b\", got {v}"
+                    "tool-jobs: profile must be \"a\", \"b\" or \"c\", got {v}"
                 ));
             }
         },
     };
-    let plugin = profile.wording().plugin;
+    let plugin = profile.plugin();
     parse_for(profile, &map).map_err(|message| format!("{plugin}: {message}"))
 }
 
@@ -113,6 +145,7 @@ fn parse_for(profile: Profile, map: &Map<String, Value>) -> Result<Config, Strin
     let keys = match profile {
         Profile::A => KEYS_A,
         Profile::B => KEYS_B,
+        Profile::C => KEYS_C,
     };
     if let Some(unknown) = map.keys().find(|k| !keys.contains(&k.as_str())) {
         return Err(format!(
@@ -152,6 +185,9 @@ fn parse_for(profile: Profile, map: &Map<String, Value>) -> Result<Config, Strin
         // Exact: n is a whole number no larger than 2^53 - 1.
         config.max_consecutive_wakes = n as u64;
     }
+    if profile == Profile::C {
+        return parse_c(config, map);
+    }
     if config.wait_timeout_ms > config.max_wait_timeout_ms {
         return Err(format!(
             "waitTimeoutMs ({}) exceeds maxWaitTimeoutMs ({})",
@@ -160,6 +196,45 @@ fn parse_for(profile: Profile, map: &Map<String, Value>) -> Result<Config, Strin
         ));
     }
     Ok(config)
+}
+
+/// Profile C: 0 (or absent) means the default, as in its Go plugin. Waits are
+/// whole seconds; the host's wait cap is set to the same bound, and C never wakes.
+fn parse_c(mut config: Config, map: &Map<String, Value>) -> Result<Config, String> {
+    if let Some(v) = map.get("maxResultBytes") {
+        config.max_result_bytes = match whole_number("maxResultBytes", v)? {
+            0 => DEFAULT_MAX_RESULT_BYTES,
+            n => n,
+        };
+    }
+    let seconds = match map.get("maxWaitSeconds") {
+        None => DEFAULT_MAX_WAIT_SECONDS,
+        Some(v) => match whole_number("maxWaitSeconds", v)? {
+            0 => DEFAULT_MAX_WAIT_SECONDS,
+            n if n > MAX_WAIT_SECONDS => {
+                return Err(format!(
+                    "maxWaitSeconds ({n}) exceeds the longest wait a timer holds ({MAX_WAIT_SECONDS})"
+                ));
+            }
+            n => n,
+        },
+    };
+    config.max_wait_timeout_ms = (seconds * 1000) as f64;
+    config.wait_timeout_ms = config.max_wait_timeout_ms;
+    config.completion_delivery = CompletionDelivery::Quiet;
+    if let Some(v) = map.get("suppressCompletionNotice") {
+        config.suppress_completion_notice = v
+            .as_bool()
+            .ok_or_else(|| format!("suppressCompletionNotice must be true or false, got {v}"))?;
+    }
+    Ok(config)
+}
+
+fn whole_number(key: &str, value: &Value) -> Result<u64, String> {
+    value
+        .as_u64()
+        .filter(|n| *n as f64 <= MAX_SAFE_INTEGER)
+        .ok_or_else(|| format!("{key} must be a whole number of at least 0, got {value}"))
 }
 
 fn at_least_one(key: &str, value: &Value) -> Result<f64, String> {
@@ -225,6 +300,46 @@ mod tests {
                 .starts_with("tool-tasks: unknown config key \"maxConsecutiveWakes\"")
         );
         assert!(parse_config(r#"{"profile":"z"}"#).is_err());
+    }
+
+    #[test]
+    fn profile_c_takes_its_go_settings() {
+        let c = parse_config(r#"{"profile":"c"}"#).unwrap();
+        assert_eq!(c.profile, Profile::C);
+        assert_eq!(c.max_result_bytes, 24 * 1024);
+        assert_eq!(
+            (c.wait_timeout_ms, c.max_wait_timeout_ms),
+            (120_000.0, 120_000.0)
+        );
+        assert!(!c.suppress_completion_notice);
+        let set = parse_config(
+            r#"{"profile":"c","maxResultBytes":200,"maxWaitSeconds":5,"suppressCompletionNotice":true}"#,
+        )
+        .unwrap();
+        assert_eq!(set.max_result_bytes, 200);
+        assert_eq!(set.max_wait_timeout_ms, 5000.0);
+        assert!(set.suppress_completion_notice);
+        let zero =
+            parse_config(r#"{"profile":"c","maxResultBytes":0,"maxWaitSeconds":0}"#).unwrap();
+        assert_eq!(
+            (zero.max_result_bytes, zero.max_wait_timeout_ms),
+            (24 * 1024, 120_000.0)
+        );
+        assert_eq!(
+            parse_config(r#"{"profile":"c","maxWaitSeconds":1.5}"#).unwrap_err(),
+            "jobs: maxWaitSeconds must be a whole number of at least 0, got 1.5"
+        );
+        assert_eq!(
+            parse_config(r#"{"profile":"c","maxWaitSeconds":2147484}"#).unwrap_err(),
+            "jobs: maxWaitSeconds (2147484) exceeds the longest wait a timer holds (2147483)"
+        );
+        assert!(
+            parse_config(r#"{"profile":"c","waitTimeoutMs":5}"#)
+                .unwrap_err()
+                .starts_with("jobs: unknown config key \"waitTimeoutMs\"")
+        );
+        assert!(parse_config(r#"{"profile":"c","suppressCompletionNotice":1}"#).is_err());
+        assert!(parse_config(r#"{"profile":"c","maxResultBytes":-1}"#).is_err());
     }
 
     #[test]

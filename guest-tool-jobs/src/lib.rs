@@ -15,6 +15,7 @@ pub mod caps;
 pub mod config;
 pub mod model;
 pub mod notice;
+pub mod profile_c;
 pub mod render;
 pub mod tools;
 pub mod wording;

@@ -124,6 +124,30 @@ pub enum RegistryError {
     ProducerFailed(String),
 }
 
+/// Which part of a job's whole output to fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExcerptWindow {
+    /// Output of at most this many bytes comes back whole.
+    pub whole_up_to: u64,
+    /// Otherwise at most this many bytes from the start...
+    pub head_bytes: u64,
+    /// ...and at most this many from the end.
+    pub tail_bytes: u64,
+}
+
+/// A job's whole output, or its two ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Excerpt {
+    /// The output from its first byte (all of it when nothing was omitted).
+    pub head: String,
+    /// The last bytes, when the middle was left out.
+    pub tail: String,
+    /// Bytes left out between `head` and `tail`.
+    pub omitted_bytes: u64,
+    /// The job at the moment of the excerpt.
+    pub job: JobSnapshot,
+}
+
 /// The registry as seen by one caller: the capability the host hands the guest.
 pub trait JobsView {
     /// The caller's jobs and all unowned jobs, in registration order.
@@ -136,6 +160,11 @@ pub trait JobsView {
     fn kill(&self, id: &str, reason: Option<&str>) -> Result<KillOutcome, RegistryError>;
     /// Blocks until terminal or the timeout, then returns the snapshot.
     fn wait(&self, id: &str, timeout_ms: f64) -> Result<JobSnapshot, RegistryError>;
+    /// The whole output so far, non-consuming, or its two ends (see the WIT
+    /// `owner-scope.output`).
+    fn output(&self, id: &str, window: ExcerptWindow) -> Result<Excerpt, RegistryError>;
+    /// Milliseconds since the Unix epoch, from the host's clock.
+    fn now_ms(&self) -> u64;
     /// Writes a diagnostic line to the host's log.
     fn log_info(&self, message: &str);
 }

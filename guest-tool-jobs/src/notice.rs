@@ -35,12 +35,14 @@ pub fn delivery_lane(
     job: &JobSnapshot,
     owner: Option<(AgentStatus, u64)>,
 ) -> Option<Lane> {
+    // Profile C never pushes: its notices are pulled as one batch per step.
+    let words = config.profile.wording()?;
     let (status, spent) = owner?;
     if job.reported {
         return None;
     }
     // Profile B never wakes: "injection is durable context, not a wake-up".
-    let wakes = config.profile.wording().rich_notices
+    let wakes = words.rich_notices
         && config.completion_delivery == CompletionDelivery::Wakeup
         && status == AgentStatus::Idle
         && spent < config.max_consecutive_wakes;

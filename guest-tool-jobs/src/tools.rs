@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 use crate::caps::cap_result;
 use crate::config::{Config, Profile};
 use crate::model::{JobSnapshot, JobsView, KillOutcome};
+use crate::profile_c;
 use crate::render::{list_text, read_text, registry_error_message, status_line};
 use crate::wording::Wording;
 
@@ -40,8 +41,8 @@ pub struct ToolDefinition {
     pub description: &'static str,
     /// JSON Schema of the arguments.
     pub input_schema: Value,
-    /// JSON Schema of the canonical value.
-    pub output_schema: Value,
+    /// JSON Schema of the canonical value; `None` for a tool that returns text only.
+    pub output_schema: Option<Value>,
 }
 
 /// How a user interface presents one call.
@@ -83,9 +84,11 @@ fn public_job_schema() -> Value {
     })
 }
 
-/// A profile's three tools with their exact descriptions and schemas.
+/// A profile's tools with their exact descriptions and schemas.
 pub fn tool_definitions(profile: Profile) -> Vec<ToolDefinition> {
-    let w = profile.wording();
+    let Some(w) = profile.wording() else {
+        return profile_c::tool_definitions();
+    };
     vec![
         ToolDefinition {
             name: w.output_tool,
@@ -99,18 +102,18 @@ pub fn tool_definitions(profile: Profile) -> Vec<ToolDefinition> {
                 },
                 "required": [w.id_param]
             }),
-            output_schema: json!({
+            output_schema: Some(json!({
                 "type": "object",
                 "properties": {"text": {"type": "string"}, w.value_key: public_job_schema()},
                 "required": ["text", w.value_key],
                 "additionalProperties": false
-            }),
+            })),
         },
         ToolDefinition {
             name: w.list_tool,
             description: w.list_description,
             input_schema: json!({"type": "object", "properties": {}}),
-            output_schema: json!({"type": "array", "items": public_job_schema()}),
+            output_schema: Some(json!({"type": "array", "items": public_job_schema()})),
         },
         ToolDefinition {
             name: w.kill_tool,
@@ -123,7 +126,7 @@ pub fn tool_definitions(profile: Profile) -> Vec<ToolDefinition> {
                 },
                 "required": [w.id_param]
             }),
-            output_schema: json!({
+            output_schema: Some(json!({
                 "type": "object",
                 "properties": {
                     "outcome": {"type": "string", "enum": ["cancellation-requested", "already-finished"]},
@@ -131,14 +134,16 @@ pub fn tool_definitions(profile: Profile) -> Vec<ToolDefinition> {
                 },
                 "required": ["outcome", w.value_key],
                 "additionalProperties": false
-            }),
+            })),
         },
     ]
 }
 
 /// The card for a call, or `None` for a tool the profile does not have.
 pub fn ui_card(profile: Profile, tool: &str, args_json: &str) -> Option<UiCard> {
-    let w = profile.wording();
+    let Some(w) = profile.wording() else {
+        return profile_c::ui_card(tool, args_json);
+    };
     let id = serde_json::from_str::<Value>(args_json)
         .ok()
         .and_then(|v| v.get(w.id_param).and_then(Value::as_str).map(str::to_owned));
@@ -279,7 +284,9 @@ fn job_id<'a>(args: &'a Map<String, Value>, w: &Wording) -> Result<&'a str, Stri
 
 /// Runs one tool call for the caller `view` stands for.
 pub fn invoke(view: &dyn JobsView, config: &Config, tool: &str, args_json: &str) -> ToolResult {
-    let w = config.profile.wording();
+    let Some(w) = config.profile.wording() else {
+        return profile_c::invoke(view, config, tool, args_json);
+    };
     let Some(which) = which(tool, w) else {
         return error_result(&format!("unknown tool \"{tool}\""), None);
     };
@@ -289,7 +296,7 @@ pub fn invoke(view: &dyn JobsView, config: &Config, tool: &str, args_json: &str)
     let cap = cap_for(view, Some(which), w, parsed.as_ref().ok());
     let args = parsed.and_then(|value| check_args(&params(which, w), value));
     let outcome = args.and_then(|args| match which {
-        Tool::Output => job_output(view, config, &args, cap),
+        Tool::Output => job_output(view, config, w, &args, cap),
         Tool::List => Ok(job_list(view, w)),
         Tool::Kill => job_kill(view, w, &args, cap),
     });
@@ -299,10 +306,10 @@ pub fn invoke(view: &dyn JobsView, config: &Config, tool: &str, args_json: &str)
 fn job_output(
     view: &dyn JobsView,
     config: &Config,
+    w: &Wording,
     args: &Map<String, Value>,
     cap: Option<u64>,
 ) -> Result<ToolResult, String> {
-    let w = config.profile.wording();
     let id = job_id(args, w)?;
     if args.get("wait") == Some(&Value::Bool(true)) {
         let asked = args
@@ -377,7 +384,8 @@ pub enum ContentBlock {
 }
 
 /// Caps a harness-produced result for this call: a lone text block goes through the
-/// generic path, any other shape comes back unchanged.
+/// generic path, any other shape comes back unchanged. Profile C bounds only job
+/// results, so its calls come back unchanged too.
 pub fn finalize(
     view: &dyn JobsView,
     profile: Profile,
@@ -385,8 +393,7 @@ pub fn finalize(
     args_json: &str,
     mut blocks: Vec<ContentBlock>,
 ) -> Vec<ContentBlock> {
-    if let [ContentBlock::Text(text)] = blocks.as_mut_slice() {
-        let w = profile.wording();
+    if let ([ContentBlock::Text(text)], Some(w)) = (blocks.as_mut_slice(), profile.wording()) {
         let args = serde_json::from_str::<Value>(args_json).ok();
         let cap = cap_for(view, which(tool, w), w, args.as_ref());
         *text = cap_result(text, cap);

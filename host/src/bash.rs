@@ -133,6 +133,8 @@ impl BashProducer {
 
         let read_capture = capture.clone();
         let read_output = Box::new(move || Ok(lock(&read_capture).render_delta()));
+        let excerpt_capture = capture.clone();
+        let output_excerpt = Box::new(move |window| Ok(lock(&excerpt_capture).excerpt(window)));
 
         let mut cmd = self.command(request);
         let done: crate::registry::DoneFuture = match cmd.spawn() {
@@ -173,6 +175,7 @@ impl BashProducer {
                 Ok(())
             }),
             read_output: Some(read_output),
+            output_excerpt: Some(output_excerpt),
             done,
         }
     }

@@ -33,6 +33,9 @@ commands (one per line):
   job_output <id> [--wait] [--timeout-ms N]   (task_output in profile b)
   job_list                                    (task_list)
   job_kill <id> [--reason <text>]             (task_kill)
+  job_status <id>                             (profile c)
+  job_wait <id> [--timeout-seconds N]         (profile c)
+  job_cancel <id>                             (profile c)
   <tool> <json-arguments>               any tool, with raw JSON arguments
   settle                                wait until every job has settled
   help | exit";
@@ -92,6 +95,29 @@ pub fn parse(line: &str) -> Result<Command, String> {
                     }
                     other => return Err(format!("unknown flag {other}")),
                 }
+            }
+            call(word, args)
+        }
+        // Profile C's tools name their id parameter plainly `id`.
+        "job_status" | "job_cancel" => match rest.split_whitespace().collect::<Vec<_>>()[..] {
+            [id] => call(word, json!({ "id": id })),
+            _ => Err(format!("usage: {word} <id>")),
+        },
+        "job_wait" => {
+            let mut words = rest.split_whitespace();
+            let id = words
+                .next()
+                .ok_or("usage: job_wait <id> [--timeout-seconds N]")?;
+            let mut args = json!({ "id": id });
+            match (words.next(), words.next(), words.next()) {
+                (None, _, _) => {}
+                (Some("--timeout-seconds"), Some(n), None) => {
+                    let seconds: i64 = n
+                        .parse()
+                        .map_err(|_| "--timeout-seconds needs a whole number")?;
+                    args["timeout_seconds"] = json!(seconds);
+                }
+                _ => return Err("usage: job_wait <id> [--timeout-seconds N]".to_owned()),
             }
             call(word, args)
         }
@@ -201,6 +227,22 @@ mod tests {
                 args: json!({"task_id": "bash-1"})
             }
         );
+        assert_eq!(
+            parse("job_wait bash-1 --timeout-seconds 5").unwrap(),
+            Command::Call {
+                tool: "job_wait".into(),
+                args: json!({"id": "bash-1", "timeout_seconds": 5})
+            }
+        );
+        assert_eq!(
+            parse("job_cancel bash-1").unwrap(),
+            Command::Call {
+                tool: "job_cancel".into(),
+                args: json!({"id": "bash-1"})
+            }
+        );
+        assert!(parse("job_status").is_err());
+        assert!(parse("job_wait bash-1 --timeout-seconds 1.5").is_err());
         assert_eq!(parse("  # note").unwrap(), Command::Nothing);
         assert!(parse("job_output").is_err());
         assert!(parse("job_output bash-1 --loud").is_err());

@@ -211,13 +211,21 @@ where
                 cancel_ctx.cancel.cancel();
                 Ok(())
             }),
-            read_output: output.map(|output| {
+            read_output: output.clone().map(|output| {
                 Box::new(move || {
                     Ok(output
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .render_delta())
                 }) as crate::registry::ReadHook
+            }),
+            output_excerpt: output.map(|output| {
+                Box::new(move |window| {
+                    Ok(output
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .excerpt(window))
+                }) as crate::registry::ExcerptHook
             }),
             done: Box::pin(done),
         })

@@ -27,6 +27,7 @@
 
 pub mod bash;
 pub mod console;
+pub mod excerpt;
 pub mod inproc;
 pub mod mcp;
 pub mod output;

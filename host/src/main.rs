@@ -144,7 +144,7 @@ fn open_session(
 async fn mcp(host: Host) -> Result<()> {
     let (session, announced) = open_session(&host, "mcp-session");
     let prompt = host.mount.prompt_section().await?;
-    let server = JobsServer::new(Arc::new(session), prompt.text).await?;
+    let server = JobsServer::new(Arc::new(session), prompt.map(|p| p.text)).await?;
     server.serve_stdio(announced).await
 }
 
@@ -230,14 +230,18 @@ async fn tools(host: Host) -> Result<()> {
     for def in session.tool_definitions().await? {
         let card = host
             .mount
-            .ui_card(&def.name, r#"{"job_id":"<job_id>"}"#)
+            .ui_card(&def.name, &card_args(host.mount.config().profile))
             .await?
             .map(|c| json!({"title": c.title, "kind": c.kind, "rawInput": c.raw_input}));
         tools.push(json!({
             "name": def.name,
             "description": def.description,
             "inputSchema": serde_json::from_str::<serde_json::Value>(&def.input_schema)?,
-            "outputSchema": serde_json::from_str::<serde_json::Value>(&def.output_schema)?,
+            "outputSchema": def
+                .output_schema
+                .as_deref()
+                .map(serde_json::from_str::<serde_json::Value>)
+                .transpose()?,
             "card": card,
         }));
     }
@@ -245,15 +249,26 @@ async fn tools(host: Host) -> Result<()> {
     let profile = match host.mount.config().profile {
         host::plugin::Profile::A => "a",
         host::plugin::Profile::B => "b",
+        host::plugin::Profile::C => "c",
     };
     let out = json!({
         "profile": profile,
         "tools": tools,
-        "promptSection": {"name": prompt.name, "order": prompt.order, "text": prompt.text},
+        "promptSection": prompt.map(|p| json!({"name": p.name, "order": p.order, "text": p.text})),
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     session.close().await;
     Ok(())
+}
+
+/// Sample arguments for the cards `tools` prints, with the profile's id key.
+fn card_args(profile: host::plugin::Profile) -> String {
+    let key = match profile {
+        host::plugin::Profile::A => "job_id",
+        host::plugin::Profile::B => "task_id",
+        host::plugin::Profile::C => "id",
+    };
+    json!({ key: format!("<{key}>") }).to_string()
 }
 
 /// Exit codes: 0 runnable, 1 not runnable here, 2 unreadable.
@@ -287,7 +302,7 @@ fn check(path: &Path, cache_dir: Option<&Path>) -> ExitCode {
     }
     match PluginRuntime::from_component_bytes(&bytes, SandboxLimits::default(), cache_dir) {
         Ok(_) => {
-            println!("runnable: yes (world harness:jobs/tool-jobs@0.1.0)");
+            println!("runnable: yes (world harness:jobs/tool-jobs@0.2.0)");
             ExitCode::SUCCESS
         }
         Err(e) => {

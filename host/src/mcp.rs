@@ -3,8 +3,10 @@
 //! One MCP connection is one owner. Its tools are `bash` (start a background job)
 //! and the plugin's tools, executed through the component. Completion notices take
 //! the inject lane: each is placed as a text block before the next tool result, and
-//! also sent at once as an MCP logging notification (level `notice`, logger
-//! `tool-jobs`). When the connection closes, the owner's jobs are cancelled.
+//! also sent at once as an MCP logging notification (level `notice`, logger: the
+//! notice's plugin, `tool-jobs` under profile A). Profile C's batched update is
+//! taken before each tool result the same way. When the connection closes, the
+//! owner's jobs are cancelled.
 
 // MCP logging is deprecated upstream (SEP-2577) but is still how clients surface
 // server-pushed messages today, and it is the channel notices are promised on.
@@ -28,7 +30,7 @@ use crate::session::Session;
 pub struct JobsServer {
     session: Arc<Session>,
     tools: Vec<Tool>,
-    instructions: String,
+    instructions: Option<String>,
 }
 
 fn object(json: &str) -> Map<String, Value> {
@@ -76,14 +78,15 @@ pub fn notice_data(lane: Lane, notice: &NoticeMessage) -> Value {
 }
 
 impl JobsServer {
-    /// A server for `session`, advertising `instructions` (the prompt section).
+    /// A server for `session`, advertising `instructions` (the prompt section,
+    /// when the profile has one).
     ///
     /// # Errors
     ///
     /// When the plugin fails to list its tools.
     pub async fn new(
         session: Arc<Session>,
-        instructions: String,
+        instructions: Option<String>,
     ) -> Result<JobsServer, crate::PluginError> {
         let tools = session
             .tool_definitions()
@@ -91,7 +94,10 @@ impl JobsServer {
             .into_iter()
             .map(|d| {
                 let mut tool = Tool::new(d.name, d.description, Arc::new(object(&d.input_schema)));
-                tool.output_schema = Some(Arc::new(output_schema(&d.output_schema)));
+                tool.output_schema = d
+                    .output_schema
+                    .as_deref()
+                    .map(|schema| Arc::new(output_schema(schema)));
                 tool
             })
             .collect();
@@ -119,7 +125,7 @@ impl JobsServer {
             while let Some((lane, notice)) = announced.recv().await {
                 let data = notice_data(lane, &notice);
                 let mut param = LoggingMessageNotificationParam::new(LoggingLevel::Notice, data);
-                param.logger = Some("tool-jobs".to_owned());
+                param.logger = Some(notice.plugin.clone());
                 if peer.notify_logging_message(param).await.is_err() {
                     break;
                 }
@@ -135,14 +141,17 @@ impl JobsServer {
 
 impl ServerHandler for JobsServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
+        let info = ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_logging()
                 .build(),
         )
-        .with_server_info(Implementation::new("jobs-host", env!("CARGO_PKG_VERSION")))
-        .with_instructions(self.instructions.clone())
+        .with_server_info(Implementation::new("jobs-host", env!("CARGO_PKG_VERSION")));
+        match &self.instructions {
+            Some(text) => info.with_instructions(text.clone()),
+            None => info,
+        }
     }
 
     async fn list_tools(

@@ -12,6 +12,8 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use crate::excerpt::{Excerpt, ExcerptWindow, Segment, excerpt};
+
 /// Size limits for one captured process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutputLimits {
@@ -174,6 +176,53 @@ impl StreamBuffer {
     }
 }
 
+impl Segment for StreamBuffer {
+    fn total_bytes(&self) -> u64 {
+        self.total
+    }
+
+    fn held_from_start(&self) -> u64 {
+        match self.spill {
+            Spill::Writing(..) => self.total,
+            // Without a spill file the start is held only while nothing left the tail.
+            _ if self.total == self.tail.len() as u64 => self.total,
+            _ => 0,
+        }
+    }
+
+    fn held_from_end(&self) -> u64 {
+        match self.spill {
+            Spill::Writing(..) => self.total,
+            _ => self.tail.len() as u64,
+        }
+    }
+
+    fn bytes(&self, from: u64, to: u64) -> Vec<u8> {
+        let tail_start = self.total - self.tail.len() as u64;
+        if from >= tail_start {
+            let (from, to) = ((from - tail_start) as usize, (to - tail_start) as usize);
+            return self.tail.range(from..to).copied().collect();
+        }
+        let Spill::Writing(_, path) = &self.spill else {
+            return Vec::new();
+        };
+        read_file_range(path, from, to).unwrap_or_else(|e| {
+            tracing::warn!("spill file {}: {e}", path.display());
+            Vec::new()
+        })
+    }
+}
+
+/// Bytes `from..to` of a file.
+fn read_file_range(path: &Path, from: u64, to: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = File::open(path)?;
+    file.seek(SeekFrom::Start(from))?;
+    let mut bytes = Vec::new();
+    file.take(to - from).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// Length of a trailing, incomplete-but-valid-so-far UTF-8 sequence.
 fn incomplete_suffix_len(bytes: &[u8]) -> usize {
     for back in 1..=bytes.len().min(3) {
@@ -223,6 +272,22 @@ impl Capture {
             StreamName::Stdout => self.stdout.push(bytes),
             StreamName::Stderr => self.stderr.push(bytes),
         }
+    }
+
+    /// The whole output so far (stdout, then `[stderr]` and stderr, as reads
+    /// show them), or its two ends, without consuming anything.
+    pub fn excerpt(&self, window: ExcerptWindow) -> Excerpt {
+        let mut separator = Vec::new();
+        if self.stderr.total() > 0 {
+            let ends_line =
+                self.stdout.total() == 0 || self.stdout.tail.back().is_none_or(|b| *b == b'\n');
+            if !ends_line {
+                separator.push(b'\n');
+            }
+            separator.extend_from_slice(b"[stderr]\n");
+        }
+        let separator: &[u8] = &separator;
+        excerpt(&[&self.stdout, &separator, &self.stderr], window)
     }
 
     /// The consuming read the model sees: new stdout, then `[stderr]` and new
@@ -312,6 +377,32 @@ mod tests {
             c.render_delta(),
             "6789\n[some output was dropped from memory; full output: (unavailable)]"
         );
+    }
+
+    #[test]
+    fn excerpts_read_the_spill_without_consuming() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Capture::new(&dir.path().join("job"), limits(4, 1000));
+        c.push(StreamName::Stdout, b"0123456789");
+        c.push(StreamName::Stderr, b"oops");
+        let window = ExcerptWindow {
+            whole_up_to: 100,
+            head_bytes: 0,
+            tail_bytes: 0,
+        };
+        assert_eq!(c.excerpt(window).head, "0123456789\n[stderr]\noops");
+        let ends = ExcerptWindow {
+            whole_up_to: 5,
+            head_bytes: 3,
+            tail_bytes: 2,
+        };
+        let e = c.excerpt(ends);
+        assert_eq!(
+            (e.head.as_str(), e.tail.as_str(), e.omitted_bytes),
+            ("012", "ps", 19)
+        );
+        // The consuming read still has everything to give.
+        assert!(c.render_delta().starts_with("6789"));
     }
 
     #[test]

@@ -21,6 +21,7 @@ use wasmtime::{
     StoreLimitsBuilder, UpdateDeadline,
 };
 
+use crate::excerpt::ExcerptWindow;
 use crate::owner::{self, Lane, NoticeMessage, Owner};
 use crate::registry::{self, ControllerAttachment, JobRegistry, ListenerRegistration};
 use crate::scope::ScopeKey;
@@ -194,7 +195,7 @@ impl PluginRuntime {
     }
 
     /// Names of everything the loaded component imports, for example
-    /// `harness:jobs/registry@0.1.0`.
+    /// `harness:jobs/registry@0.2.0`.
     pub fn imports(&self) -> Vec<String> {
         self.component
             .component_type()
@@ -533,12 +534,12 @@ impl Mount {
         .await
     }
 
-    /// The system-prompt section.
+    /// The system-prompt section, if the profile has one.
     ///
     /// # Errors
     ///
     /// [`PluginError::Trap`] when the guest fails.
-    pub async fn prompt_section(&self) -> Result<PromptSection, PluginError> {
+    pub async fn prompt_section(&self) -> Result<Option<PromptSection>, PluginError> {
         self.with_instance(async |jobs, store| {
             jobs.harness_jobs_tools()
                 .call_system_prompt(store, self.config)
@@ -563,6 +564,56 @@ impl Mount {
                 .await
         })
         .await
+    }
+
+    /// Whether this mount's notices are pulled with [`Mount::pull_notice`] before
+    /// each step (profile C) rather than pushed into the owner's agent.
+    pub fn pulls_notices(&self) -> bool {
+        self.config.profile == Profile::C
+    }
+
+    /// The one notice for `owner`'s next step, announcing every job of this exact
+    /// owner that settled since the last pull (profile C's `Background job
+    /// update:`). A harness calls it before each of the owner's steps and adds
+    /// the message as a user message. Mounts that push their notices (profiles A
+    /// and B), and mounts in a scope the owner is not in, answer `None` and take
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`PluginError::Trap`] when the guest fails; the jobs it was to announce
+    /// are not announced again.
+    pub async fn pull_notice(&self, owner: &Owner) -> Result<Option<NoticeMessage>, PluginError> {
+        if !self.pulls_notices() || !self.registry.in_layer(self.scope, owner) {
+            return Ok(None);
+        }
+        let jobs: Vec<_> = self
+            .registry
+            .drain_settled(owner)
+            .iter()
+            .map(to_wit_snapshot)
+            .collect();
+        if jobs.is_empty() {
+            return Ok(None);
+        }
+        let notice = self
+            .with_scope(
+                Some(owner),
+                &CancellationToken::new(),
+                async |guest, store, scope| {
+                    guest
+                        .harness_jobs_notices()
+                        .call_batch_notice(store, scope, self.config, &jobs)
+                        .await
+                },
+            )
+            .await?;
+        Ok(notice.map(|n| NoticeMessage {
+            text: n.text,
+            summary: n.summary,
+            plugin: n.plugin,
+            form: n.form,
+        }))
     }
 
     /// Runs `f` against a fresh instance that has no caller scope.
@@ -797,6 +848,30 @@ impl bindings::harness::jobs::registry::HostOwnerScope for CallState {
             .read(&job_id, caller.as_ref())
             .map(|(text, job)| wit::ReadResult {
                 text,
+                job: to_wit_snapshot(&job),
+            })
+            .map_err(to_wit_error))
+    }
+
+    fn output(
+        &mut self,
+        scope: Resource<ScopeHandle>,
+        job_id: String,
+        window: wit::ExcerptWindow,
+    ) -> wasmtime::Result<Result<wit::OutputExcerpt, wit::RegistryError>> {
+        let caller = self.caller(&scope)?;
+        let window = ExcerptWindow {
+            whole_up_to: window.whole_up_to,
+            head_bytes: window.head_bytes,
+            tail_bytes: window.tail_bytes,
+        };
+        Ok(self
+            .registry
+            .output(&job_id, caller.as_ref(), window)
+            .map(|(excerpt, job)| wit::OutputExcerpt {
+                head: excerpt.head,
+                tail: excerpt.tail,
+                omitted_bytes: excerpt.omitted_bytes,
                 job: to_wit_snapshot(&job),
             })
             .map_err(to_wit_error))

@@ -4,8 +4,8 @@
 //! One registry serves the whole host. Producers (the background shell, in-process
 //! work) register jobs with [`JobRegistry::start`]; the guest reaches the registry
 //! only through an owner-scoped capability that calls [`JobRegistry::list`],
-//! [`JobRegistry::get`], [`JobRegistry::read`], [`JobRegistry::kill`] and
-//! [`JobRegistry::wait`] for exactly one caller.
+//! [`JobRegistry::get`], [`JobRegistry::read`], [`JobRegistry::output`],
+//! [`JobRegistry::kill`] and [`JobRegistry::wait`] for exactly one caller.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -19,6 +19,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::excerpt::{Excerpt, ExcerptWindow, text_excerpt};
 use crate::owner::{AgentDirectory, MessageSource, Owner};
 use crate::scope::{Layered, ScopeKey, ScopeTree};
 
@@ -117,6 +118,10 @@ pub struct JobSnapshot {
 pub type CancelHook = Box<dyn FnMut(Option<&str>) -> Result<(), String> + Send>;
 /// A producer's consuming read of the output since the previous read.
 pub type ReadHook = Box<dyn FnMut() -> Result<String, String> + Send>;
+/// A producer's non-consuming view of a stream job's whole output so far (see
+/// [`crate::output::Capture::excerpt`]). Called under the registry lock with a
+/// window already held to [`crate::excerpt::MAX_EXCERPT_PART`].
+pub type ExcerptHook = Box<dyn FnMut(ExcerptWindow) -> Result<Excerpt, String> + Send>;
 /// Resolves once the producer released its resources. An `Err` is a contract
 /// violation; the job is then recorded as `failed` with the error as detail.
 pub type DoneFuture = Pin<Box<dyn Future<Output = Result<JobOutcome, String>> + Send>>;
@@ -127,6 +132,10 @@ pub struct JobHooks {
     pub cancel: CancelHook,
     /// Present for stream jobs; absent for final-output jobs.
     pub read_output: Option<ReadHook>,
+    /// The whole output of a stream job, for surfaces that show a finished job's
+    /// full result (profile C's `job_status`). A stream job without it answers
+    /// such a request with an error; a final-output job needs none.
+    pub output_excerpt: Option<ExcerptHook>,
     /// Settles the job.
     pub done: DoneFuture,
 }
@@ -293,9 +302,12 @@ struct JobRecord {
     started_at: u64,
     finished_at: Option<u64>,
     reported: bool,
+    /// Set once a completion notice (pushed or pulled) has announced the job.
+    noticed: bool,
     waiters: Vec<WaiterSlot>,
     cancel: CancelHook,
     read_output: Option<ReadHook>,
+    output_excerpt: Option<ExcerptHook>,
     settled: watch::Sender<bool>,
     /// Set once the completion listeners of the settlement have returned.
     announced: Arc<watch::Sender<bool>>,
@@ -576,12 +588,47 @@ impl JobRegistry {
     pub fn claim_notice(&self, id: &str) -> bool {
         let mut state = lock(&self.shared.state);
         match state.records.iter_mut().find(|r| r.id == id) {
-            Some(r) if r.status.is_terminal() && !r.reported => {
+            Some(r) if r.status.is_terminal() && !r.reported && !r.noticed => {
                 r.reported = true;
+                r.noticed = true;
                 true
             }
             _ => false,
         }
+    }
+
+    /// Takes the settled jobs of this exact owner object that no notice has
+    /// announced yet, oldest settlement first, and marks them announced (and
+    /// reported). For surfaces that pull one batched notice before each step
+    /// (profile C): unlike [`JobRegistry::claim_notice`], a job whose outcome was
+    /// already seen through a read or a wait is still taken.
+    pub fn drain_settled(&self, owner: &Owner) -> Vec<JobSnapshot> {
+        let mut state = lock(&self.shared.state);
+        let mut drained: Vec<&mut JobRecord> = state
+            .records
+            .iter_mut()
+            .filter(|r| {
+                r.status.is_terminal()
+                    && !r.noticed
+                    && r.owner.as_ref().is_some_and(|o| o.same_instance(owner))
+            })
+            .collect();
+        // Stable: jobs settled in the same millisecond keep registration order.
+        drained.sort_by_key(|r| r.finished_at);
+        drained
+            .into_iter()
+            .map(|r| {
+                r.noticed = true;
+                r.reported = true;
+                r.snapshot()
+            })
+            .collect()
+    }
+
+    /// Whether `owner` belongs to `scope`'s layer: every owner belongs to the
+    /// global layer (`None`); otherwise `scope` must be on the owner's chain.
+    pub fn in_layer(&self, scope: Option<ScopeKey>, owner: &Owner) -> bool {
+        scope.is_none_or(|scope| lock(&self.shared.state).chain(Some(owner)).contains(&scope))
     }
 
     /// The harness reports that `owner` claimed a queued message into a step. A
@@ -655,9 +702,11 @@ impl JobRegistry {
             started_at: now_ms(),
             finished_at: None,
             reported: false,
+            noticed: false,
             waiters: Vec::new(),
             cancel: hooks.cancel,
             read_output: hooks.read_output,
+            output_excerpt: hooks.output_excerpt,
             settled,
             announced: Arc::new(announced),
         });
@@ -910,6 +959,40 @@ impl JobRegistry {
                 r.reported = true;
             }
             Ok((text, r.snapshot()))
+        })
+    }
+
+    /// The job's whole output so far, or its two ends (see
+    /// [`crate::excerpt::excerpt`]), with a snapshot. Nothing is consumed and the
+    /// job is not marked reported. A final-output job shows `""` until it
+    /// settles.
+    ///
+    /// # Errors
+    ///
+    /// Unknown or foreign job; the producer's excerpt failing, or missing on a
+    /// stream job.
+    pub fn output(
+        &self,
+        id: &str,
+        caller: Option<&Owner>,
+        window: ExcerptWindow,
+    ) -> Result<(Excerpt, JobSnapshot), RegistryError> {
+        let window = window.clamped();
+        self.with_visible(id, caller, |r| {
+            let excerpt = match (r.output_excerpt.as_mut(), &r.read_output) {
+                (Some(hook), _) => hook(window).map_err(RegistryError::ProducerFailed)?,
+                (None, Some(_)) => {
+                    return Err(RegistryError::ProducerFailed(format!(
+                        "job {} cannot show its whole output",
+                        r.id
+                    )));
+                }
+                (None, None) if r.status.is_terminal() => {
+                    text_excerpt(r.output.as_deref().unwrap_or_default(), window)
+                }
+                (None, None) => Excerpt::default(),
+            };
+            Ok((excerpt, r.snapshot()))
         })
     }
 

@@ -27,6 +27,9 @@ pub fn bash_description(profile: crate::plugin::Profile) -> &'static str {
         crate::plugin::Profile::B => {
             "Run a shell command in the background and return a task id immediately (collect with task_output, stop with task_kill). No timeout applies."
         }
+        crate::plugin::Profile::C => {
+            "Run a shell command in the background and return a job id immediately (check with job_status, block with job_wait, stop with job_cancel). No timeout applies."
+        }
     }
 }
 
@@ -138,9 +141,21 @@ impl Session {
     }
 
     /// Delivers what has settled so far and takes the notices waiting for the
-    /// next result.
+    /// next result: this is the session's step boundary, so a mount that pulls
+    /// its notices (profile C) is drained here too.
     pub async fn collect_notices(&self) -> Vec<NoticeMessage> {
         self.mount.flush_notices().await;
+        match self.mount.pull_notice(&self.owner).await {
+            Ok(Some(notice)) => {
+                // Queued like a pushed notice, so it is announced the same way.
+                let _ = self.agent.inject(notice);
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                "jobs: batched notice for {} failed: {e}",
+                self.owner.session_id()
+            ),
+        }
         self.agent.take()
     }
 
@@ -154,13 +169,15 @@ impl Session {
             name: BASH_TOOL.to_owned(),
             description: bash_description(self.mount.config().profile).to_owned(),
             input_schema: bash_schema().to_string(),
-            output_schema: json!({
-                "type": "object",
-                "properties": {"kind": {"type": "string", "enum": ["background"]}, "jobId": {"type": "string"}},
-                "required": ["kind", "jobId"],
-                "additionalProperties": false
-            })
-            .to_string(),
+            output_schema: Some(
+                json!({
+                    "type": "object",
+                    "properties": {"kind": {"type": "string", "enum": ["background"]}, "jobId": {"type": "string"}},
+                    "required": ["kind", "jobId"],
+                    "additionalProperties": false
+                })
+                .to_string(),
+            ),
         }];
         tools.extend(self.mount.tool_definitions().await?);
         Ok(tools)
@@ -202,7 +219,8 @@ impl Session {
         }
     }
 
-    /// Ends the session: its jobs are cancelled and forgotten, no notice is sent.
+    /// Ends the session (for profile C, the run): its jobs are cancelled and
+    /// forgotten, and no notice is sent, now or to a later session of the same id.
     pub async fn close(&self) {
         self.registry.dispose_owner(&self.owner).await;
         self.registry.agents().unregister(&self.owner);

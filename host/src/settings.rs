@@ -18,6 +18,8 @@ pub enum Profile {
     A,
     /// `task_output`, `task_list`, `task_kill` (notices only injected).
     B,
+    /// `job_list`, `job_status`, `job_wait`, `job_cancel` (notices batched per step).
+    C,
 }
 
 /// Every setting; `None` means the built-in default.
@@ -33,6 +35,15 @@ pub struct Settings {
     /// Cap on any wait the model asks for [default: 600000].
     #[arg(long, value_name = "MS")]
     pub max_wait_timeout_ms: Option<f64>,
+    /// Profile c: most bytes of a job's result the model sees [default: 24576].
+    #[arg(long, value_name = "BYTES")]
+    pub max_result_bytes: Option<u64>,
+    /// Profile c: cap on `job_wait` [default: 120].
+    #[arg(long, value_name = "SECONDS")]
+    pub max_wait_seconds: Option<u64>,
+    /// Profile c: no `Background job update:` notices.
+    #[arg(long)]
+    pub suppress_completion_notice: Option<bool>,
     /// Live background jobs one owner may have [default: 10].
     #[arg(long, value_name = "N")]
     pub max_jobs_per_owner: Option<u64>,
@@ -97,6 +108,11 @@ impl Settings {
             profile: over.profile.or(self.profile),
             wait_timeout_ms: over.wait_timeout_ms.or(self.wait_timeout_ms),
             max_wait_timeout_ms: over.max_wait_timeout_ms.or(self.max_wait_timeout_ms),
+            max_result_bytes: over.max_result_bytes.or(self.max_result_bytes),
+            max_wait_seconds: over.max_wait_seconds.or(self.max_wait_seconds),
+            suppress_completion_notice: over
+                .suppress_completion_notice
+                .or(self.suppress_completion_notice),
             max_jobs_per_owner: over.max_jobs_per_owner.or(self.max_jobs_per_owner),
             output_tail_bytes: over.output_tail_bytes.or(self.output_tail_bytes),
             spill_limit_bytes: over.spill_limit_bytes.or(self.spill_limit_bytes),
@@ -105,20 +121,35 @@ impl Settings {
         }
     }
 
-    /// The plugin's configuration JSON (the plugin validates it at load).
+    /// The plugin's configuration JSON. The plugin validates it at load, and
+    /// refuses settings its profile does not have (for example
+    /// `wait-timeout-ms` under profile c).
     pub fn plugin_config_json(&self) -> String {
         let mut config = serde_json::Map::new();
-        match self.profile {
-            Some(Profile::B) => config.insert("profile".into(), json!("b")),
-            Some(Profile::A) => config.insert("profile".into(), json!("a")),
-            None => None,
+        let mut set = |key: &str, value: Option<serde_json::Value>| {
+            if let Some(value) = value {
+                config.insert(key.into(), value);
+            }
         };
-        if let Some(ms) = self.wait_timeout_ms {
-            config.insert("waitTimeoutMs".into(), json!(ms));
-        }
-        if let Some(ms) = self.max_wait_timeout_ms {
-            config.insert("maxWaitTimeoutMs".into(), json!(ms));
-        }
+        set(
+            "profile",
+            self.profile.map(|p| match p {
+                Profile::A => json!("a"),
+                Profile::B => json!("b"),
+                Profile::C => json!("c"),
+            }),
+        );
+        set("waitTimeoutMs", self.wait_timeout_ms.map(|v| json!(v)));
+        set(
+            "maxWaitTimeoutMs",
+            self.max_wait_timeout_ms.map(|v| json!(v)),
+        );
+        set("maxResultBytes", self.max_result_bytes.map(|v| json!(v)));
+        set("maxWaitSeconds", self.max_wait_seconds.map(|v| json!(v)));
+        set(
+            "suppressCompletionNotice",
+            self.suppress_completion_notice.map(|v| json!(v)),
+        );
         serde_json::Value::Object(config).to_string()
     }
 

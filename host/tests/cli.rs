@@ -271,7 +271,8 @@ fn run_shell(script: &str) -> std::process::Output {
 #[test]
 fn a_scripted_shell_session_shows_what_the_model_sees() {
     // `settle` waits (without looking) for every job, so the notice for the job
-    // nobody read arrives at a fixed point of the transcript.
+    // nobody read arrives by then: with the `bash` reply itself if the command
+    // was already done, at `settle` otherwise.
     let script = "\
 bash echo hello
 settle
@@ -288,13 +289,20 @@ job_output {\"job_id\":\"\"}
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let notice = "[notice via inject] background job bash-1 (bash: echo hello) finished [status: completed, exit code: 0]. Read its output with job_output.\n";
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.matches(notice).count(), 1, "{stdout}");
+    assert!(
+        stdout.find(notice) < stdout.find("> job_output bash-1"),
+        "{stdout}"
+    );
+    // Without the notice, `settle` prints nothing.
     assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
+        stdout.replacen(notice, "", 1),
         "\
 > bash echo hello
 started background job bash-1
 > settle
-[notice via inject] background job bash-1 (bash: echo hello) finished [status: completed, exit code: 0]. Read its output with job_output.
 > job_output bash-1
 hello
 [status: completed, exit code: 0]
@@ -321,10 +329,12 @@ fn a_bad_shell_line_fails_the_script() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("usage: job_output <id>"));
 }
 
-#[test]
-fn tools_prints_the_component_definitions() {
+/// Runs `jobs-host tools` with `flags` and parses what it prints.
+fn tools_json(flags: &[&str]) -> Value {
     let out = std::process::Command::new(BIN)
-        .args(["tools", "--cache-dir"])
+        .arg("tools")
+        .args(flags)
+        .arg("--cache-dir")
         .arg(cache_dir())
         .output()
         .unwrap();
@@ -333,7 +343,12 @@ fn tools_prints_the_component_definitions() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn tools_prints_the_component_definitions() {
+    let printed = tools_json(&[]);
     let tools = printed["tools"].as_array().unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["bash", "job_output", "job_list", "job_kill"]);
@@ -405,10 +420,84 @@ fn check_accepts_the_built_in_plugin() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("  harness:jobs/registry@0.1.0\n"), "{text}");
-    assert!(text.contains("  harness:jobs/tools@0.1.0\n"), "{text}");
+    assert!(text.contains("  harness:jobs/registry@0.2.0\n"), "{text}");
+    assert!(text.contains("  harness:jobs/tools@0.2.0\n"), "{text}");
     assert!(
-        text.ends_with("runnable: yes (world harness:jobs/tool-jobs@0.1.0)\n"),
+        text.ends_with("runnable: yes (world harness:jobs/tool-jobs@0.2.0)\n"),
         "{text}"
+    );
+}
+
+#[test]
+fn profile_c_is_one_flag_away() {
+    let printed = tools_json(&["--profile", "c", "--max-wait-seconds", "5"]);
+    assert_eq!(printed["profile"], "c");
+    let tools = printed["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["bash", "job_list", "job_status", "job_wait", "job_cancel"]
+    );
+    assert_eq!(tools[2]["card"]["title"], "Check background job <id>");
+    assert_eq!(tools[2]["outputSchema"], Value::Null);
+    assert_eq!(printed["promptSection"], Value::Null);
+
+    // A setting the profile does not have is refused with the plugin's words.
+    let refused = std::process::Command::new(BIN)
+        .args([
+            "tools",
+            "--profile",
+            "c",
+            "--wait-timeout-ms",
+            "5",
+            "--cache-dir",
+        ])
+        .arg(cache_dir())
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("jobs: unknown config key \"waitTimeoutMs\""),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
+    let mut child = std::process::Command::new(BIN)
+        .args(["shell", "--profile", "c", "--cache-dir"])
+        .arg(cache_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"bash echo hello\njob_wait bash-1\njob_cancel bash-9\n")
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{stdout}");
+    assert_eq!(
+        stdout
+            .matches("[notice via inject] Background job update:\n- bash-1 (bash, succeeded, ")
+            .count(),
+        1,
+        "{stdout}"
+    );
+    // The update comes with whichever reply first follows the job's end.
+    assert!(stdout.contains("):\nhello\n[exit code: 0]\n"), "{stdout}");
+    assert!(
+        stdout.contains("\njob bash-1 (bash) \u{2014} succeeded after "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with(
+            "\nhello\n[exit code: 0]\n> job_cancel bash-9\nerror: agentcore: job not found\n"
+        ),
+        "{stdout}"
     );
 }

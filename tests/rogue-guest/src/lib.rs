@@ -29,13 +29,20 @@ fn ok(text: String) -> ToolResult {
 }
 
 impl tools::Guest for Rogue {
-    fn configure(_config_json: String) -> Result<Config, String> {
+    // `"c"` anywhere in the config picks profile C, whose notices the host pulls.
+    fn configure(config_json: String) -> Result<Config, String> {
         Ok(Config {
-            profile: Profile::A,
+            profile: if config_json.contains("\"c\"") {
+                Profile::C
+            } else {
+                Profile::A
+            },
             wait_timeout_ms: 10.0,
             max_wait_timeout_ms: 50.0,
             completion_delivery: CompletionDelivery::Quiet,
             max_consecutive_wakes: 1,
+            max_result_bytes: 100,
+            suppress_completion_notice: false,
         })
     }
 
@@ -47,12 +54,12 @@ impl tools::Guest for Rogue {
         None
     }
 
-    fn system_prompt(_config: Config) -> PromptSection {
-        PromptSection {
+    fn system_prompt(_config: Config) -> Option<PromptSection> {
+        Some(PromptSection {
             name: "rogue".into(),
             order: 0,
             text: String::new(),
-        }
+        })
     }
 
     fn invoke(
@@ -121,5 +128,28 @@ impl notices::Guest for Rogue {
     // Traps instead of deciding: the host must survive a broken notice path.
     fn deliver(_config: Config, _job: JobSnapshot, _owner: Option<OwnerState>) -> Option<Delivery> {
         panic!("rogue guest refuses to deliver")
+    }
+
+    // Asks for an excerpt larger than any call may hold, then announces it.
+    fn batch_notice(scope: &OwnerScope, _config: Config, jobs: Vec<JobSnapshot>) -> Option<Notice> {
+        let window = harness::jobs::types::ExcerptWindow {
+            whole_up_to: u64::MAX,
+            head_bytes: u64::MAX,
+            tail_bytes: u64::MAX,
+        };
+        let text = jobs
+            .iter()
+            .map(|j| match scope.output(&j.id, window) {
+                Ok(e) => format!("{}: {} bytes", j.id, e.head.len() + e.tail.len()),
+                Err(e) => format!("{}: {e:?}", j.id),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        Some(Notice {
+            text,
+            summary: None,
+            plugin: "rogue".into(),
+            form: None,
+        })
     }
 }

@@ -1,0 +1,622 @@
+//! Profile C (`job_list`, `job_status`, `job_wait`, `job_cancel`; contract 3.3,
+//! 4.5, 6.7, 7.4, 8.7 and the tests of 9.6), through the real component over the
+//! same registry as profiles A and B.
+//!
+//! Durations come from the wall clock, so texts are compared against templates in
+//! which `{d}` stands for one Go duration (`980ms`, `4.21s`, `1m1.4s`).
+
+use std::sync::Arc;
+
+use host::bash::{BashConfig, BashProducer};
+use host::inproc::{InProcessJob, JobContext, start_final};
+use host::registry::OutcomeStatus;
+use host::session::Session;
+use host::{JobStatus, Mount, Owner, RegistryConfig, StartError};
+use jobs_e2e::{Fixture, ScriptedJob, runtime};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+async fn profile_c(extra: &str) -> Fixture {
+    Fixture::with_config(
+        &format!(r#"{{"profile":"c"{extra}}}"#),
+        RegistryConfig::with_max_concurrent_jobs_per_owner(1000).unwrap(),
+    )
+    .await
+}
+
+/// Whether `text` is one Go duration as `Duration.Round(ms).String()` writes it.
+fn is_go_duration(text: &str) -> bool {
+    if text == "0s" {
+        return true;
+    }
+    if let Some(ms) = text.strip_suffix("ms") {
+        return !ms.is_empty() && ms.bytes().all(|b| b.is_ascii_digit());
+    }
+    let Some(mut rest) = text.strip_suffix('s') else {
+        return false;
+    };
+    for unit in ['h', 'm'] {
+        if let Some((n, after)) = rest.split_once(unit) {
+            if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+                return false;
+            }
+            rest = after;
+        }
+    }
+    let (whole, fraction) = rest.split_once('.').unwrap_or((rest, "1"));
+    !whole.is_empty()
+        && whole.bytes().all(|b| b.is_ascii_digit())
+        && !fraction.is_empty()
+        && fraction.len() <= 3
+        && fraction.bytes().all(|b| b.is_ascii_digit())
+        && !fraction.ends_with('0')
+}
+
+/// Asserts that `text` is `template` with each `{d}` standing for a Go duration.
+#[track_caller]
+fn assert_shape(text: &str, template: &str) {
+    let pieces: Vec<&str> = template.split("{d}").collect();
+    let mut rest = text;
+    for (i, piece) in pieces.iter().enumerate() {
+        if i == 0 {
+            rest = rest
+                .strip_prefix(piece)
+                .unwrap_or_else(|| panic!("{text:?}\ndoes not start like\n{template:?}"));
+            continue;
+        }
+        // The duration runs up to the next fixed piece (or the end).
+        let end = if piece.is_empty() {
+            rest.len()
+        } else {
+            rest.find(piece)
+                .unwrap_or_else(|| panic!("{text:?}\ndoes not match\n{template:?}"))
+        };
+        assert!(
+            is_go_duration(&rest[..end]),
+            "{:?} is not a Go duration in {text:?}",
+            &rest[..end]
+        );
+        rest = &rest[end + piece.len()..];
+    }
+    assert!(rest.is_empty(), "{text:?}\nhas more than\n{template:?}");
+}
+
+#[test]
+fn the_template_matcher_rejects_near_misses() {
+    assert_shape(
+        "job a (b) \u{2014} running after 1m1.4s",
+        "job a (b) \u{2014} running after {d}",
+    );
+    for wrong in ["1.40s", "1m", "ms", "4.2", "1h2", "x", ""] {
+        assert!(!is_go_duration(wrong), "{wrong}");
+    }
+    let mismatch = std::panic::catch_unwind(|| assert_shape("a 4s b", "a {d} c"));
+    assert!(mismatch.is_err());
+}
+
+async fn call(f: &Fixture, owner: &Owner, tool: &str, args: Value) -> host::ToolOutcome {
+    f.call(Some(owner), tool, args).await
+}
+
+/// An in-process job of `alice` that finishes with `result` once released.
+fn gated_job(
+    f: &Fixture,
+    kind: &str,
+    result: Result<&'static str, &'static str>,
+) -> (String, oneshot::Sender<()>) {
+    let (release, gate) = oneshot::channel::<()>();
+    let job = InProcessJob::new(kind, format!("{kind} the data")).owner(f.alice.clone());
+    let id = start_final(&f.registry, job, move |_ctx| async move {
+        gate.await.map_err(|e| e.to_string())?;
+        result.map(str::to_owned).map_err(str::to_owned)
+    })
+    .unwrap();
+    (id, release)
+}
+
+async fn finish(f: &Fixture, id: &str, release: oneshot::Sender<()>) {
+    release.send(()).unwrap();
+    f.registry.settled(id).await;
+}
+
+#[tokio::test]
+async fn the_four_tools_are_exact() {
+    let f = profile_c("").await;
+    let defs = f.mount.tool_definitions().await.unwrap();
+    let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["job_list", "job_status", "job_wait", "job_cancel"]);
+    let id = json!({"type": "string", "description": "The job id."});
+    let schemas: Vec<Value> = defs
+        .iter()
+        .map(|d| serde_json::from_str(&d.input_schema).unwrap())
+        .collect();
+    assert_eq!(
+        schemas[0],
+        json!({"type": "object", "properties": {}, "required": []})
+    );
+    assert_eq!(
+        schemas[1],
+        json!({"type": "object", "properties": {"id": id}, "required": ["id"]})
+    );
+    assert_eq!(
+        schemas[2],
+        json!({"type": "object", "properties": {
+            "id": id,
+            "timeout_seconds": {"type": "integer", "description": "How long to wait before returning with the job still running."}
+        }, "required": ["id"]})
+    );
+    assert_eq!(schemas[3], schemas[1]);
+    assert!(
+        schemas
+            .iter()
+            .all(|s| s.get("additionalProperties").is_none())
+    );
+    assert_eq!(
+        defs[0].description,
+        "List the background jobs this session started, newest first, with their state and duration. Jobs still running when you finish your answer are cancelled \u{2014} wait for the ones whose results you need."
+    );
+    assert_eq!(
+        defs[1].description,
+        "Read one background job: its state, and its full output once it has finished."
+    );
+    assert_eq!(
+        defs[2].description,
+        "Block until a background job finishes, then return its result. Bounded by a timeout \u{2014} if it returns while the job is still running, the job keeps going and you can wait again or continue with other work."
+    );
+    assert_eq!(defs[3].description, "Cancel a running background job.");
+    // Text-only tools, and no prompt section.
+    assert!(defs.iter().all(|d| d.output_schema.is_none()));
+    assert!(f.mount.prompt_section().await.unwrap().is_none());
+    let card = f
+        .mount
+        .ui_card("job_wait", r#"{"id":"bash-1"}"#)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (card.title.as_str(), card.kind.as_str()),
+        ("Wait for background job bash-1", "read")
+    );
+    assert!(f.mount.ui_card("job_output", "{}").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn switching_a_mount_to_profile_c_is_one_config_value() {
+    // 9.6 preset tests: the job tools exist only where the plugin is mounted, and
+    // as the configured profile's.
+    let registry = host::JobRegistry::default();
+    let a = Mount::new(runtime(), registry.clone(), "{}").await.unwrap();
+    let c = Mount::new(runtime(), registry.clone(), r#"{"profile":"c"}"#)
+        .await
+        .unwrap();
+    let names = |defs: Vec<host::plugin::ToolDefinition>| {
+        defs.into_iter().map(|d| d.name).collect::<Vec<_>>()
+    };
+    assert!(!names(a.tool_definitions().await.unwrap()).contains(&"job_status".to_owned()));
+    assert!(names(c.tool_definitions().await.unwrap()).contains(&"job_status".to_owned()));
+    assert!(c.pulls_notices() && !a.pulls_notices());
+}
+
+#[tokio::test]
+async fn a_job_runs_then_succeeds_with_its_result() {
+    let f = profile_c("").await;
+    let (id, release) = gated_job(&f, "query", Ok("42 rows"));
+    assert_eq!(id, "query-1");
+    let running = call(&f, &f.alice, "job_status", json!({"id": id})).await;
+    assert!(!running.is_error);
+    assert!(running.value.is_none());
+    assert_shape(
+        &running.text,
+        "job query-1 (query) \u{2014} running after {d}",
+    );
+
+    finish(&f, &id, release).await;
+    let done = f.registry.inspect(&id).unwrap();
+    assert_eq!(done.status, JobStatus::Completed);
+    assert!(done.finished_at.is_some());
+    let status = call(&f, &f.alice, "job_status", json!({"id": id})).await;
+    assert_shape(
+        &status.text,
+        "job query-1 (query) \u{2014} succeeded after {d}\n42 rows",
+    );
+    let list = call(&f, &f.alice, "job_list", json!({})).await;
+    assert_shape(&list.text, "query-1\tsucceeded\tquery\t{d}\tquery the data");
+    // A finished job_wait answers like job_status.
+    let waited = call(&f, &f.alice, "job_wait", json!({"id": id})).await;
+    assert_eq!(waited.text, status.text);
+}
+
+#[tokio::test]
+async fn an_error_and_a_panic_both_fail() {
+    let f = profile_c("").await;
+    let (id, release) = gated_job(&f, "query", Err("query exploded"));
+    finish(&f, &id, release).await;
+    let status = call(&f, &f.alice, "job_status", json!({"id": id})).await;
+    assert_shape(
+        &status.text,
+        "job query-1 (query) \u{2014} failed after {d}\nquery exploded",
+    );
+
+    let job = InProcessJob::new("query", "doomed").owner(f.alice.clone());
+    let panicked = start_final(&f.registry, job, |_ctx| async move {
+        if true {
+            panic!("boom");
+        }
+        Ok(String::new())
+    })
+    .unwrap();
+    f.registry.settled(&panicked).await;
+    let status = call(&f, &f.alice, "job_status", json!({"id": panicked})).await;
+    assert_shape(
+        &status.text,
+        "job query-2 (query) \u{2014} failed after {d}\njob panicked: boom",
+    );
+}
+
+#[tokio::test]
+async fn another_owners_job_is_not_found_like_an_unknown_one() {
+    let f = profile_c("").await;
+    let (id, release) = gated_job(&f, "query", Ok("42 rows"));
+    for tool in ["job_status", "job_wait", "job_cancel"] {
+        let foreign = call(&f, &f.bob, tool, json!({"id": id, "timeout_seconds": 1})).await;
+        assert!(foreign.is_error);
+        assert_eq!(foreign.text, "error: agentcore: job not found", "{tool}");
+        let unknown = call(&f, &f.bob, tool, json!({"id": "query-99"})).await;
+        assert_eq!(unknown.text, foreign.text, "{tool}");
+    }
+    assert_eq!(
+        call(&f, &f.bob, "job_list", json!({})).await.text,
+        "No background jobs."
+    );
+    // Bob's cancel changed nothing.
+    assert_eq!(f.registry.inspect(&id).unwrap().status, JobStatus::Running);
+
+    finish(&f, &id, release).await;
+    assert_eq!(f.mount.pull_notice(&f.bob).await.unwrap(), None);
+    let notice = f.mount.pull_notice(&f.alice).await.unwrap().unwrap();
+    assert_shape(
+        &notice.text,
+        "Background job update:\n- query-1 (query, succeeded, {d}):\n42 rows",
+    );
+    assert_eq!(notice.plugin, "jobs");
+    assert_eq!((notice.summary, notice.form), (None, None));
+}
+
+#[tokio::test]
+async fn missing_ids_and_bad_arguments_are_errors() {
+    let f = profile_c("").await;
+    for args in [
+        json!({}),
+        json!({"id": ""}),
+        json!({"id": null}),
+        Value::Null,
+    ] {
+        let out = call(&f, &f.alice, "job_status", args).await;
+        assert!(out.is_error);
+        assert_eq!(out.text, "error: id is required");
+    }
+    let bad = call(
+        &f,
+        &f.alice,
+        "job_wait",
+        json!({"id": "query-1", "timeout_seconds": 1.5}),
+    )
+    .await;
+    assert!(bad.is_error);
+    assert!(
+        bad.text.starts_with("error: invalid arguments: "),
+        "{}",
+        bad.text
+    );
+    let bad = call(&f, &f.alice, "job_cancel", json!({"id": 7})).await;
+    assert!(bad.text.starts_with("error: invalid arguments: "));
+    let not_json = f.mount.invoke(Some(&f.alice), "job_status", "{").await;
+    assert!(not_json.text.starts_with("error: invalid arguments: "));
+    assert_eq!(
+        call(&f, &f.alice, "job_cancel", json!({"id": "nope-1"}))
+            .await
+            .text,
+        "error: agentcore: job not found"
+    );
+}
+
+#[tokio::test]
+async fn cancel_is_requested_then_repeats_as_a_no_op() {
+    let f = profile_c("").await;
+    let job = InProcessJob::new("crawl", "crawl site").owner(f.alice.clone());
+    let id = start_final(&f.registry, job, |ctx: JobContext| async move {
+        ctx.cancelled().await;
+        Err("context canceled".to_owned())
+    })
+    .unwrap();
+    let first = call(&f, &f.alice, "job_cancel", json!({"id": id})).await;
+    assert_eq!(first.text, "Cancellation requested for crawl-1.");
+    f.registry.settled(&id).await;
+    let second = call(&f, &f.alice, "job_cancel", json!({"id": id})).await;
+    assert_eq!(second.text, first.text);
+    assert!(!second.is_error);
+    let status = call(&f, &f.alice, "job_status", json!({"id": id})).await;
+    assert_shape(
+        &status.text,
+        "job crawl-1 (crawl) \u{2014} cancelled after {d}\ncontext canceled",
+    );
+    // Cancelled jobs are announced too, with nothing after the line.
+    let notice = f.mount.pull_notice(&f.alice).await.unwrap().unwrap();
+    assert_shape(
+        &notice.text,
+        "Background job update:\n- crawl-1 (crawl, cancelled, {d})",
+    );
+}
+
+#[tokio::test]
+async fn closing_one_run_leaves_other_owners_jobs_alone() {
+    let f = profile_c("").await;
+    let (alice_job, alice_control) = f.start(ScriptedJob::stream(Some(&f.alice))).unwrap();
+    let (bob_job, _bob_control) = f.start(ScriptedJob::stream(Some(&f.bob))).unwrap();
+    let registry = f.registry.clone();
+    let alice = f.alice.clone();
+    let close = tokio::spawn(async move { registry.dispose_owner(&alice).await });
+    // Settle alice's job once its cancel arrives, as a real producer would.
+    while alice_control.cancels().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(alice_control.cancels(), [Some("owner disposed".to_owned())]);
+    alice_control
+        .settle(OutcomeStatus::Killed, Some("context canceled"), None)
+        .await;
+    close.await.unwrap();
+    assert!(f.registry.inspect(&alice_job).is_none());
+    assert_eq!(
+        f.registry.inspect(&bob_job).unwrap().status,
+        JobStatus::Running
+    );
+    // Nothing is reported for the closed run.
+    assert_eq!(f.mount.pull_notice(&f.alice).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_drain_announces_each_job_once() {
+    let f = profile_c("").await;
+    assert_eq!(f.mount.pull_notice(&f.alice).await.unwrap(), None);
+    let (id, release) = gated_job(&f, "query", Ok("42 rows"));
+    assert_eq!(f.mount.pull_notice(&f.alice).await.unwrap(), None);
+    finish(&f, &id, release).await;
+    // Seen through job_wait first: still announced (no reported bit in C).
+    call(&f, &f.alice, "job_wait", json!({"id": id})).await;
+    assert!(f.mount.pull_notice(&f.alice).await.unwrap().is_some());
+    assert_eq!(f.mount.pull_notice(&f.alice).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn results_lose_their_middle_past_max_result_bytes() {
+    let f = profile_c(r#","maxResultBytes":200"#).await;
+    let big = "x".repeat(50_000) + &"y".repeat(50_000);
+    let job = InProcessJob::new("export", "export").owner(f.alice.clone());
+    let id = start_final(&f.registry, job, move |_ctx| async move { Ok(big) }).unwrap();
+    f.registry.settled(&id).await;
+    let status = call(&f, &f.alice, "job_status", json!({"id": id})).await;
+    let (_, result) = status.text.split_once('\n').unwrap();
+    assert!(result.len() <= 200, "{} bytes", result.len());
+    assert_eq!(
+        result,
+        format!(
+            "{}\n\u{2026}[99864 bytes truncated]\u{2026}\n{}",
+            "x".repeat(90),
+            "y".repeat(46)
+        )
+    );
+}
+
+#[tokio::test]
+async fn truncation_never_splits_a_character() {
+    let f = profile_c(r#","maxResultBytes":100"#).await;
+    let job = InProcessJob::new("export", "export").owner(f.alice.clone());
+    let id = start_final(
+        &f.registry,
+        job,
+        |_ctx| async move { Ok("界".repeat(1000)) },
+    )
+    .unwrap();
+    f.registry.settled(&id).await;
+    let status = call(&f, &f.alice, "job_status", json!({"id": id})).await;
+    let (_, result) = status.text.split_once('\n').unwrap();
+    assert!(result.len() <= 100);
+    // 36 bytes of budget: a head of 24 (8 characters) and a tail of 12 (4).
+    assert_eq!(
+        result,
+        format!(
+            "{}\n\u{2026}[2964 bytes truncated]\u{2026}\n{}",
+            "界".repeat(8),
+            "界".repeat(4)
+        )
+    );
+}
+
+#[tokio::test]
+async fn job_wait_times_out_and_leaves_the_job_running() {
+    let f = profile_c("").await;
+    let (id, release) = gated_job(&f, "crawl", Ok("done"));
+    let out = call(
+        &f,
+        &f.alice,
+        "job_wait",
+        json!({"id": id, "timeout_seconds": 1}),
+    )
+    .await;
+    assert!(!out.is_error);
+    assert_eq!(
+        out.text,
+        "Job crawl-1 is still running after 1s. It was not cancelled \u{2014} continue with other work and check job_status later."
+    );
+    assert_eq!(f.registry.inspect(&id).unwrap().status, JobStatus::Running);
+    // A wait that sees the end answers like job_status.
+    let wait = call(&f, &f.alice, "job_wait", json!({"id": id}));
+    tokio::pin!(wait);
+    tokio::select! {
+        _ = &mut wait => panic!("the job has not finished"),
+        () = jobs_e2e::until_waiting(&f.registry, &id) => {}
+    }
+    release.send(()).unwrap();
+    assert_shape(
+        &wait.await.text,
+        "job crawl-1 (crawl) \u{2014} succeeded after {d}\ndone",
+    );
+}
+
+#[tokio::test]
+async fn max_wait_seconds_bounds_every_wait() {
+    let f = profile_c(r#","maxWaitSeconds":1"#).await;
+    let (id, _release) = gated_job(&f, "crawl", Ok("done"));
+    for args in [
+        json!({"id": id, "timeout_seconds": 3600}),
+        json!({"id": id, "timeout_seconds": 0}),
+        json!({"id": id, "timeout_seconds": -5}),
+        json!({"id": id}),
+    ] {
+        let out = call(&f, &f.alice, "job_wait", args).await;
+        assert!(
+            out.text
+                .starts_with("Job crawl-1 is still running after 1s.")
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_list_is_newest_first_and_tab_separated() {
+    let f = profile_c("").await;
+    assert_eq!(
+        call(&f, &f.alice, "job_list", json!({})).await.text,
+        "No background jobs."
+    );
+    let (first, release) = gated_job(&f, "crawl", Err("dial tcp: connection refused"));
+    let (_second, _keep) = gated_job(&f, "render", Ok("pdf"));
+    finish(&f, &first, release).await;
+    let list = call(&f, &f.alice, "job_list", json!({})).await;
+    assert_shape(
+        &list.text,
+        "render-1\trunning\trender\t{d}\trender the data\ncrawl-1\tfailed\tcrawl\t{d}\tcrawl the data",
+    );
+}
+
+#[tokio::test]
+async fn one_update_inlines_small_results_and_points_at_large_ones() {
+    let f = profile_c("").await;
+    let (small, release_small) = gated_job(&f, "crawl_site", Ok("3 pages"));
+    let job = InProcessJob::new("render_pdf", "render").owner(f.alice.clone());
+    let (release_big, gate) = oneshot::channel::<()>();
+    let big = start_final(&f.registry, job, |_ctx| async move {
+        gate.await.map_err(|e| e.to_string())?;
+        Ok("p".repeat(5000))
+    })
+    .unwrap();
+    let (failed, release_failed) = gated_job(&f, "crawl_site", Err("dial tcp: connection refused"));
+    finish(&f, &small, release_small).await;
+    finish(&f, &big, release_big).await;
+    finish(&f, &failed, release_failed).await;
+    let notice = f.mount.pull_notice(&f.alice).await.unwrap().unwrap();
+    assert_shape(
+        &notice.text,
+        "Background job update:\n\
+         - crawl_site-1 (crawl_site, succeeded, {d}):\n3 pages\n\
+         - render_pdf-1 (render_pdf, succeeded, {d}): 5000 bytes of output \u{2014} call job_status with id \"render_pdf-1\" to read it.\n\
+         - crawl_site-2 (crawl_site, failed, {d}): dial tcp: connection refused",
+    );
+}
+
+#[tokio::test]
+async fn suppress_completion_notice_turns_the_update_off() {
+    let f = profile_c(r#","suppressCompletionNotice":true"#).await;
+    let (id, release) = gated_job(&f, "query", Ok("42 rows"));
+    finish(&f, &id, release).await;
+    assert_eq!(f.mount.pull_notice(&f.alice).await.unwrap(), None);
+    // Nothing is pushed either.
+    f.mount.flush_notices().await;
+    let status = call(&f, &f.alice, "job_status", json!({"id": id})).await;
+    assert!(status.text.ends_with("\n42 rows"));
+}
+
+#[tokio::test]
+async fn launching_needs_the_plugin() {
+    // 9.6: `From` is ok only with the plugin; a launcher without it fails.
+    let registry = host::JobRegistry::default();
+    let owner = Owner::new("alice");
+    registry.agents().register(&owner);
+    assert!(!registry.serves(Some(&owner)));
+    let job = InProcessJob::new("query", "count").owner(owner.clone());
+    let refused = start_final(&registry, job.clone(), |_ctx| async { Ok(String::new()) });
+    assert_eq!(refused, Err(StartError::NoController));
+    let _mount = Mount::new(runtime(), registry.clone(), r#"{"profile":"c"}"#)
+        .await
+        .unwrap();
+    assert!(registry.serves(Some(&owner)));
+    assert!(start_final(&registry, job, |_ctx| async { Ok(String::new()) }).is_ok());
+}
+
+/// A session of `id` with its own profile C mount (results up to 300 bytes)
+/// and a real shell producer.
+async fn bash_session(f: &Fixture, id: &str) -> (Session, BashProducer) {
+    let bash = BashProducer::new(f.registry.clone(), BashConfig::default()).unwrap();
+    let mount = Mount::new(
+        runtime(),
+        f.registry.clone(),
+        r#"{"profile":"c","maxResultBytes":300}"#,
+    )
+    .await
+    .unwrap();
+    let (session, _announced) = Session::open(id, Arc::new(mount), bash.clone());
+    (session, bash)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_job_shows_both_ends_of_its_output_and_its_exit_code() {
+    let f = profile_c("").await;
+    let (session, _bash) = bash_session(&f, "run-1").await;
+    let started = session
+        .call(
+            "bash",
+            &json!({"command": "seq 1 100000; echo oops >&2; exit 3"}),
+        )
+        .await;
+    assert_eq!(started.outcome.text, "started background job bash-1");
+    let done = session.call("job_wait", &json!({"id": "bash-1"})).await;
+    let text = &done.outcome.text;
+    let (header, result) = text.split_once('\n').unwrap();
+    assert_shape(header, "job bash-1 (bash) \u{2014} succeeded after {d}");
+    // 300 bytes: a head of 157 and a tail of 79, then the exit code.
+    let (head, rest) = result.split_once("\n\u{2026}[").unwrap();
+    assert!(head.starts_with("1\n2\n3\n"), "{head}");
+    assert_eq!(head.len(), 157);
+    let (_, tail) = rest.split_once("]\u{2026}\n").unwrap();
+    assert!(
+        tail.ends_with("99999\n100000\n[stderr]\noops\n[exit code: 3]"),
+        "{tail}"
+    );
+    // One update, pulled at a step boundary, inlines the same (small) result.
+    let notices: Vec<_> = started.notices.iter().chain(&done.notices).collect();
+    assert_eq!(notices.len(), 1);
+    assert_shape(
+        &notices[0].text,
+        &format!("Background job update:\n- bash-1 (bash, succeeded, {{d}}):\n{result}"),
+    );
+    session.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_a_run_cancels_its_jobs_and_reports_nothing_later() {
+    let f = profile_c("").await;
+    let (session, bash) = bash_session(&f, "durable").await;
+    session.call("bash", &json!({"command": "sleep 30"})).await;
+    session.close().await;
+    assert!(f.registry.inspect("bash-1").is_none());
+    // The next run of the same session starts clean.
+    let mount = Arc::new(
+        Mount::new(runtime(), f.registry.clone(), r#"{"profile":"c"}"#)
+            .await
+            .unwrap(),
+    );
+    let (next, _announced) = Session::open("durable", mount, bash);
+    let list = next.call("job_list", &json!({})).await;
+    assert_eq!(list.outcome.text, "No background jobs.");
+    assert!(list.notices.is_empty());
+    next.close().await;
+}
