@@ -10,7 +10,7 @@ use std::sync::Arc;
 use criterion::{Criterion, criterion_group, criterion_main};
 use guest_tool_jobs::config::Config;
 use guest_tool_jobs::model::{self, JobsView};
-use host::registry::{JobHooks, JobRegistry, JobStart};
+use host::registry::{JobHooks, JobOutcome, JobRegistry, JobStart, OutcomeStatus};
 use host::{
     AgentDirectory, CancellationToken, JobSnapshot, JobStatus, Mount, Owner, PluginRuntime,
     RegistryConfig, SandboxLimits,
@@ -152,6 +152,34 @@ fn chatty_job(registry: &JobRegistry, owner: &Owner) -> String {
         .unwrap()
 }
 
+/// A final-output job that is already done with `output`.
+fn finished_job(registry: &JobRegistry, owner: &Owner, output: String) -> String {
+    registry
+        .start(
+            JobStart {
+                kind: "export".into(),
+                label: "export rows".into(),
+                output_limit_bytes: None,
+                owner: Some(owner.clone()),
+            },
+            move || {
+                Ok(JobHooks {
+                    cancel: Box::new(|_| Ok(())),
+                    read_output: None,
+                    output_excerpt: None,
+                    done: Box::pin(async move {
+                        Ok(JobOutcome {
+                            status: OutcomeStatus::Completed,
+                            detail: None,
+                            output: Some(output),
+                        })
+                    }),
+                })
+            },
+        )
+        .unwrap()
+}
+
 fn benches(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -205,6 +233,34 @@ fn benches(c: &mut Criterion) {
                 caller: Some(&owner),
             };
             guest_tool_jobs::tools::invoke(&view, &config, "job_output", &output_args)
+        })
+    });
+    group.finish();
+
+    // Profile C reads a finished job's whole result: 100 kB, cut to 24 KiB.
+    let c_mount = rt
+        .block_on(Mount::new(
+            runtime.clone(),
+            registry.clone(),
+            r#"{"profile":"c"}"#,
+        ))
+        .unwrap();
+    let c_config = guest_tool_jobs::config::parse_config(r#"{"profile":"c"}"#).unwrap();
+    let export_id = finished_job(&registry, &owner, "row,".repeat(25_000));
+    rt.block_on(registry.settled(&export_id));
+    let status_args = format!(r#"{{"id":"{export_id}"}}"#);
+    let mut group = c.benchmark_group("job_status_100k");
+    group.bench_function("component", |b| {
+        b.to_async(&rt)
+            .iter(|| c_mount.invoke(Some(&owner), "job_status", &status_args))
+    });
+    group.bench_function("native", |b| {
+        b.to_async(&rt).iter(|| async {
+            let view = NativeView {
+                registry: &registry,
+                caller: Some(&owner),
+            };
+            guest_tool_jobs::tools::invoke(&view, &c_config, "job_status", &status_args)
         })
     });
     group.finish();

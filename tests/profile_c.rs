@@ -620,3 +620,53 @@ async fn closing_a_run_cancels_its_jobs_and_reports_nothing_later() {
     assert!(list.notices.is_empty());
     next.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_utf8_reads_as_replacement_characters() {
+    let f = profile_c("").await;
+    let (session, _bash) = bash_session(&f, "run-bytes").await;
+    session
+        .call("bash", &json!({"command": r"printf '\377\376abc'"}))
+        .await;
+    let done = session.call("job_wait", &json!({"id": "bash-1"})).await;
+    let (_, result) = done.outcome.text.split_once('\n').unwrap();
+    assert_eq!(result, "\u{FFFD}\u{FFFD}abc\n[exit code: 0]");
+    session.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_no_longer_held_is_counted_as_truncated() {
+    let f = profile_c("").await;
+    // 100 bytes kept in memory, and no spill file past 200: the start of a
+    // 1000-byte output is gone for good.
+    let config = BashConfig {
+        limits: host::output::OutputLimits {
+            max_output_bytes: 100,
+            max_spill_bytes: 200,
+        },
+        ..BashConfig::default()
+    };
+    let bash = BashProducer::new(f.registry.clone(), config).unwrap();
+    let mount = Mount::new(
+        runtime(),
+        f.registry.clone(),
+        r#"{"profile":"c","maxResultBytes":300}"#,
+    )
+    .await
+    .unwrap();
+    let (session, _announced) = Session::open("run-lossy", Arc::new(mount), bash);
+    session
+        .call("bash", &json!({"command": "printf '%0999d\\n' 7"}))
+        .await;
+    let done = session.call("job_wait", &json!({"id": "bash-1"})).await;
+    let (_, result) = done.outcome.text.split_once('\n').unwrap();
+    // No head; the last 79 bytes of the tail, and the other 921 said to be cut.
+    assert_eq!(
+        result,
+        format!(
+            "\n\u{2026}[921 bytes truncated]\u{2026}\n{}7\n[exit code: 0]",
+            "0".repeat(77)
+        )
+    );
+    session.close().await;
+}
