@@ -153,6 +153,14 @@ fn suffix(segments: &[&dyn Segment], n: u64) -> Vec<u8> {
 /// it covers.
 fn decode_head(raw: &[u8], max: u64) -> (String, usize) {
     let max = usize::try_from(max).unwrap_or(usize::MAX);
+    if let Ok(valid) = std::str::from_utf8(raw) {
+        // The common case: no replacement, so the budget is a plain cut.
+        let mut end = max.min(valid.len());
+        while !valid.is_char_boundary(end) {
+            end -= 1;
+        }
+        return (valid[..end].to_owned(), end);
+    }
     let mut text = String::new();
     let mut used = 0;
     for chunk in raw.utf8_chunks() {
@@ -193,6 +201,13 @@ fn decode_tail(raw: &[u8], max: u64, at_start: bool) -> (String, usize) {
             .take_while(|b| (**b & 0xC0) == 0x80)
             .count()
     };
+    if let Ok(valid) = std::str::from_utf8(&raw[skip..]) {
+        let mut start = valid.len().saturating_sub(max);
+        while !valid.is_char_boundary(start) {
+            start += 1;
+        }
+        return (valid[start..].to_owned(), raw.len() - skip - start);
+    }
     // (text piece, raw bytes it stands for), kept from the end.
     let mut pieces: Vec<(char, usize)> = Vec::new();
     for chunk in raw[skip..].utf8_chunks() {
