@@ -501,3 +501,85 @@ fn profile_c_is_one_flag_away() {
         "{stdout}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_session_in_profile_c() {
+    let (logs_tx, mut logs) = mpsc::unbounded_channel();
+    let transport = TokioChildProcess::new(tokio::process::Command::new(BIN).configure(|cmd| {
+        cmd.args(["mcp", "--profile", "c", "--cache-dir"])
+            .arg(cache_dir());
+    }))
+    .unwrap();
+    let client = Client { logs: logs_tx }.serve(transport).await.unwrap();
+    // Profile C has no prompt section, and its job tools return text only.
+    assert_eq!(client.peer_info().unwrap().instructions, None);
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(
+        names,
+        ["bash", "job_list", "job_status", "job_wait", "job_cancel"]
+    );
+    assert!(tools[1..].iter().all(|t| t.output_schema.is_none()));
+
+    // bash-1 finishes only when the test opens its gate.
+    let dir = tempfile::tempdir().unwrap();
+    let gate = dir.path().join("gate");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&gate)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let gated = format!("read line < {}; echo \"$line\"", gate.display());
+    client
+        .call_tool(call("bash", json!({"command": gated})))
+        .await
+        .unwrap();
+    let running = client
+        .call_tool(call("job_status", json!({"id": "bash-1"})))
+        .await
+        .unwrap();
+    let running = texts(&running);
+    assert_eq!(running.len(), 1);
+    assert!(
+        running[0].starts_with("job bash-1 (bash) \u{2014} running after "),
+        "{running:?}"
+    );
+
+    let writer = gate.clone();
+    tokio::task::spawn_blocking(move || std::fs::write(writer, "one\n").unwrap())
+        .await
+        .unwrap();
+    // The wait sees the end; the update is taken at this step and placed first.
+    let waited = client
+        .call_tool(call("job_wait", json!({"id": "bash-1"})))
+        .await
+        .unwrap();
+    let waited = texts(&waited);
+    assert_eq!(waited.len(), 2, "{waited:?}");
+    assert!(
+        waited[0].starts_with("Background job update:\n- bash-1 (bash, succeeded, ")
+            && waited[0].ends_with("):\none\n[exit code: 0]"),
+        "{waited:?}"
+    );
+    assert!(
+        waited[1].starts_with("job bash-1 (bash) \u{2014} succeeded after ")
+            && waited[1].ends_with("\none\n[exit code: 0]"),
+        "{waited:?}"
+    );
+    let log = tokio::time::timeout(Duration::from_secs(60), logs.recv())
+        .await
+        .expect("the update is also logged")
+        .unwrap();
+    assert_eq!(log.logger.as_deref(), Some("jobs"));
+    assert_eq!(log.data["text"], waited[0].as_str());
+
+    let unknown = client
+        .call_tool(call("job_cancel", json!({"id": "bash-9"})))
+        .await
+        .unwrap();
+    assert_eq!(unknown.is_error, Some(true));
+    assert_eq!(texts(&unknown), ["error: agentcore: job not found"]);
+    client.cancel().await.unwrap();
+}
