@@ -3,7 +3,7 @@
 //! Everything the model sees is decided here: the tool schemas and descriptions,
 //! argument checks, rendering, byte caps, and completion-notice text. The logic is
 //! plain Rust over the [`model::JobsView`] trait, so it compiles natively for unit
-//! tests and benchmarks; on `wasm32` a thin shim ([`component`]) exports it through
+//! tests and benchmarks; on `wasm32` a thin shim (the `component` module) exports it through
 //! the `harness:jobs` world, with the host's `owner-scope` capability as the view.
 //!
 //! The guest keeps no state between calls: the host passes the validated
