@@ -2,8 +2,10 @@
 //!
 //! The host owns everything with authority: processes ([`bash`]), the job registry
 //! and the owner fence ([`registry`], [`owner`]), bounded output capture
-//! ([`output`]), and the sandboxed wasmtime embedding of the guest ([`plugin`]).
-//! The guest component decides everything the model sees.
+//! ([`output`], [`excerpt`]), in-process jobs ([`inproc`]), and the sandboxed
+//! wasmtime embedding of the guest ([`plugin`]). The guest component decides
+//! everything the model sees, in the tool surface (profile A, B or C) each
+//! [`Mount`]'s config picks.
 //!
 //! ```no_run
 //! use std::sync::Arc;
