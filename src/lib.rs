@@ -265,6 +265,15 @@ impl JobControl {
         }
     }
 
+    /// Acts as a producer under teardown: once a cancel arrives (yielding to the
+    /// runtime until then, never sleeping), settles the job with `status`.
+    pub async fn settle_when_cancelled(&self, status: OutcomeStatus, detail: Option<&str>) {
+        while self.cancels().is_empty() {
+            tokio::task::yield_now().await;
+        }
+        self.settle(status, detail, None).await;
+    }
+
     /// The recorded cancel reasons.
     pub fn cancels(&self) -> Vec<Option<String>> {
         self.cancels.lock().unwrap().clone()

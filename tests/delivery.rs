@@ -173,16 +173,11 @@ async fn owner_teardown_neither_wakes_nor_injects() {
     let f = Fixture::new().await;
     inbox(&f.alice).set_status(AgentStatus::Idle);
     let (id, job) = f.start(ScriptedJob::stream(Some(&f.alice))).unwrap();
-    let dispose = f.registry.dispose_owner(&f.alice);
-    let producer = async {
-        while job.cancels().is_empty() {
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(job.cancels(), [Some("owner disposed".to_owned())]);
-        job.settle(OutcomeStatus::Killed, Some("signal: SIGTERM"), None)
-            .await;
-    };
-    tokio::join!(dispose, producer);
+    tokio::join!(
+        f.registry.dispose_owner(&f.alice),
+        job.settle_when_cancelled(OutcomeStatus::Killed, Some("signal: SIGTERM"))
+    );
+    assert_eq!(job.cancels(), [Some("owner disposed".to_owned())]);
     f.mount.flush_notices().await;
     assert!(inbox(&f.alice).messages().is_empty());
     assert_eq!(

@@ -99,16 +99,13 @@ async fn call(f: &Fixture, owner: &Owner, tool: &str, args: Value) -> host::Tool
 }
 
 /// An in-process job of `alice` that finishes with `result` once released.
-fn gated_job(
-    f: &Fixture,
-    kind: &str,
-    result: Result<&'static str, &'static str>,
-) -> (String, oneshot::Sender<()>) {
+fn gated_job(f: &Fixture, kind: &str, result: Result<&str, &str>) -> (String, oneshot::Sender<()>) {
+    let result = result.map(str::to_owned).map_err(str::to_owned);
     let (release, gate) = oneshot::channel::<()>();
     let job = InProcessJob::new(kind, format!("{kind} the data")).owner(f.alice.clone());
     let id = start_final(&f.registry, job, move |_ctx| async move {
         gate.await.map_err(|e| e.to_string())?;
-        result.map(str::to_owned).map_err(str::to_owned)
+        result
     })
     .unwrap();
     (id, release)
@@ -353,18 +350,11 @@ async fn closing_one_run_leaves_other_owners_jobs_alone() {
     let f = profile_c("").await;
     let (alice_job, alice_control) = f.start(ScriptedJob::stream(Some(&f.alice))).unwrap();
     let (bob_job, _bob_control) = f.start(ScriptedJob::stream(Some(&f.bob))).unwrap();
-    let registry = f.registry.clone();
-    let alice = f.alice.clone();
-    let close = tokio::spawn(async move { registry.dispose_owner(&alice).await });
-    // Settle alice's job once its cancel arrives, as a real producer would.
-    while alice_control.cancels().is_empty() {
-        tokio::task::yield_now().await;
-    }
+    tokio::join!(
+        f.registry.dispose_owner(&f.alice),
+        alice_control.settle_when_cancelled(OutcomeStatus::Killed, Some("context canceled"))
+    );
     assert_eq!(alice_control.cancels(), [Some("owner disposed".to_owned())]);
-    alice_control
-        .settle(OutcomeStatus::Killed, Some("context canceled"), None)
-        .await;
-    close.await.unwrap();
     assert!(f.registry.inspect(&alice_job).is_none());
     assert_eq!(
         f.registry.inspect(&bob_job).unwrap().status,
@@ -502,13 +492,7 @@ async fn the_list_is_newest_first_and_tab_separated() {
 async fn one_update_inlines_small_results_and_points_at_large_ones() {
     let f = profile_c("").await;
     let (small, release_small) = gated_job(&f, "crawl_site", Ok("3 pages"));
-    let job = InProcessJob::new("render_pdf", "render").owner(f.alice.clone());
-    let (release_big, gate) = oneshot::channel::<()>();
-    let big = start_final(&f.registry, job, |_ctx| async move {
-        gate.await.map_err(|e| e.to_string())?;
-        Ok("p".repeat(5000))
-    })
-    .unwrap();
+    let (big, release_big) = gated_job(&f, "render_pdf", Ok(&"p".repeat(5000)));
     let (failed, release_failed) = gated_job(&f, "crawl_site", Err("dial tcp: connection refused"));
     finish(&f, &small, release_small).await;
     finish(&f, &big, release_big).await;
@@ -531,6 +515,7 @@ async fn suppress_completion_notice_turns_the_update_off() {
     assert_eq!(f.mount.pull_notice(&f.alice).await.unwrap(), None);
     // Nothing is pushed either.
     f.mount.flush_notices().await;
+    assert!(f.alice.inbox().unwrap().messages().is_empty());
     let status = call(&f, &f.alice, "job_status", json!({"id": id})).await;
     assert!(status.text.ends_with("\n42 rows"));
 }

@@ -357,10 +357,9 @@ impl World {
             .collect();
         let producers = async {
             for control in &live {
-                while control.cancels().is_empty() {
-                    tokio::task::yield_now().await;
-                }
-                control.settle(OutcomeStatus::Killed, None, None).await;
+                control
+                    .settle_when_cancelled(OutcomeStatus::Killed, None)
+                    .await;
             }
         };
         tokio::join!(self.registry.dispose_owner(&owner), producers);

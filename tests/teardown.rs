@@ -47,15 +47,10 @@ async fn disposing_an_owner_cancels_waits_and_drops_its_jobs() {
     let (bobs, _b) = f.start(ScriptedJob::stream(Some(&f.bob))).unwrap();
     take(&seen);
 
-    let dispose = f.registry.dispose_owner(&f.alice);
-    let producer = async {
-        while job.cancels().is_empty() {
-            tokio::task::yield_now().await;
-        }
-        job.settle(OutcomeStatus::Killed, Some("signal: SIGTERM"), None)
-            .await;
-    };
-    tokio::join!(dispose, producer);
+    tokio::join!(
+        f.registry.dispose_owner(&f.alice),
+        job.settle_when_cancelled(OutcomeStatus::Killed, Some("signal: SIGTERM"))
+    );
 
     assert_eq!(job.cancels(), [Some("owner disposed".to_owned())]);
     assert_eq!(
@@ -88,14 +83,10 @@ async fn an_old_instance_cleanup_leaves_the_replacement_alone() {
     let replacement = Owner::new("alice");
     f.registry.agents().register(&replacement);
     let (new_job, new) = f.start(ScriptedJob::stream(Some(&replacement))).unwrap();
-    let dispose = f.registry.dispose_owner(&f.alice);
-    let producer = async {
-        while old.cancels().is_empty() {
-            tokio::task::yield_now().await;
-        }
-        old.settle(OutcomeStatus::Killed, None, None).await;
-    };
-    tokio::join!(dispose, producer);
+    tokio::join!(
+        f.registry.dispose_owner(&f.alice),
+        old.settle_when_cancelled(OutcomeStatus::Killed, None)
+    );
     assert!(new.cancels().is_empty());
     let seen: Vec<String> = f
         .registry
@@ -167,14 +158,10 @@ async fn observers_see_stopping_then_killed_then_empty_during_teardown() {
         let status = registry.list(owner).first().map(|j| j.status.as_str());
         s.lock().unwrap().push(status.unwrap_or("empty"));
     });
-    let dispose = f.registry.dispose_owner(&f.alice);
-    let producer = async {
-        while job.cancels().is_empty() {
-            tokio::task::yield_now().await;
-        }
-        job.settle(OutcomeStatus::Killed, None, None).await;
-    };
-    tokio::join!(dispose, producer);
+    tokio::join!(
+        f.registry.dispose_owner(&f.alice),
+        job.settle_when_cancelled(OutcomeStatus::Killed, None)
+    );
     assert_eq!(*statuses.lock().unwrap(), ["stopping", "killed", "empty"]);
 }
 
@@ -190,10 +177,7 @@ async fn disposing_the_service_cancels_everything_silently() {
     let dispose = f.registry.dispose();
     let producers = async {
         for job in [&owned, &unowned] {
-            while job.cancels().is_empty() {
-                tokio::task::yield_now().await;
-            }
-            job.settle(OutcomeStatus::Killed, None, None).await;
+            job.settle_when_cancelled(OutcomeStatus::Killed, None).await;
         }
     };
     tokio::join!(dispose, producers);

@@ -131,11 +131,7 @@ pub fn truncate_middle(text: &str, max: u64) -> String {
     }
     let window = result_window(max);
     let kept_head = head(text, to_usize(window.head_bytes));
-    let kept_tail = if window.tail_bytes == 0 {
-        ""
-    } else {
-        tail(text, to_usize(window.tail_bytes))
-    };
+    let kept_tail = tail(text, to_usize(window.tail_bytes));
     let omitted = (text.len() - kept_head.len() - kept_tail.len()) as u64;
     joined(kept_head, omitted, kept_tail, window)
 }

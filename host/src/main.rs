@@ -230,7 +230,7 @@ async fn tools(host: Host) -> Result<()> {
     for def in session.tool_definitions().await? {
         let card = host
             .mount
-            .ui_card(&def.name, &card_args(host.mount.config().profile))
+            .ui_card(&def.name, CARD_ARGS)
             .await?
             .map(|c| json!({"title": c.title, "kind": c.kind, "rawInput": c.raw_input}));
         tools.push(json!({
@@ -261,15 +261,9 @@ async fn tools(host: Host) -> Result<()> {
     Ok(())
 }
 
-/// Sample arguments for the cards `tools` prints, with the profile's id key.
-fn card_args(profile: host::plugin::Profile) -> String {
-    let key = match profile {
-        host::plugin::Profile::A => "job_id",
-        host::plugin::Profile::B => "task_id",
-        host::plugin::Profile::C => "id",
-    };
-    json!({ key: format!("<{key}>") }).to_string()
-}
+/// Sample arguments for the cards `tools` prints: each profile reads only its
+/// own id key (`job_id`, `task_id` or `id`).
+const CARD_ARGS: &str = r#"{"job_id":"<job_id>","task_id":"<task_id>","id":"<id>"}"#;
 
 /// Exit codes: 0 runnable, 1 not runnable here, 2 unreadable.
 fn check(path: &Path, cache_dir: Option<&Path>) -> ExitCode {

@@ -346,7 +346,8 @@ pub struct Mount {
     config: PluginConfig,
     scope: Option<ScopeKey>,
     notices: tokio::sync::mpsc::UnboundedSender<NoticeWork>,
-    _listener: ListenerRegistration,
+    /// Absent for a mount that pulls its notices: it has nothing to push.
+    listener: Option<ListenerRegistration>,
     _controller: ControllerAttachment,
 }
 
@@ -395,9 +396,14 @@ impl Mount {
         };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let sender = tx.clone();
-        let listener = registry.on_job_done_in(scope, move |job, owner| {
-            // The task may be gone only while the mount itself is being dropped.
-            let _ = sender.send(NoticeWork::Settled(job.clone(), owner.cloned()));
+        // A pulling mount (profile C) takes settled jobs from the registry at the
+        // owner's next step instead; asking its guest about each settlement
+        // would only cost an instance per job.
+        let listener = (config.profile != Profile::C).then(|| {
+            registry.on_job_done_in(scope, move |job, owner| {
+                // The task may be gone only while the mount itself is being dropped.
+                let _ = sender.send(NoticeWork::Settled(job.clone(), owner.cloned()));
+            })
         });
         tokio::spawn(deliver_notices(
             runtime.clone(),
@@ -412,7 +418,7 @@ impl Mount {
             config,
             scope,
             notices: tx,
-            _listener: listener,
+            listener,
             _controller: controller,
         })
     }
@@ -569,7 +575,7 @@ impl Mount {
     /// Whether this mount's notices are pulled with [`Mount::pull_notice`] before
     /// each step (profile C) rather than pushed into the owner's agent.
     pub fn pulls_notices(&self) -> bool {
-        self.config.profile == Profile::C
+        self.listener.is_none()
     }
 
     /// The one notice for `owner`'s next step, announcing every job of this exact
@@ -688,6 +694,11 @@ async fn deliver_one(
     let Some(owner) = owner else {
         return Ok(());
     };
+    // Decide on the record as it is now: a read since settlement may already have
+    // shown the outcome. A record torn down since has nobody left to tell.
+    let Some(current) = registry.inspect(&job.id) else {
+        return Ok(());
+    };
     let agent = owner.agent().clone();
     let status = contain(|| agent.status())?;
     let state = wit_notices::OwnerState {
@@ -696,11 +707,6 @@ async fn deliver_one(
             owner::AgentStatus::Running => wit_notices::AgentStatus::Running,
         },
         wakes_spent: registry.wakes_spent(&owner),
-    };
-    // Decide on the record as it is now: a read since settlement may already have
-    // shown the outcome. A record torn down since has nobody left to tell.
-    let Some(current) = registry.inspect(&job.id) else {
-        return Ok(());
     };
     let snapshot = to_wit_snapshot(&current);
     let mut store = runtime.store(registry, 0.0);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use rmcp::ClientHandler;
 use rmcp::model::{CallToolRequestParams, CallToolResult, LoggingMessageNotificationParam};
-use rmcp::service::{NotificationContext, RoleClient, ServiceExt};
+use rmcp::service::{NotificationContext, RoleClient, RunningService, ServiceExt};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -75,14 +75,60 @@ async fn gone_soon(pid: i32) -> bool {
     false
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_whole_mcp_session() {
-    let (logs_tx, mut logs) = mpsc::unbounded_channel();
+type Logs = mpsc::UnboundedReceiver<LoggingMessageNotificationParam>;
+
+/// `jobs-host mcp` with `flags`, under a real MCP client whose logging
+/// notifications come out of the returned channel.
+async fn mcp_client(flags: &[&str]) -> (RunningService<RoleClient, Client>, Logs) {
+    let (logs_tx, logs) = mpsc::unbounded_channel();
     let transport = TokioChildProcess::new(tokio::process::Command::new(BIN).configure(|cmd| {
-        cmd.arg("mcp").arg("--cache-dir").arg(cache_dir());
+        cmd.arg("mcp")
+            .args(flags)
+            .arg("--cache-dir")
+            .arg(cache_dir());
     }))
     .unwrap();
     let client = Client { logs: logs_tx }.serve(transport).await.unwrap();
+    (client, logs)
+}
+
+/// A FIFO that a background command blocks on until the test writes a line.
+struct Gate {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl Gate {
+    fn new() -> Gate {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gate");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&path)
+                .status()
+                .unwrap()
+                .success()
+        );
+        Gate { _dir: dir, path }
+    }
+
+    /// A command that waits for the gate, then prints the line written to it.
+    fn command(&self) -> String {
+        format!("read line < {}; echo \"$line\"", self.path.display())
+    }
+
+    /// Writes `line` to the gate, releasing the command.
+    async fn open(&self, line: &str) {
+        let (path, line) = (self.path.clone(), format!("{line}\n"));
+        tokio::task::spawn_blocking(move || std::fs::write(path, line).unwrap())
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_mcp_session() {
+    let (client, mut logs) = mcp_client(&[]).await;
 
     let info = client.peer_info().expect("server info");
     assert!(
@@ -101,16 +147,8 @@ async fn a_whole_mcp_session() {
     assert_eq!(names, ["bash", "job_output", "job_list", "job_kill"]);
 
     // bash-1 finishes only when the test opens its gate; bash-2 runs until killed.
-    let dir = tempfile::tempdir().unwrap();
-    let gate = dir.path().join("gate");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&gate)
-            .status()
-            .unwrap()
-            .success()
-    );
-    let gated = format!("read line < {}; echo \"$line\"", gate.display());
+    let gate = Gate::new();
+    let gated = gate.command();
     let one = client
         .call_tool(call("bash", json!({"command": gated})))
         .await
@@ -167,10 +205,7 @@ async fn a_whole_mcp_session() {
 
     // Open the gate: bash-1 finishes with nobody looking, so its notice is pushed
     // as a logging notification...
-    let writer = gate.clone();
-    tokio::task::spawn_blocking(move || std::fs::write(writer, "one\n").unwrap())
-        .await
-        .unwrap();
+    gate.open("one").await;
     let expected = format!(
         "background job bash-1 (bash: {gated}) finished [status: completed, exit code: 0]. Read its output with job_output."
     );
@@ -226,6 +261,7 @@ async fn a_whole_mcp_session() {
     assert!(client.call_tool(call("nope", json!({}))).await.is_err());
 
     // Leaving the session takes its jobs with it.
+    let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pid");
     let command = format!("echo $$ > {}; exec sleep 300", pid_file.display());
     client
@@ -253,9 +289,16 @@ async fn a_whole_mcp_session() {
 
 /// Runs `jobs-host shell` with `script` on stdin.
 fn run_shell(script: &str) -> std::process::Output {
+    run_shell_with(&[], script)
+}
+
+/// Runs `jobs-host shell` with `flags` and `script` on stdin.
+fn run_shell_with(flags: &[&str], script: &str) -> std::process::Output {
     use std::io::Write;
     let mut child = std::process::Command::new(BIN)
-        .args(["shell", "--cache-dir"])
+        .arg("shell")
+        .args(flags)
+        .arg("--cache-dir")
         .arg(cache_dir())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -463,22 +506,10 @@ fn profile_c_is_one_flag_away() {
         String::from_utf8_lossy(&refused.stderr)
     );
 
-    let mut child = std::process::Command::new(BIN)
-        .args(["shell", "--profile", "c", "--cache-dir"])
-        .arg(cache_dir())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin
-            .write_all(b"bash echo hello\njob_wait bash-1\njob_cancel bash-9\n")
-            .unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = run_shell_with(
+        &["--profile", "c"],
+        "bash echo hello\njob_wait bash-1\njob_cancel bash-9\n",
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{stdout}");
     assert_eq!(
@@ -504,13 +535,7 @@ fn profile_c_is_one_flag_away() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_session_in_profile_c() {
-    let (logs_tx, mut logs) = mpsc::unbounded_channel();
-    let transport = TokioChildProcess::new(tokio::process::Command::new(BIN).configure(|cmd| {
-        cmd.args(["mcp", "--profile", "c", "--cache-dir"])
-            .arg(cache_dir());
-    }))
-    .unwrap();
-    let client = Client { logs: logs_tx }.serve(transport).await.unwrap();
+    let (client, mut logs) = mcp_client(&["--profile", "c"]).await;
     // Profile C has no prompt section, and its job tools return text only.
     assert_eq!(client.peer_info().unwrap().instructions, None);
     let tools = client.list_all_tools().await.unwrap();
@@ -522,18 +547,9 @@ async fn an_mcp_session_in_profile_c() {
     assert!(tools[1..].iter().all(|t| t.output_schema.is_none()));
 
     // bash-1 finishes only when the test opens its gate.
-    let dir = tempfile::tempdir().unwrap();
-    let gate = dir.path().join("gate");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&gate)
-            .status()
-            .unwrap()
-            .success()
-    );
-    let gated = format!("read line < {}; echo \"$line\"", gate.display());
+    let gate = Gate::new();
     client
-        .call_tool(call("bash", json!({"command": gated})))
+        .call_tool(call("bash", json!({"command": gate.command()})))
         .await
         .unwrap();
     let running = client
@@ -547,10 +563,7 @@ async fn an_mcp_session_in_profile_c() {
         "{running:?}"
     );
 
-    let writer = gate.clone();
-    tokio::task::spawn_blocking(move || std::fs::write(writer, "one\n").unwrap())
-        .await
-        .unwrap();
+    gate.open("one").await;
     // The wait sees the end; the update is taken at this step and placed first.
     let waited = client
         .call_tool(call("job_wait", json!({"id": "bash-1"})))
