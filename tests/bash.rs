@@ -152,23 +152,27 @@ async fn stdout_then_stderr_and_nonzero_exits_are_completed() {
 }
 
 #[tokio::test]
-async fn a_spawn_failure_is_reported_once() {
+async fn a_spawn_failure_answers_the_start_and_registers_nothing() {
     let s = Shell::with(BashConfig {
         shell: "/nonexistent/bash".into(),
         ..BashConfig::default()
     })
     .await;
-    let id = s.run(None, "true");
-    let text = s.collect(None, &id).await;
-    assert!(text.starts_with("[stderr]\nspawn failed: "), "{text}");
-    assert!(
-        text.ends_with("[status: killed, killed before exit]"),
-        "{text}"
-    );
-    assert_eq!(
-        s.f.output(None, &id).await,
-        "(no new output)\n[status: killed, killed before exit]"
-    );
+    let err = s
+        .bash
+        .start(
+            None,
+            BashRequest {
+                command: "true".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert!(err.to_string().starts_with("spawn failed: "), "{err}");
+    assert!(s.f.registry.list(None).is_empty());
+    // The failed start used up no id.
+    let s2 = Shell::new().await;
+    assert_eq!(s2.run(None, "true"), "bash-1");
 }
 
 #[tokio::test]

@@ -1,26 +1,28 @@
 //! The background shell producer: `bash -c <command>` as a job.
 //!
-//! Each command runs non-login, without rc files, in a process group of its own,
-//! with stdin from `/dev/null` and a scrubbed environment. Output is captured per
-//! stream with a bounded tail and a bounded spill file ([`crate::output`]). A kill
-//! sends SIGTERM to the whole group and SIGKILL after the grace period; when the
-//! leader is gone, whatever is left of the group is killed too, so no process of the
-//! job outlives it. Background commands have no timeout.
+//! Each command runs non-login, without rc files, in a process group and a
+//! container of its own ([`crate::containment`]), with stdin from `/dev/null`, an
+//! allowlisted environment and no inherited descriptor beyond 0-2. Output is
+//! captured per stream with a bounded tail and a bounded spill file
+//! ([`crate::output`]), under one disk budget per producer. A kill sends SIGTERM to
+//! every process of the job and SIGKILL after the grace period; when the leader is
+//! gone, whatever is left of the job is killed too, so no process of it outlives
+//! it. Background commands have no timeout.
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use crate::output::{Capture, OutputLimits, StreamName};
+use crate::containment::{self, ActiveMode, Containment, ContainmentMode, JobContainer};
+use crate::output::{Capture, OutputLimits, SpillBudget, StreamName};
 use crate::owner::Owner;
 use crate::registry::{JobHooks, JobOutcome, JobRegistry, JobStart, OutcomeStatus, StartError};
 
@@ -28,6 +30,15 @@ use crate::registry::{JobHooks, JobOutcome, JobRegistry, JobStart, OutcomeStatus
 pub const BASH_KIND: &str = "bash";
 /// Default time between SIGTERM and SIGKILL.
 pub const DEFAULT_GRACE: Duration = Duration::from_millis(3000);
+/// Default largest command accepted, in bytes.
+pub const DEFAULT_MAX_COMMAND_BYTES: usize = 64 << 10;
+/// Default disk budget for all spill files of one producer.
+pub const DEFAULT_SPILL_TOTAL_BYTES: u64 = 512 << 20;
+/// Host variables every job gets (when set), besides `LC_*`. Everything else is
+/// left out unless the operator passes it on by name.
+pub const PASSED_ENV: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ", "TMPDIR",
+];
 
 /// Settings of the shell producer.
 #[derive(Debug, Clone)]
@@ -39,8 +50,18 @@ pub struct BashConfig {
     pub limits: OutputLimits,
     /// Working directory when a request names none (else the host's own).
     pub default_workdir: Option<PathBuf>,
-    /// The shell to run (`bash`).
+    /// The shell to run (`bash`, looked up in `PATH` once).
     pub shell: PathBuf,
+    /// Host variables passed to jobs besides [`PASSED_ENV`] and `LC_*`.
+    pub pass_env: Vec<String>,
+    /// Variables set for every job (after the passed ones).
+    pub set_env: Vec<(String, String)>,
+    /// Largest command accepted, in bytes; a longer one is refused at start.
+    pub max_command_bytes: usize,
+    /// Disk budget for the spill files of all jobs together.
+    pub spill_total_bytes: u64,
+    /// How jobs are contained (see [`crate::containment`]).
+    pub containment: ContainmentMode,
 }
 
 impl Default for BashConfig {
@@ -50,6 +71,11 @@ impl Default for BashConfig {
             limits: OutputLimits::default(),
             default_workdir: None,
             shell: PathBuf::from("bash"),
+            pass_env: Vec::new(),
+            set_env: Vec::new(),
+            max_command_bytes: DEFAULT_MAX_COMMAND_BYTES,
+            spill_total_bytes: DEFAULT_SPILL_TOTAL_BYTES,
+            containment: ContainmentMode::Auto,
         }
     }
 }
@@ -68,10 +94,22 @@ pub struct BashRequest {
 /// Starts shell commands as background jobs in a registry.
 #[derive(Clone)]
 pub struct BashProducer {
+    inner: Arc<Inner>,
+}
+
+/// Everything a producer shares with its clones. Field order is drop order: the
+/// containment (which kills what is left and signals the watchdog) goes before
+/// the spill directory.
+struct Inner {
     registry: JobRegistry,
-    config: Arc<BashConfig>,
-    spill_dir: Arc<tempfile::TempDir>,
-    next_spawn: Arc<AtomicU64>,
+    config: BashConfig,
+    shell: PathBuf,
+    spawner: Arc<Spawner>,
+    live: Mutex<Vec<Weak<ProcessControl>>>,
+    budget: Arc<SpillBudget>,
+    next_spawn: AtomicU64,
+    containment: Containment,
+    spill_dir: tempfile::TempDir,
 }
 
 /// The start acknowledgement the model sees.
@@ -81,38 +119,89 @@ pub fn started_text(job_id: &str) -> String {
 
 impl BashProducer {
     /// A producer for `registry`. Spill files go to a private (0700) directory
-    /// that is removed when the last clone of the producer is dropped.
+    /// that is removed when the last clone of the producer is dropped (or, if the
+    /// host dies first, by its watchdog). Sets up containment (see
+    /// [`crate::containment`]) and makes the host process non-dumpable.
     ///
     /// # Errors
     ///
-    /// When the spill directory cannot be created.
+    /// When the spill directory, the spawner thread or the requested
+    /// containment cannot be set up, or when called outside a tokio runtime.
     pub fn new(registry: JobRegistry, config: BashConfig) -> std::io::Result<BashProducer> {
-        let spill_dir = tempfile::Builder::new().prefix("jobs-host-").tempdir()?;
+        let handle = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
+        let spill_dir = tempfile::Builder::new()
+            .prefix("jobs-host-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir()?;
+        let shell = resolve_in_path(&config.shell);
+        let containment = Containment::new(config.containment, &shell, spill_dir.path())?;
         Ok(BashProducer {
-            registry,
-            config: Arc::new(config),
-            spill_dir: Arc::new(spill_dir),
-            next_spawn: Arc::new(AtomicU64::new(1)),
+            inner: Arc::new(Inner {
+                registry,
+                spawner: Spawner::start(handle)?,
+                shell,
+                live: Mutex::new(Vec::new()),
+                budget: SpillBudget::new(config.spill_total_bytes),
+                next_spawn: AtomicU64::new(1),
+                containment,
+                spill_dir,
+                config,
+            }),
         })
     }
 
     /// The directory spill files are written to.
     pub fn spill_dir(&self) -> &Path {
-        self.spill_dir.path()
+        self.inner.spill_dir.path()
     }
 
-    /// Starts `request` for `owner` and returns the job id. A spawn failure still
-    /// registers the job: it settles `killed` (`killed before exit`) and its next
-    /// read carries `spawn failed: <error>`.
+    /// The containment mode in use: `cgroup` or `fallback`.
+    pub fn containment_mode(&self) -> &ActiveMode {
+        self.inner.containment.mode()
+    }
+
+    /// Bytes of spill files on disk now.
+    pub fn spill_bytes(&self) -> u64 {
+        self.inner.budget.used()
+    }
+
+    /// Starts `request` for `owner` and returns the job id.
     ///
     /// # Errors
     ///
-    /// A blank command, or a [`StartError`] from the registry's preflight.
+    /// A blank or oversized command, a working directory that does not exist or
+    /// is not a directory, a failed spawn, or a [`StartError`] from the
+    /// registry's preflight. Nothing is registered and no process is left.
     pub fn start(&self, owner: Option<Owner>, request: BashRequest) -> Result<String, StartError> {
         if request.command.trim().is_empty() {
             return Err(StartError::Producer(
                 "invalid command: expected a non-blank string".to_owned(),
             ));
+        }
+        let max = self.inner.config.max_command_bytes;
+        if request.command.len() > max {
+            return Err(StartError::Producer(format!(
+                "invalid command: {} bytes is more than the limit of {max} bytes",
+                request.command.len()
+            )));
+        }
+        let dir = self.workdir(&request);
+        if let Some(dir) = &dir {
+            match std::fs::metadata(dir) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    return Err(StartError::Producer(format!(
+                        "invalid workdir: {} is not a directory",
+                        dir.display()
+                    )));
+                }
+                Err(e) => {
+                    return Err(StartError::Producer(format!(
+                        "invalid workdir: {}: {e}",
+                        dir.display()
+                    )));
+                }
+            }
         }
         let spec = JobStart {
             kind: BASH_KIND.to_owned(),
@@ -120,68 +209,112 @@ impl BashProducer {
             output_limit_bytes: None,
             owner,
         };
-        self.registry.start(spec, || Ok(self.spawn(&request)))
+        self.inner
+            .registry
+            .start(spec, || self.spawn(&request, dir))
     }
 
-    fn spawn(&self, request: &BashRequest) -> JobHooks {
-        let n = self.next_spawn.fetch_add(1, Ordering::Relaxed);
-        let capture = Arc::new(Mutex::new(Capture::new(
-            &self.spill_dir.path().join(format!("spawn-{n}")),
-            self.config.limits,
+    /// Stops every job of this producer now: SIGTERM to each whole tree, SIGKILL
+    /// to whatever is left after `grace`, then a last sweep. For host shutdown;
+    /// the jobs then settle as killed.
+    pub async fn shutdown(&self, grace: Duration) {
+        let live: Vec<Arc<ProcessControl>> = lock_any(&self.inner.live)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for control in &live {
+            control.request_kill(Signal::SIGTERM);
+        }
+        let all_exited = async {
+            for control in &live {
+                let mut rx = control.exited.subscribe();
+                let _ = rx.wait_for(|exited| *exited).await;
+            }
+        };
+        let _ = tokio::time::timeout(grace, all_exited).await;
+        for control in &live {
+            control.signal(Signal::SIGKILL);
+        }
+        let inner = self.inner.clone();
+        let _ = tokio::task::spawn_blocking(move || inner.containment.kill_everything()).await;
+    }
+
+    fn workdir(&self, request: &BashRequest) -> Option<PathBuf> {
+        let base = self.inner.config.default_workdir.clone();
+        match (&request.workdir, base) {
+            (Some(dir), Some(base)) => Some(base.join(dir)),
+            (Some(dir), None) => Some(dir.clone()),
+            (None, base) => base,
+        }
+    }
+
+    fn spawn(&self, request: &BashRequest, dir: Option<PathBuf>) -> Result<JobHooks, String> {
+        let inner = &self.inner;
+        let n = inner.next_spawn.fetch_add(1, Ordering::Relaxed);
+        let mut container = inner
+            .containment
+            .new_job()
+            .map_err(|e| format!("spawn failed: cannot create the job's container: {e}"))?;
+        let mut cmd = self.command(request, dir, &container);
+        let child = inner
+            .spawner
+            .run(move || cmd.spawn())
+            .map_err(|e| format!("spawn failed: {e}"))?;
+        let pid = child.id().unwrap_or_default();
+        container.set_leader(pid);
+        if matches!(inner.containment.mode(), ActiveMode::Fallback) {
+            containment::add_leader(pid);
+        }
+
+        let capture = Arc::new(Mutex::new(Capture::with_budget(
+            &inner.spill_dir.path().join(format!("spawn-{n}")),
+            inner.config.limits,
+            Some(inner.budget.clone()),
         )));
-        let control = Arc::new(ProcessControl::default());
+        let (exited, _) = watch::channel(false);
+        let control = Arc::new(ProcessControl {
+            state: Mutex::new(ControlState::default()),
+            kill: Notify::new(),
+            container: Mutex::new(container),
+            exited,
+        });
+        lock_any(&inner.live).retain(|w| w.strong_count() > 0);
+        lock_any(&inner.live).push(Arc::downgrade(&control));
 
         let read_capture = capture.clone();
         let read_output = Box::new(move || Ok(lock(&read_capture).render_delta()));
         let excerpt_capture = capture.clone();
         let output_excerpt = Box::new(move |window| Ok(lock(&excerpt_capture).excerpt(window)));
 
-        let mut cmd = self.command(request);
-        let done: crate::registry::DoneFuture = match cmd.spawn() {
-            Ok(child) => {
-                let pgid = child.id().map(|pid| Pid::from_raw(pid as i32));
-                *lock_control(&control) = ControlState {
-                    pgid,
-                    ..ControlState::default()
-                };
-                let supervisor = Supervisor {
-                    capture,
-                    control: control.clone(),
-                    grace: self.config.grace,
-                };
-                Box::pin(async move { Ok(supervisor.run(child).await) })
-            }
-            Err(e) => {
-                {
-                    let mut c = lock(&capture);
-                    c.push(StreamName::Stderr, format!("spawn failed: {e}").as_bytes());
-                    c.closed = true;
-                }
-                lock_control(&control).exited = true;
-                Box::pin(async {
-                    Ok(JobOutcome {
-                        status: OutcomeStatus::Killed,
-                        detail: Some("killed before exit".to_owned()),
-                        output: None,
-                    })
-                })
-            }
+        let supervisor = Supervisor {
+            capture,
+            control: control.clone(),
+            grace: inner.config.grace,
+            budget: inner.budget.clone(),
+            _spawner: inner.spawner.clone(),
+            pid,
         };
-
-        let cancel_control = control.clone();
-        JobHooks {
+        let done = Box::pin(async move { Ok(supervisor.run(child).await) });
+        let cancel_control = control;
+        Ok(JobHooks {
             cancel: Box::new(move |_reason| {
-                cancel_control.request_kill();
+                cancel_control.request_kill(Signal::SIGTERM);
                 Ok(())
             }),
             read_output: Some(read_output),
             output_excerpt: Some(output_excerpt),
             done,
-        }
+        })
     }
 
-    fn command(&self, request: &BashRequest) -> Command {
-        let mut cmd = Command::new(&self.config.shell);
+    fn command(
+        &self,
+        request: &BashRequest,
+        dir: Option<PathBuf>,
+        container: &JobContainer,
+    ) -> Command {
+        let config = &self.inner.config;
+        let mut cmd = Command::new(&self.inner.shell);
         cmd.arg("--noprofile")
             .arg("--norc")
             .arg("-c")
@@ -190,105 +323,154 @@ impl BashProducer {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
+            .kill_on_drop(false)
             .env_clear()
-            .envs(scrubbed_env(std::env::vars()))
+            .envs(job_env(std::env::vars_os(), &config.pass_env))
             .envs([
                 ("NO_COLOR", "1"),
                 ("TERM", "dumb"),
                 ("PAGER", "cat"),
                 ("GIT_PAGER", "cat"),
             ])
-            .envs(request.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        let base = self.config.default_workdir.clone();
-        let dir = match (&request.workdir, base) {
-            (Some(dir), Some(base)) => Some(base.join(dir)),
-            (Some(dir), None) => Some(dir.clone()),
-            (None, base) => base,
-        };
+            .envs(config.set_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .envs(request.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env(container.marker_env().0, container.marker_env().1);
         if let Some(dir) = dir {
             cmd.current_dir(dir);
+        }
+        // SAFETY: the hook makes only async-signal-safe calls (see JobContainer).
+        unsafe {
+            cmd.pre_exec(container.pre_exec());
         }
         cmd
     }
 }
 
-/// The host environment without names that look like credentials.
-pub fn scrubbed_env(vars: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
+/// The environment a job gets: the allowlisted host variables ([`PASSED_ENV`],
+/// `LC_*`, and `pass` by name) and nothing else.
+pub fn job_env(
+    vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+    pass: &[String],
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
     vars.filter(|(name, _)| {
-        let upper = name.to_ascii_uppercase();
-        !["KEY", "PASSWORD", "SECRET", "TOKEN"]
-            .iter()
-            .any(|word| upper.contains(word))
+        let Some(name) = name.to_str() else {
+            return false;
+        };
+        PASSED_ENV.contains(&name) || name.starts_with("LC_") || pass.iter().any(|p| p == name)
     })
     .collect()
+}
+
+/// `shell` as an absolute path when it is a bare name found in `PATH`, so every
+/// spawn skips the lookup.
+fn resolve_in_path(shell: &Path) -> PathBuf {
+    if shell.components().count() != 1 {
+        return shell.to_owned();
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|dir| dir.join(shell))
+        .find(|candidate| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| shell.to_owned())
+}
+
+/// One thread that lives as long as any job it spawned: `PR_SET_PDEATHSIG`
+/// follows the thread that forked, so spawning from a pool thread that may
+/// retire would kill jobs at random.
+struct Spawner {
+    tx: Mutex<std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>>,
+}
+
+impl Spawner {
+    fn start(handle: tokio::runtime::Handle) -> std::io::Result<Arc<Spawner>> {
+        let (tx, rx) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
+        std::thread::Builder::new()
+            .name("jobs-spawner".into())
+            .spawn(move || {
+                // tokio's child handles register with the runtime's reaper.
+                let _runtime = handle.enter();
+                while let Ok(work) = rx.recv() {
+                    work();
+                }
+            })?;
+        Ok(Arc::new(Spawner { tx: Mutex::new(tx) }))
+    }
+
+    /// Runs `work` on the spawner thread and returns its result.
+    fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+    ) -> std::io::Result<T> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        lock_any(&self.tx)
+            .send(Box::new(move || {
+                let _ = tx.send(work());
+            }))
+            .map_err(|_| std::io::Error::other("the spawner thread is gone"))?;
+        rx.recv()
+            .map_err(|_| std::io::Error::other("the spawner thread is gone"))?
+    }
 }
 
 fn lock(capture: &Mutex<Capture>) -> MutexGuard<'_, Capture> {
     capture.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+fn lock_any<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[derive(Default)]
 struct ControlState {
-    pgid: Option<Pid>,
     kill_requested: bool,
     exited: bool,
 }
 
-/// Shared between the cancel hook and the supervisor.
-#[derive(Default)]
+/// Shared between the cancel hook, the producer's shutdown and the supervisor.
 struct ProcessControl {
     state: Mutex<ControlState>,
     kill: Notify,
-}
-
-fn lock_control(control: &ProcessControl) -> MutexGuard<'_, ControlState> {
-    control.state.lock().unwrap_or_else(|p| p.into_inner())
+    container: Mutex<JobContainer>,
+    /// True once the leader has exited.
+    exited: watch::Sender<bool>,
 }
 
 impl ProcessControl {
-    /// SIGTERM to the group now; the supervisor escalates after the grace period.
-    /// Idempotent, and a no-op once the process has exited.
-    fn request_kill(&self) {
-        let mut state = lock_control(self);
+    /// `signal` to the whole job now; the supervisor escalates to SIGKILL after
+    /// the grace period. Idempotent, and a no-op once the leader has exited.
+    fn request_kill(&self, signal: Signal) {
+        let mut state = lock_any(&self.state);
         if state.exited {
             return;
         }
         state.kill_requested = true;
-        if let Some(pgid) = state.pgid {
-            signal_group(pgid, Signal::SIGTERM);
-        }
         drop(state);
+        self.signal(signal);
         self.kill.notify_one();
     }
-}
 
-fn signal_group(pgid: Pid, signal: Signal) {
-    // ESRCH: the group is already gone, which is what we wanted.
-    let _ = killpg(pgid, signal);
+    fn signal(&self, signal: Signal) {
+        lock_any(&self.container).signal(signal);
+    }
 }
 
 struct Supervisor {
     capture: Arc<Mutex<Capture>>,
     control: Arc<ProcessControl>,
     grace: Duration,
-}
-
-/// Kills what is left of the group if the supervisor is dropped early (for
-/// example when the runtime shuts down), so no job process is orphaned.
-struct GroupGuard(Option<Pid>);
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if let Some(pgid) = self.0 {
-            signal_group(pgid, Signal::SIGKILL);
-        }
-    }
+    budget: Arc<SpillBudget>,
+    /// Keeps the spawner thread (and so the jobs' death signal) alive.
+    _spawner: Arc<Spawner>,
+    pid: u32,
 }
 
 impl Supervisor {
     async fn run(self, mut child: Child) -> JobOutcome {
-        let pgid = lock_control(&self.control).pgid;
-        let guard = GroupGuard(pgid);
         let mut readers = Vec::new();
         if let Some(out) = child.stdout.take() {
             readers.push(self.pump(out, StreamName::Stdout));
@@ -303,35 +485,42 @@ impl Supervisor {
                 match tokio::time::timeout(self.grace, child.wait()).await {
                     Ok(status) => status,
                     Err(_) => {
-                        if let Some(pgid) = pgid {
-                            signal_group(pgid, Signal::SIGKILL);
-                        }
+                        self.kill_all().await;
                         let _ = child.start_kill();
                         child.wait().await
                     }
                 }
             }
         };
+        containment::remove_leader(self.pid);
         let kill_requested = {
-            let mut state = lock_control(&self.control);
+            let mut state = lock_any(&self.control.state);
             state.exited = true;
             state.kill_requested
         };
+        self.control.exited.send_replace(true);
 
-        // Let the pipes drain, then make sure nothing of the group survives the job.
+        // Let the pipes drain, then make sure nothing of the job survives it:
+        // background children, `setsid` escapees and double forks included.
         let drained = drain(&mut readers, self.grace).await;
-        if let Some(pgid) = pgid {
-            signal_group(pgid, Signal::SIGKILL);
-        }
+        let control = self.control.clone();
+        let _ = tokio::task::spawn_blocking(move || lock_any(&control.container).release()).await;
         if !drained && !drain(&mut readers, self.grace).await {
-            // A process that left the group still holds our pipes; stop reading.
+            // Only a process that escaped containment can still hold our pipes.
             for reader in &readers {
                 reader.abort();
             }
         }
-        drop(guard);
         lock(&self.capture).closed = true;
+        self.budget.finished(&self.capture);
         process_outcome(status.ok(), kill_requested)
+    }
+
+    /// SIGKILL to every process of the job, off the async workers (the fallback
+    /// walks `/proc`).
+    async fn kill_all(&self) {
+        let control = self.control.clone();
+        let _ = tokio::task::spawn_blocking(move || control.signal(Signal::SIGKILL)).await;
     }
 
     fn pump<R: AsyncRead + Unpin + Send + 'static>(
@@ -420,17 +609,22 @@ mod tests {
     }
 
     #[test]
-    fn credentials_are_scrubbed() {
+    fn only_allowlisted_variables_pass() {
         let vars = [
             ("PATH", "/bin"),
             ("GITHUB_TOKEN", "x"),
-            ("aws_secret_access_key", "y"),
-            ("DB_PASSWORD", "z"),
+            ("DATABASE_URL", "postgres://u:p@h/db"),
+            ("MYSQL_PWD", "z"),
+            ("LC_ALL", "C"),
             ("HOME", "/root"),
+            ("EXTRA", "1"),
         ]
         .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()));
-        let kept: Vec<String> = scrubbed_env(vars).into_iter().map(|(k, _)| k).collect();
-        assert_eq!(kept, ["PATH", "HOME"]);
+        .map(|(k, v)| (k.into(), v.into()));
+        let kept: Vec<String> = job_env(vars, &["EXTRA".to_owned()])
+            .into_iter()
+            .map(|(k, _)| k.into_string().unwrap())
+            .collect();
+        assert_eq!(kept, ["PATH", "LC_ALL", "HOME", "EXTRA"]);
     }
 }

@@ -29,6 +29,7 @@
 
 pub mod bash;
 pub mod console;
+pub mod containment;
 pub mod excerpt;
 pub mod inproc;
 pub mod mcp;

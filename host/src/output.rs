@@ -11,6 +11,8 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::excerpt::{Excerpt, ExcerptWindow, Segment, excerpt};
 
@@ -30,6 +32,78 @@ impl Default for OutputLimits {
             max_spill_bytes: 64 << 20,
         }
     }
+}
+
+/// A disk budget shared by every spill file of one producer (a session). When a
+/// stream needs more than is left, the spill files of the oldest finished jobs
+/// are deleted first; their later reads say the output is unavailable, as for any
+/// stream past its own spill limit. If that is not enough, the writing stream
+/// gives up its own spill file.
+pub struct SpillBudget {
+    limit: u64,
+    used: AtomicU64,
+    finished: Mutex<std::collections::VecDeque<Weak<Mutex<Capture>>>>,
+}
+
+impl SpillBudget {
+    /// A budget of `limit` bytes in all.
+    pub fn new(limit: u64) -> Arc<SpillBudget> {
+        Arc::new(SpillBudget {
+            limit,
+            used: AtomicU64::new(0),
+            finished: Mutex::new(std::collections::VecDeque::new()),
+        })
+    }
+
+    /// Bytes of spill files on disk now.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::SeqCst)
+    }
+
+    /// Marks a job's capture finished: its spill files may now be dropped to make
+    /// room for running jobs, oldest first.
+    pub fn finished(&self, capture: &Arc<Mutex<Capture>>) {
+        lock_or_recover(&self.finished).push_back(Arc::downgrade(capture));
+    }
+
+    fn release(&self, bytes: u64) {
+        let _ = self
+            .used
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |u| {
+                Some(u.saturating_sub(bytes))
+            });
+    }
+
+    /// Takes `bytes` from the budget, evicting finished jobs' spill files as
+    /// needed. False when even that leaves too little.
+    fn reserve(&self, bytes: u64) -> bool {
+        loop {
+            let used = self.used.load(Ordering::SeqCst);
+            if used.saturating_add(bytes) <= self.limit {
+                if self
+                    .used
+                    .compare_exchange(used, used + bytes, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+                {
+                    return true;
+                }
+                continue;
+            }
+            let oldest = lock_or_recover(&self.finished).pop_front();
+            let Some(oldest) = oldest else {
+                return false;
+            };
+            if let Some(capture) = oldest.upgrade() {
+                let mut capture = lock_or_recover(&capture);
+                capture.stdout.discard_spill();
+                capture.stderr.discard_spill();
+            }
+        }
+    }
+}
+
+fn lock_or_recover<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Which stream a buffer captures.
@@ -60,6 +134,9 @@ pub struct StreamBuffer {
     spill: Spill,
     spill_path: PathBuf,
     limits: OutputLimits,
+    budget: Option<Arc<SpillBudget>>,
+    /// Bytes this stream has on disk (and holds of the budget).
+    spilled: u64,
 }
 
 /// One consuming read of a stream.
@@ -80,7 +157,15 @@ impl StreamBuffer {
             spill: Spill::NotStarted,
             spill_path,
             limits,
+            budget: None,
+            spilled: 0,
         }
+    }
+
+    /// Charges this stream's spill file to `budget`.
+    pub fn with_budget(mut self, budget: Option<Arc<SpillBudget>>) -> StreamBuffer {
+        self.budget = budget;
+        self
     }
 
     /// Appends bytes the process wrote.
@@ -98,6 +183,25 @@ impl StreamBuffer {
     }
 
     fn write_spill(&mut self, bytes: &[u8]) {
+        if matches!(self.spill, Spill::Unavailable) {
+            return;
+        }
+        let needed = bytes.len() as u64
+            + match self.spill {
+                Spill::NotStarted => self.tail.len() as u64,
+                _ => 0,
+            };
+        if let Some(budget) = &self.budget {
+            if !budget.reserve(needed) {
+                tracing::warn!(
+                    "spill file {}: the session's disk budget is spent",
+                    self.spill_path.display()
+                );
+                self.discard_spill();
+                return;
+            }
+            self.spilled += needed;
+        }
         if let Spill::NotStarted = self.spill {
             // Nothing has left the tail yet, so it still holds the whole stream.
             let opened = OpenOptions::new()
@@ -118,6 +222,10 @@ impl StreamBuffer {
                     Spill::Unavailable
                 }
             };
+            if matches!(self.spill, Spill::Unavailable) {
+                self.discard_spill();
+                return;
+            }
         }
         if let Spill::Writing(file, path) = &mut self.spill
             && let Err(e) = file.write_all(bytes)
@@ -127,11 +235,15 @@ impl StreamBuffer {
         }
     }
 
-    fn discard_spill(&mut self) {
+    /// Deletes the spill file; from now on only the tail remains.
+    pub fn discard_spill(&mut self) {
         if let Spill::Writing(_, path) = &self.spill {
             let _ = std::fs::remove_file(path);
         }
         self.spill = Spill::Unavailable;
+        if let Some(budget) = &self.budget {
+            budget.release(std::mem::take(&mut self.spilled));
+        }
     }
 
     /// The spill file holding the whole stream, if there is one.
@@ -254,14 +366,23 @@ pub struct Capture {
 impl Capture {
     /// Empty buffers spilling to `<spill_stem>.stdout` and `<spill_stem>.stderr`.
     pub fn new(spill_stem: &Path, limits: OutputLimits) -> Capture {
+        Capture::with_budget(spill_stem, limits, None)
+    }
+
+    /// [`Capture::new`], charging the spill files to a shared `budget`.
+    pub fn with_budget(
+        spill_stem: &Path,
+        limits: OutputLimits,
+        budget: Option<Arc<SpillBudget>>,
+    ) -> Capture {
         let with_ext = |ext: &str| {
             let mut p = spill_stem.as_os_str().to_owned();
             p.push(ext);
             PathBuf::from(p)
         };
         Capture {
-            stdout: StreamBuffer::new(with_ext(".stdout"), limits),
-            stderr: StreamBuffer::new(with_ext(".stderr"), limits),
+            stdout: StreamBuffer::new(with_ext(".stdout"), limits).with_budget(budget.clone()),
+            stderr: StreamBuffer::new(with_ext(".stderr"), limits).with_budget(budget),
             closed: false,
         }
     }
@@ -403,6 +524,41 @@ mod tests {
         );
         // The consuming read still has everything to give.
         assert!(c.render_delta().starts_with("6789"));
+    }
+
+    #[test]
+    fn a_full_budget_drops_the_oldest_finished_spill_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = SpillBudget::new(25);
+        let old = Arc::new(Mutex::new(Capture::with_budget(
+            &dir.path().join("old"),
+            limits(4, 1000),
+            Some(budget.clone()),
+        )));
+        old.lock().unwrap().push(StreamName::Stdout, b"0123456789");
+        assert_eq!(budget.used(), 10);
+        budget.finished(&old);
+        let mut new = Capture::with_budget(
+            &dir.path().join("new"),
+            limits(4, 1000),
+            Some(budget.clone()),
+        );
+        new.push(StreamName::Stdout, b"abcdefghijklmnopqrst");
+        // 10 + 20 > 25: the finished job's file went, the running job's stayed.
+        assert!(!dir.path().join("old.stdout").exists());
+        assert_eq!(
+            std::fs::read(dir.path().join("new.stdout")).unwrap(),
+            b"abcdefghijklmnopqrst"
+        );
+        assert_eq!(budget.used(), 20);
+        assert_eq!(
+            old.lock().unwrap().render_delta(),
+            "6789\n[some output was dropped from memory; full output: (unavailable)]"
+        );
+        // Nothing finished is left to evict: the writer loses its own spill.
+        new.push(StreamName::Stdout, b"uvwxyz");
+        assert!(!dir.path().join("new.stdout").exists());
+        assert_eq!(budget.used(), 0);
     }
 
     #[test]
