@@ -49,7 +49,7 @@ fn snapshot_from(job: JobSnapshot) -> model::JobSnapshot {
     model::JobSnapshot {
         id: job.id,
         kind: job.kind,
-        label: job.label,
+        label: model::bounded_label(job.label),
         status: status_from(job.status),
         detail: job.detail,
         started_at: job.started_at,

@@ -39,6 +39,52 @@ impl JobStatus {
     }
 }
 
+/// The most bytes of a label any text shows (list rows, notices, cards, values).
+/// A host may hand over longer labels; they are cut by [`bounded_label`].
+pub const MAX_LABEL_BYTES: usize = 512;
+
+/// The most rows a job list shows; the rest are counted in one closing line.
+pub const MAX_LIST_ROWS: usize = 200;
+
+/// `label` when it is at most [`MAX_LABEL_BYTES`]; otherwise its longest prefix
+/// that ends on a character boundary and leaves room for `…` (U+2026), then `…`.
+pub fn bounded_label(label: String) -> String {
+    if label.len() <= MAX_LABEL_BYTES {
+        return label;
+    }
+    let mut end = MAX_LABEL_BYTES - '\u{2026}'.len_utf8();
+    while !label.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut cut = label;
+    cut.truncate(end);
+    cut.push('\u{2026}');
+    cut
+}
+
+/// The jobs a bounded list shows, in registration order, and how many it leaves
+/// out: every live job first, then the newest finished ones, up to
+/// [`MAX_LIST_ROWS`].
+pub fn bounded_list(jobs: Vec<JobSnapshot>) -> (Vec<JobSnapshot>, usize) {
+    if jobs.len() <= MAX_LIST_ROWS {
+        return (jobs, 0);
+    }
+    let total = jobs.len();
+    let mut order: Vec<usize> = (0..total).collect();
+    // Live before finished; within each, newest (latest registered) first.
+    order.sort_by_key(|&i| (jobs[i].status.is_terminal(), std::cmp::Reverse(i)));
+    let mut keep = vec![false; total];
+    for &i in order.iter().take(MAX_LIST_ROWS) {
+        keep[i] = true;
+    }
+    let shown = jobs
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(job, kept)| kept.then_some(job))
+        .collect();
+    (shown, total - MAX_LIST_ROWS)
+}
+
 /// A snapshot of one job as the registry reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobSnapshot {
@@ -167,4 +213,23 @@ pub trait JobsView {
     fn now_ms(&self) -> u64;
     /// Writes a diagnostic line to the host's log.
     fn log_info(&self, message: &str);
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_cut_on_a_character_boundary_with_a_marker() {
+        assert_eq!(bounded_label("short".into()), "short");
+        let exact = "x".repeat(MAX_LABEL_BYTES);
+        assert_eq!(bounded_label(exact.clone()), exact);
+        let cut = bounded_label("x".repeat(MAX_LABEL_BYTES + 1));
+        assert_eq!(cut, format!("{}\u{2026}", "x".repeat(MAX_LABEL_BYTES - 3)));
+        assert_eq!(cut.len(), MAX_LABEL_BYTES);
+        // 3-byte characters: 509 bytes is not a boundary, 507 is.
+        let cut = bounded_label("界".repeat(400));
+        assert_eq!(cut, format!("{}\u{2026}", "界".repeat(169)));
+        assert!(cut.len() <= MAX_LABEL_BYTES);
+    }
 }

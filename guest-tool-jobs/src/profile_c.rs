@@ -348,13 +348,17 @@ pub fn invoke(view: &dyn JobsView, config: &Config, tool: &str, args_json: &str)
 }
 
 /// `job_list`: one tab-separated row per job, newest first.
+///
+/// A list longer than [`crate::model::MAX_LIST_ROWS`] shows the live jobs and the
+/// newest finished ones, and ends with `<N> older jobs not shown.`
 fn list_text(view: &dyn JobsView) -> String {
-    let jobs = view.list_jobs();
+    let (jobs, left_out) = crate::model::bounded_list(view.list_jobs());
     if jobs.is_empty() {
         return "No background jobs.".to_owned();
     }
     let now = view.now_ms();
-    jobs.iter()
+    let mut rows = jobs
+        .iter()
         .rev()
         .map(|job| {
             format!(
@@ -366,8 +370,12 @@ fn list_text(view: &dyn JobsView) -> String {
                 job.label
             )
         })
-        .collect::<Vec<_>>()
-        .join("\n")
+        .collect::<Vec<_>>();
+    if left_out > 0 {
+        let plural = if left_out == 1 { "" } else { "s" };
+        rows.push(format!("{left_out} older job{plural} not shown."));
+    }
+    rows.join("\n")
 }
 
 fn required_id(args: &Args) -> Result<&str, String> {

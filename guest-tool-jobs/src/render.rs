@@ -36,12 +36,20 @@ pub fn list_row(job: &JobSnapshot) -> String {
     )
 }
 
-/// The whole list text: `(no background jobs)` (or `tasks`) when empty.
-pub fn list_text(jobs: &[JobSnapshot], words: &Wording) -> String {
+/// The whole list text: `(no background jobs)` (or `tasks`) when empty. A list
+/// that was bounded (see [`crate::model::bounded_list`]) ends with
+/// `(<N> older jobs not shown)`.
+pub fn list_text(jobs: &[JobSnapshot], left_out: usize, words: &Wording) -> String {
     if jobs.is_empty() {
         return format!("(no background {}s)", words.noun);
     }
-    jobs.iter().map(list_row).collect::<Vec<_>>().join("\n")
+    let mut text = jobs.iter().map(list_row).collect::<Vec<_>>().join("\n");
+    if left_out > 0 {
+        let noun = words.noun;
+        let plural = if left_out == 1 { "" } else { "s" };
+        text.push_str(&format!("\n({left_out} older {noun}{plural} not shown)"));
+    }
+    text
 }
 
 /// The message (without `Error: `) for a registry failure.

@@ -331,10 +331,10 @@ fn job_output(
 }
 
 fn job_list(view: &dyn JobsView, w: &Wording) -> ToolResult {
-    let jobs = view.list_jobs();
+    let (jobs, left_out) = crate::model::bounded_list(view.list_jobs());
     let public: Vec<_> = jobs.iter().map(JobSnapshot::public).collect();
     ToolResult {
-        text: list_text(&jobs, w),
+        text: list_text(&jobs, left_out, w),
         is_error: false,
         value: Some(json!(public)),
     }

@@ -73,6 +73,7 @@ fn default_cache_dir() -> Option<PathBuf> {
 struct Host {
     mount: Arc<Mount>,
     bash: BashProducer,
+    shutdown_grace: std::time::Duration,
 }
 
 async fn host(cache_dir: Option<&Path>, settings: Settings) -> Result<Host> {
@@ -84,11 +85,12 @@ async fn host(cache_dir: Option<&Path>, settings: Settings) -> Result<Host> {
     let mount = Mount::new(runtime, registry.clone(), &settings.plugin_config_json())
         .await
         .context("invalid settings")?;
-    let bash = BashProducer::new(registry, settings.bash_config())
-        .context("creating the spill directory")?;
+    let bash = BashProducer::new(registry, settings.bash_config()?)
+        .context("setting up the background shell")?;
     Ok(Host {
         mount: Arc::new(mount),
         bash,
+        shutdown_grace: settings.shutdown_grace(),
     })
 }
 
@@ -117,16 +119,76 @@ async fn main() -> ExitCode {
         Command::Shell { settings } => (settings, |h| Box::pin(shell(h))),
         Command::Tools { settings } => (settings, |h| Box::pin(tools(h))),
     };
-    let result = async {
+    let mut signals = match Signals::new() {
+        Ok(signals) => signals,
+        Err(e) => {
+            eprintln!("jobs-host: cannot handle signals: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let host = async {
         let settings = settings_with_file(cli.config.as_deref(), settings)?;
-        run(host(cache_dir.as_deref(), settings).await?).await
-    }
-    .await;
+        host(cache_dir.as_deref(), settings).await
+    };
+    let host = tokio::select! {
+        host = host => host,
+        signal = signals.next() => return ExitCode::from(128 + signal as u8),
+    };
+    let host = match host {
+        Ok(host) => host,
+        Err(e) => {
+            eprintln!("jobs-host: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let bash = host.bash.clone();
+    let registry = host.mount.registry().clone();
+    let grace = host.shutdown_grace;
+    let result = tokio::select! {
+        result = run(host) => result,
+        signal = signals.next() => {
+            // The session (and every call in flight) is dropped here: no new call
+            // is accepted. Then every job's tree goes, and its spill files.
+            tracing::info!("jobs-host: signal {signal}, shutting down");
+            bash.shutdown(grace).await;
+            registry.dispose().await;
+            drop(bash);
+            return ExitCode::from(128 + signal as u8);
+        }
+    };
+    drop(bash);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("jobs-host: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// SIGTERM, SIGINT and SIGHUP, which each start an orderly shutdown.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// The number of the next signal.
+    async fn next(&mut self) -> i32 {
+        tokio::select! {
+            _ = self.term.recv() => libc::SIGTERM,
+            _ = self.int.recv() => libc::SIGINT,
+            _ = self.hup.recv() => libc::SIGHUP,
         }
     }
 }

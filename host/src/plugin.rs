@@ -69,6 +69,10 @@ pub struct SandboxLimits {
     pub tick: Duration,
     /// Concurrent calls the instance pool holds; `None` allocates on demand.
     pub pool_slots: Option<u32>,
+    /// Calls one owner (a session) may have running in the guest at once; more
+    /// wait their turn. With `memory_bytes` this bounds what one session can make
+    /// the host allocate for guests: `max_calls_per_owner × memory_bytes`.
+    pub max_calls_per_owner: usize,
 }
 
 impl Default for SandboxLimits {
@@ -78,6 +82,7 @@ impl Default for SandboxLimits {
             cpu_ticks: 200,
             tick: Duration::from_millis(10),
             pool_slots: Some(1000),
+            max_calls_per_owner: 4,
         }
     }
 }
@@ -348,6 +353,8 @@ pub struct Mount {
     notices: tokio::sync::mpsc::UnboundedSender<NoticeWork>,
     /// Absent for a mount that pulls its notices: it has nothing to push.
     listener: Option<ListenerRegistration>,
+    /// One semaphore per owner instance with calls in flight.
+    calls: std::sync::Mutex<std::collections::HashMap<u64, Arc<tokio::sync::Semaphore>>>,
     _controller: ControllerAttachment,
 }
 
@@ -419,6 +426,7 @@ impl Mount {
             scope,
             notices: tx,
             listener,
+            calls: Default::default(),
             _controller: controller,
         })
     }
@@ -622,6 +630,29 @@ impl Mount {
         }))
     }
 
+    /// Waits until `caller` has fewer than `max_calls_per_owner` calls in the
+    /// guest; the permit ends the turn when dropped.
+    async fn call_turn(&self, caller: Option<&Owner>) -> tokio::sync::OwnedSemaphorePermit {
+        let key = caller.map_or(0, Owner::instance);
+        let semaphore = {
+            let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            // Forget owners with nothing in flight, so the map stays small.
+            calls.retain(|_, s| Arc::strong_count(s) > 1);
+            calls
+                .entry(key)
+                .or_insert_with(|| {
+                    Arc::new(tokio::sync::Semaphore::new(
+                        self.runtime.limits.max_calls_per_owner.max(1),
+                    ))
+                })
+                .clone()
+        };
+        semaphore
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed")
+    }
+
     /// Runs `f` against a fresh instance that has no caller scope.
     async fn with_instance<T>(
         &self,
@@ -644,6 +675,7 @@ impl Mount {
             Resource<ScopeHandle>,
         ) -> wasmtime::Result<T>,
     ) -> Result<T, PluginError> {
+        let _turn = self.call_turn(caller).await;
         let mut store = self
             .runtime
             .store(&self.registry, self.config.max_wait_timeout_ms);

@@ -27,6 +27,25 @@ use crate::scope::{Layered, ScopeKey, ScopeTree};
 pub const MAX_TIMER_DELAY_MS: f64 = 2_147_483_647.0;
 /// Largest integer a JSON (JavaScript) number holds exactly.
 pub const MAX_SAFE_INTEGER: u64 = 9_007_199_254_740_991;
+/// The most bytes of a label the registry keeps: a longer one is cut to a
+/// character boundary and ends with `…` (U+2026), the same rule the guest applies
+/// to every label it shows, so a job's label costs bounded memory on both sides.
+pub const MAX_LABEL_BYTES: usize = 512;
+
+/// `label`, cut to [`MAX_LABEL_BYTES`] as described there.
+pub fn bounded_label(mut label: String) -> String {
+    if label.len() <= MAX_LABEL_BYTES {
+        return label;
+    }
+    let mut end = MAX_LABEL_BYTES - '\u{2026}'.len_utf8();
+    while !label.is_char_boundary(end) {
+        end -= 1;
+    }
+    label.truncate(end);
+    label.push('\u{2026}');
+    label
+}
+
 /// Default admission limit per owner.
 pub const DEFAULT_MAX_CONCURRENT_JOBS_PER_OWNER: u64 = 10;
 
@@ -693,7 +712,7 @@ impl JobRegistry {
         state.records.push(JobRecord {
             id: id.clone(),
             kind: spec.kind,
-            label: spec.label,
+            label: bounded_label(spec.label),
             output_limit_bytes: spec.output_limit_bytes,
             owner: spec.owner.clone(),
             status: JobStatus::Running,

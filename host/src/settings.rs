@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::bash::BashConfig;
+use crate::containment::ContainmentMode;
 use crate::output::OutputLimits;
 use crate::registry::{RegistryConfig, RegistryConfigError};
 
@@ -59,6 +60,56 @@ pub struct Settings {
     /// Working directory for background commands [default: the current one].
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
+    /// Pass this host variable on to jobs (repeatable); jobs otherwise get only
+    /// PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TZ and TMPDIR.
+    #[arg(long, value_name = "NAME")]
+    pub pass_env: Option<Vec<String>>,
+    /// Set this variable for every job (repeatable).
+    #[arg(long, value_name = "NAME=VALUE", value_parser = parse_assignment)]
+    pub set_env: Option<Vec<String>>,
+    /// Largest command a job may be started with [default: 65536].
+    #[arg(long, value_name = "BYTES")]
+    pub max_command_bytes: Option<usize>,
+    /// Disk budget for all spill files of the session [default: 536870912].
+    #[arg(long, value_name = "BYTES")]
+    pub spill_total_bytes: Option<u64>,
+    /// On SIGTERM, SIGINT or SIGHUP: time between SIGTERM and SIGKILL to every
+    /// job before the host exits [default: 1000].
+    #[arg(long, value_name = "MS")]
+    pub shutdown_grace_ms: Option<u64>,
+    /// How jobs are contained: a cgroup per job, the subreaper fallback, or
+    /// auto (cgroup when possible) [default: auto].
+    #[arg(long, value_enum)]
+    pub containment: Option<Containment>,
+}
+
+/// `--containment`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Containment {
+    /// cgroup when the host can create one, else the fallback.
+    Auto,
+    /// cgroup v2 only; refuse to start without it.
+    Cgroup,
+    /// Subreaper and environment marker.
+    Fallback,
+}
+
+/// Default `--shutdown-grace-ms`: short enough for a client that sends SIGTERM
+/// two seconds after closing stdin.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_millis(1000);
+
+fn parse_assignment(text: &str) -> Result<String, String> {
+    match text.split_once('=') {
+        Some((name, _)) if valid_env_name(name) => Ok(text.to_owned()),
+        _ => Err(format!("expected NAME=VALUE, got {text:?}")),
+    }
+}
+
+fn valid_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// A settings file that could not be used.
@@ -83,6 +134,14 @@ pub enum SettingsError {
     /// A value out of range.
     #[error(transparent)]
     Registry(#[from] RegistryConfigError),
+    /// A setting with a bad value.
+    #[error("invalid setting {name}: {message}")]
+    Invalid {
+        /// The setting.
+        name: &'static str,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl Settings {
@@ -118,7 +177,19 @@ impl Settings {
             spill_limit_bytes: over.spill_limit_bytes.or(self.spill_limit_bytes),
             kill_grace_ms: over.kill_grace_ms.or(self.kill_grace_ms),
             workdir: over.workdir.or(self.workdir),
+            pass_env: over.pass_env.or(self.pass_env),
+            set_env: over.set_env.or(self.set_env),
+            max_command_bytes: over.max_command_bytes.or(self.max_command_bytes),
+            spill_total_bytes: over.spill_total_bytes.or(self.spill_total_bytes),
+            shutdown_grace_ms: over.shutdown_grace_ms.or(self.shutdown_grace_ms),
+            containment: over.containment.or(self.containment),
         }
+    }
+
+    /// How long shutdown waits between SIGTERM and SIGKILL.
+    pub fn shutdown_grace(&self) -> Duration {
+        self.shutdown_grace_ms
+            .map_or(DEFAULT_SHUTDOWN_GRACE, Duration::from_millis)
     }
 
     /// The plugin's configuration JSON. The plugin validates it at load, and
@@ -166,10 +237,31 @@ impl Settings {
     }
 
     /// The shell producer's configuration.
-    pub fn bash_config(&self) -> BashConfig {
+    ///
+    /// # Errors
+    ///
+    /// A bad variable name or assignment, or a zero limit.
+    pub fn bash_config(&self) -> Result<BashConfig, SettingsError> {
         let defaults = BashConfig::default();
         let limits = OutputLimits::default();
-        BashConfig {
+        let invalid = |name: &'static str, message: String| SettingsError::Invalid { name, message };
+        let pass_env = self.pass_env.clone().unwrap_or_default();
+        if let Some(bad) = pass_env.iter().find(|n| !valid_env_name(n)) {
+            return Err(invalid("pass-env", format!("{bad:?} is not a variable name")));
+        }
+        let mut set_env = Vec::new();
+        for item in self.set_env.iter().flatten() {
+            let (name, value) = parse_assignment(item)
+                .map_err(|m| invalid("set-env", m))?
+                .split_once('=')
+                .map(|(n, v)| (n.to_owned(), v.to_owned()))
+                .unwrap_or_default();
+            set_env.push((name, value));
+        }
+        if self.max_command_bytes == Some(0) {
+            return Err(invalid("max-command-bytes", "must be at least 1".into()));
+        }
+        Ok(BashConfig {
             grace: self
                 .kill_grace_ms
                 .map_or(defaults.grace, Duration::from_millis),
@@ -178,7 +270,16 @@ impl Settings {
                 max_spill_bytes: self.spill_limit_bytes.unwrap_or(limits.max_spill_bytes),
             },
             default_workdir: self.workdir.clone(),
+            pass_env,
+            set_env,
+            max_command_bytes: self.max_command_bytes.unwrap_or(defaults.max_command_bytes),
+            spill_total_bytes: self.spill_total_bytes.unwrap_or(defaults.spill_total_bytes),
+            containment: match self.containment {
+                None | Some(Containment::Auto) => ContainmentMode::Auto,
+                Some(Containment::Cgroup) => ContainmentMode::Cgroup,
+                Some(Containment::Fallback) => ContainmentMode::Fallback,
+            },
             ..defaults
-        }
+        })
     }
 }
