@@ -474,9 +474,13 @@ impl ProcInfo {
     }
 
     /// A process that reparented to this (subreaper) host from outside its own
-    /// process group: only job processes do that.
+    /// process group and carries no job's marker (it cleared its environment):
+    /// only job processes end up so, and no producer can tell whose it was.
     fn is_adopted_orphan(&self) -> bool {
-        self.ppid == std::process::id() as i32 && self.pgrp != host_pgrp()
+        self.ppid == std::process::id() as i32
+            && self.pgrp != host_pgrp()
+            && !is_job_leader(self.pid)
+            && !self.env_has_prefix(&format!("{JOB_MARKER_VAR}="))
     }
 }
 

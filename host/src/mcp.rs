@@ -222,7 +222,10 @@ fn framed_stdio() -> (
                 },
                 Some(line) = refused.recv() => line,
             };
-            if stdout.write_all(format!("{line}\n").as_bytes()).await.is_err()
+            if stdout
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .is_err()
                 || stdout.flush().await.is_err()
             {
                 break;
@@ -263,7 +266,10 @@ mod tests {
         assert_eq!(judge_line("  "), Frame::Blank);
         assert_eq!(
             judge_line("not json"),
-            Frame::Refused(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#.into())
+            Frame::Refused(
+                r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#
+                    .into()
+            )
         );
         let invalid = |id: &str| {
             Frame::Refused(format!(
@@ -273,16 +279,31 @@ mod tests {
         assert_eq!(judge_line("[]"), invalid("null"));
         assert_eq!(judge_line("42"), invalid("null"));
         assert_eq!(judge_line(r#"{"id":1,"method":"ping"}"#), invalid("1"));
-        assert_eq!(judge_line(r#"{"jsonrpc":"2.0","id":2,"method":7}"#), invalid("2"));
-        assert_eq!(judge_line(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#), invalid("null"));
+        assert_eq!(
+            judge_line(r#"{"jsonrpc":"2.0","id":2,"method":7}"#),
+            invalid("2")
+        );
+        assert_eq!(
+            judge_line(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#),
+            invalid("null")
+        );
         assert_eq!(judge_line(r#"{"jsonrpc":"2.0","id":3}"#), invalid("3"));
         assert_eq!(
             judge_line(r#"{"jsonrpc":"2.0","id":3,"method":"x","params":1}"#),
             invalid("3")
         );
-        assert_eq!(judge_line(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), Frame::Message);
-        assert_eq!(judge_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#), Frame::Message);
-        assert_eq!(judge_line(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#), Frame::Message);
+        assert_eq!(
+            judge_line(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            Frame::Message
+        );
+        assert_eq!(
+            judge_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Frame::Message
+        );
+        assert_eq!(
+            judge_line(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#),
+            Frame::Message
+        );
     }
 }
 

@@ -244,10 +244,14 @@ impl Settings {
     pub fn bash_config(&self) -> Result<BashConfig, SettingsError> {
         let defaults = BashConfig::default();
         let limits = OutputLimits::default();
-        let invalid = |name: &'static str, message: String| SettingsError::Invalid { name, message };
+        let invalid =
+            |name: &'static str, message: String| SettingsError::Invalid { name, message };
         let pass_env = self.pass_env.clone().unwrap_or_default();
         if let Some(bad) = pass_env.iter().find(|n| !valid_env_name(n)) {
-            return Err(invalid("pass-env", format!("{bad:?} is not a variable name")));
+            return Err(invalid(
+                "pass-env",
+                format!("{bad:?} is not a variable name"),
+            ));
         }
         let mut set_env = Vec::new();
         for item in self.set_env.iter().flatten() {

@@ -1,0 +1,514 @@
+//! Containment of shell jobs, with real processes, in both modes: every process a
+//! job starts dies with it (`setsid`, `set -m`, double forks, SIGTERM ignored),
+//! jobs inherit nothing they should not, bad starts register nothing, and a
+//! model's call can never make a later call fail.
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use host::bash::{BashConfig, BashProducer, BashRequest};
+use host::containment::{ActiveMode, ContainmentMode};
+use host::output::OutputLimits;
+use host::{JobStatus, Owner, StartError};
+use jobs_e2e::Fixture;
+use serde_json::json;
+
+struct Shell {
+    f: Fixture,
+    bash: BashProducer,
+}
+
+impl Shell {
+    /// A shell in `mode`, or `None` (with the reason printed) when this machine
+    /// cannot give that mode.
+    async fn new(mode: ContainmentMode, config: BashConfig) -> Option<Shell> {
+        let f = Fixture::new().await;
+        match BashProducer::new(
+            f.registry.clone(),
+            BashConfig {
+                containment: mode,
+                ..config
+            },
+        ) {
+            Ok(bash) => Some(Shell { f, bash }),
+            Err(e) if mode == ContainmentMode::Cgroup => {
+                println!("skipped in cgroup mode: {e}");
+                None
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn run(&self, owner: Option<&Owner>, command: &str) -> String {
+        self.bash
+            .start(
+                owner.cloned(),
+                BashRequest {
+                    command: command.into(),
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+    }
+
+    /// Reads (consuming) until the output holds `lines` lines.
+    async fn lines(&self, id: &str, lines: usize) -> Vec<String> {
+        let mut seen = String::new();
+        while seen.lines().count() < lines {
+            seen.push_str(&self.f.registry.read(id, None).unwrap().0);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        seen.lines().map(str::to_owned).collect()
+    }
+
+    async fn settle(&self, id: &str) -> String {
+        let out = self
+            .f
+            .call(
+                None,
+                "job_output",
+                json!({"job_id": id, "wait": true, "timeout_ms": 600000}),
+            )
+            .await;
+        assert!(!out.is_error, "{}", out.text);
+        assert!(
+            self.f.registry.inspect(id).unwrap().status.is_terminal(),
+            "{}",
+            out.text
+        );
+        out.text
+    }
+}
+
+const MODES: [ContainmentMode; 2] = [ContainmentMode::Cgroup, ContainmentMode::Fallback];
+
+/// Three escapees, each printing its pid: a new session, a new process group
+/// under job control, and a double fork that reparents away from the job.
+const ESCAPEES: &str = "setsid sleep 300 >/dev/null 2>&1 & echo $!; \
+     set -m; sleep 300 >/dev/null 2>&1 & echo $!; set +m; \
+     ( ( exec sleep 300 ) >/dev/null 2>&1 & echo $! ) ; ";
+
+fn pids(lines: &[String]) -> Vec<i32> {
+    lines.iter().map(|l| l.trim().parse().unwrap()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escapees_die_with_job_kill() {
+    for mode in MODES {
+        let Some(s) = Shell::new(mode, BashConfig::default()).await else {
+            continue;
+        };
+        let id = s.run(None, &format!("{ESCAPEES} sleep 300"));
+        let pids = pids(&s.lines(&id, 3).await);
+        for pid in &pids {
+            assert!(running(*pid), "{mode:?}: {pid} should be running");
+        }
+        let kill = s.f.call(None, "job_kill", json!({"job_id": id})).await;
+        assert_eq!(kill.text, format!("requested cancellation of job {id}"));
+        let text = s.settle(&id).await;
+        assert!(
+            text.ends_with("[status: killed, signal: SIGTERM]"),
+            "{text}"
+        );
+        for pid in pids {
+            assert!(gone_soon(pid).await, "{mode:?}: {pid} survived job_kill");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escapees_die_when_the_job_ends_by_itself() {
+    for mode in MODES {
+        let config = BashConfig {
+            grace: Duration::from_millis(200),
+            ..BashConfig::default()
+        };
+        let Some(s) = Shell::new(mode, config).await else {
+            continue;
+        };
+        // The last escapee keeps the job's stdout open, too.
+        let id = s.run(None, &format!("{ESCAPEES} setsid sleep 300 & echo $!"));
+        let pids = pids(&s.lines(&id, 4).await);
+        let text = s.settle(&id).await;
+        assert!(
+            text.ends_with("[status: completed, exit code: 0]"),
+            "{mode:?}: {text}"
+        );
+        for pid in pids {
+            assert!(gone_soon(pid).await, "{mode:?}: {pid} outlived its job");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_term_ignoring_escapee_gets_sigkill() {
+    for mode in MODES {
+        let config = BashConfig {
+            grace: Duration::from_millis(200),
+            ..BashConfig::default()
+        };
+        let Some(s) = Shell::new(mode, config).await else {
+            continue;
+        };
+        let id = s.run(
+            None,
+            "setsid bash -c 'trap \"\" TERM; echo $$; exec sleep 300' & wait",
+        );
+        let pids = pids(&s.lines(&id, 1).await);
+        s.f.call(None, "job_kill", json!({"job_id": id})).await;
+        let text = s.settle(&id).await;
+        assert!(text.contains("[status: killed, signal: SIG"), "{text}");
+        assert!(
+            gone_soon(pids[0]).await,
+            "{mode:?}: TERM-ignoring escapee survived"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn teardown_kills_every_tree() {
+    for mode in MODES {
+        let Some(s) = Shell::new(mode, BashConfig::default()).await else {
+            continue;
+        };
+        let alice = s.f.alice.clone();
+        let id = s.run(Some(&alice), &format!("{ESCAPEES} sleep 300"));
+        let pids = pids(&s.lines_for(&alice, &id, 3).await);
+        s.f.registry.dispose_owner(&alice).await;
+        for pid in pids {
+            assert!(gone_soon(pid).await, "{mode:?}: {pid} survived teardown");
+        }
+    }
+}
+
+impl Shell {
+    async fn lines_for(&self, owner: &Owner, id: &str, lines: usize) -> Vec<String> {
+        let mut seen = String::new();
+        while seen.lines().count() < lines {
+            seen.push_str(&self.f.registry.read(id, Some(owner)).unwrap().0);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        seen.lines().map(str::to_owned).collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_machine_gives_the_cgroup_mode_when_it_can() {
+    let f = Fixture::new().await;
+    let bash = BashProducer::new(f.registry.clone(), BashConfig::default()).unwrap();
+    let expected = host::containment::cgroup2_mount().is_some()
+        && BashProducer::new(
+            f.registry.clone(),
+            BashConfig {
+                containment: ContainmentMode::Cgroup,
+                ..BashConfig::default()
+            },
+        )
+        .is_ok();
+    println!("containment mode here: {}", bash.containment_mode().name());
+    assert_eq!(
+        matches!(bash.containment_mode(), ActiveMode::Cgroup(_)),
+        expected
+    );
+    if let ActiveMode::Cgroup(root) = bash.containment_mode() {
+        let root = root.clone();
+        let id = bash
+            .start(
+                None,
+                BashRequest {
+                    command: "cat /proc/self/cgroup; sleep 300".into(),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let mut seen = String::new();
+        while !seen.contains("\n") {
+            seen.push_str(&f.registry.read(&id, None).unwrap().0);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let leaf = root.file_name().unwrap().to_str().unwrap().to_owned();
+        assert!(seen.contains(&format!("{leaf}/job-1")), "{seen}");
+        drop(bash);
+        // The producer's cgroups go with it.
+        for _ in 0..1000 {
+            if !root.exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(!root.exists(), "{} was left behind", root.display());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_outlives_the_thread_that_started_it() {
+    for mode in MODES {
+        let Some(s) = Shell::new(mode, BashConfig::default()).await else {
+            continue;
+        };
+        let gate = tempfile::tempdir().unwrap();
+        let fifo = gate.path().join("gate");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let bash = s.bash.clone();
+        // The job holds the FIFO open before it says so: the gate can then be
+        // written without blocking, whether or not the job is still alive.
+        let command = format!(
+            "exec 3<>{}; echo ready; read line <&3; echo \"$line\"",
+            fifo.display()
+        );
+        // Started from a thread that then exits, as an idle pool thread retires.
+        let runtime = tokio::runtime::Handle::current();
+        let (id, tid) = std::thread::spawn(move || {
+            let _runtime = runtime.enter();
+            let tid = nix::unistd::gettid().as_raw();
+            let id = bash
+                .start(
+                    None,
+                    BashRequest {
+                        command,
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+            (id, tid)
+        })
+        .join()
+        .unwrap();
+        // Wait until the kernel has finished with the thread: a death signal tied
+        // to it would have been sent by now.
+        while std::path::Path::new(&format!("/proc/self/task/{tid}")).exists() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut seen = String::new();
+        while !seen.contains("ready") {
+            let (text, job) = s.f.registry.read(&id, None).unwrap();
+            seen.push_str(&text);
+            assert!(
+                !job.status.is_terminal(),
+                "{mode:?}: the job died with the thread: {job:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // Non-blocking: with no reader left this fails at once instead of hanging.
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .and_then(|mut f| f.write_all(b"alive\n"))
+            .unwrap_or_else(|e| panic!("{mode:?}: the job no longer reads its gate: {e}"));
+        let text = s.settle(&id).await;
+        assert_eq!(text, "alive\n[status: completed, exit code: 0]", "{mode:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_inherit_no_descriptor_beyond_stdio() {
+    for mode in MODES {
+        let Some(s) = Shell::new(mode, BashConfig::default()).await else {
+            continue;
+        };
+        // A descriptor the embedding process leaked without close-on-exec.
+        let file = std::fs::File::open("/dev/null").unwrap();
+        // SAFETY: dup of a valid fd; closed below.
+        let leaked = unsafe { libc::dup(std::os::fd::AsRawFd::as_raw_fd(&file)) };
+        assert!(leaked > 2);
+        let id = s.run(None, "ls /proc/$$/fd | sort -n | tr '\\n' ' '");
+        let text = s.settle(&id).await;
+        // SAFETY: our own dup.
+        unsafe { libc::close(leaked) };
+        assert_eq!(
+            text, "0 1 2 \n[status: completed, exit code: 0]",
+            "{mode:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_is_not_dumpable() {
+    let s = Shell::new(ContainmentMode::Fallback, BashConfig::default())
+        .await
+        .unwrap();
+    // SAFETY: a plain prctl.
+    assert_eq!(unsafe { libc::prctl(libc::PR_GET_DUMPABLE) }, 0);
+    drop(s);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_environment_is_an_allowlist() {
+    let s = Shell::new(
+        ContainmentMode::Fallback,
+        BashConfig {
+            pass_env: vec!["PATH".into()],
+            set_env: vec![("DEPLOY_ENV".into(), "staging".into())],
+            ..BashConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let id = s.run(None, "env | cut -d= -f1 | sort | tr '\\n' ' '");
+    let text = s.settle(&id).await;
+    let names: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
+    let allowed = [
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "TERM",
+        "TZ",
+        "TMPDIR",
+        "NO_COLOR",
+        "PAGER",
+        "GIT_PAGER",
+        "DEPLOY_ENV",
+        "JOBS_HOST_JOB",
+        "PWD",
+        "SHLVL",
+        "_",
+        "OLDPWD",
+    ];
+    for name in &names {
+        assert!(
+            allowed.contains(name) || name.starts_with("LC_"),
+            "{name} leaked into the job: {text}"
+        );
+    }
+    assert!(names.contains(&"DEPLOY_ENV"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_starts_answer_the_call_and_register_nothing() {
+    let s = Shell::new(ContainmentMode::Auto, BashConfig::default())
+        .await
+        .unwrap();
+    let start = |command: String, workdir: Option<&str>| {
+        s.bash.start(
+            None,
+            BashRequest {
+                command,
+                workdir: workdir.map(Into::into),
+                ..Default::default()
+            },
+        )
+    };
+    let huge = format!("echo {}", "x".repeat(10 << 20));
+    assert_eq!(
+        start(huge, None).unwrap_err(),
+        StartError::Producer(format!(
+            "invalid command: {} bytes is more than the limit of 65536 bytes",
+            (10 << 20) + 5
+        ))
+    );
+    let missing = start("true".into(), Some("/nonexistent/dir")).unwrap_err();
+    assert!(
+        missing
+            .to_string()
+            .starts_with("invalid workdir: /nonexistent/dir: "),
+        "{missing}"
+    );
+    assert_eq!(
+        start("true".into(), Some("/etc/hostname")).unwrap_err(),
+        StartError::Producer("invalid workdir: /etc/hostname is not a directory".into())
+    );
+    assert!(s.f.registry.list(None).is_empty());
+    // Exactly at the limit is fine, and the first id is still unused.
+    let fits = format!("true {}", "x".repeat(65536 - 5));
+    assert_eq!(start(fits, None).unwrap(), "bash-1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spill_files_are_private_and_share_one_disk_budget() {
+    let s = Shell::new(
+        ContainmentMode::Auto,
+        BashConfig {
+            limits: OutputLimits {
+                max_output_bytes: 1000,
+                max_spill_bytes: 1 << 20,
+            },
+            spill_total_bytes: 300_000,
+            ..BashConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let dir_mode = std::fs::metadata(s.bash.spill_dir())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(dir_mode & 0o777, 0o700);
+
+    let write = "head -c 200000 /dev/zero | tr '\\0' a";
+    let first = s.run(None, write);
+    jobs_e2e::settled(&s.f.registry, &first, None).await;
+    let spill = s.bash.spill_dir().join("spawn-1.stdout");
+    let file_mode = std::fs::metadata(&spill).unwrap().permissions().mode();
+    assert_eq!(file_mode & 0o777, 0o600);
+    assert_eq!(s.bash.spill_bytes(), 200_000);
+
+    // The second job needs room: the finished first job's file goes.
+    let second = s.run(None, write);
+    jobs_e2e::settled(&s.f.registry, &second, None).await;
+    assert!(!spill.exists());
+    assert_eq!(s.bash.spill_bytes(), 200_000);
+    let out = s.f.call(None, "job_output", json!({"job_id": first})).await;
+    assert_eq!(
+        out.text,
+        format!(
+            "{}\n[some output was dropped from memory; full output: (unavailable)]\n[status: completed, exit code: 0]",
+            "a".repeat(1000)
+        )
+    );
+    let spill_dir = s.bash.spill_dir().to_owned();
+    drop(s);
+    assert!(!spill_dir.exists(), "spill directory left behind");
+}
+
+/// Whether `pid` stops running within 30 s. A SIGKILL already sent lands within
+/// moments; the bound only keeps a broken build from hanging.
+async fn gone_soon(pid: i32) -> bool {
+    for _ in 0..3000 {
+        if !running(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+/// Whether `pid` is a live process (a zombie awaiting its reaper counts as gone).
+fn running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next());
+            !matches!(state, Some("Z") | Some("X"))
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statuses_stay_honest_after_a_kill() {
+    // `killed` is never reported as completed, even when escapees are swept.
+    for mode in MODES {
+        let Some(s) = Shell::new(mode, BashConfig::default()).await else {
+            continue;
+        };
+        let id = s.run(None, "setsid sleep 300 & sleep 300");
+        s.lines(&id, 0).await;
+        s.f.call(None, "job_kill", json!({"job_id": id})).await;
+        s.settle(&id).await;
+        assert_eq!(s.f.registry.inspect(&id).unwrap().status, JobStatus::Killed);
+    }
+}
