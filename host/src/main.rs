@@ -152,8 +152,10 @@ async fn main() -> ExitCode {
             tracing::info!("jobs-host: signal {signal}, shutting down");
             bash.shutdown(grace).await;
             registry.dispose().await;
+            // The last producer handle: its containment and spill files go now.
             drop(bash);
-            return ExitCode::from(128 + signal as u8);
+            // Not a return: the runtime would wait for its blocking stdin reader.
+            std::process::exit(128 + signal);
         }
     };
     drop(bash);
