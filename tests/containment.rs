@@ -512,3 +512,119 @@ async fn statuses_stay_honest_after_a_kill() {
         assert_eq!(s.f.registry.inspect(&id).unwrap().status, JobStatus::Killed);
     }
 }
+
+/// 10,000 finished jobs whose producer asked for 64 KiB labels. Unowned, so
+/// every caller lists them and no notice is due (which keeps the test quick).
+async fn ten_thousand_jobs(plugin_config: &str) -> Fixture {
+    let f = Fixture::with_config(plugin_config, host::RegistryConfig::default()).await;
+    let label = "z".repeat(64 << 10);
+    for _ in 0..10_000 {
+        let (_, control) = f
+            .start(jobs_e2e::ScriptedJob::final_output(None).label(&label))
+            .unwrap();
+        control
+            .settle(host::OutcomeStatus::Completed, None, Some("ok"))
+            .await;
+    }
+    f
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_of_ten_thousand_long_labels_is_bounded_and_breaks_nothing() {
+    let f = ten_thousand_jobs("{}").await;
+    let alice = f.alice.clone();
+    // The registry keeps a bounded label, cut with a marker.
+    let stored = f.registry.inspect("subagent-1").unwrap().label;
+    assert_eq!(stored, format!("{}\u{2026}", "z".repeat(509)));
+
+    let list = f.call(Some(&alice), "job_list", json!({})).await;
+    assert!(!list.is_error, "{}", list.text);
+    let rows: Vec<&str> = list.text.lines().collect();
+    assert_eq!(rows.len(), 201);
+    // The newest 200, oldest first as the profile lists them, then the count.
+    assert_eq!(
+        rows[0],
+        format!(
+            "subagent-9801 [subagent] completed \u{2014} {}\u{2026}",
+            "z".repeat(509)
+        )
+    );
+    assert!(rows[199].starts_with("subagent-10000 [subagent] completed"));
+    assert_eq!(rows[200], "(9800 older jobs not shown)");
+    assert_eq!(list.value.as_ref().unwrap().as_array().unwrap().len(), 200);
+
+    // Every later call still works, the notice path included.
+    let read = f
+        .call(Some(&alice), "job_output", json!({"job_id": "subagent-1"}))
+        .await;
+    assert_eq!(read.text, "ok\n[status: completed]");
+    let again = f.call(Some(&alice), "job_list", json!({})).await;
+    assert_eq!(again.text, list.text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profile_c_bounds_its_list_too() {
+    let f = ten_thousand_jobs(r#"{"profile": "c"}"#).await;
+    let list = f.call(Some(&f.alice), "job_list", json!({})).await;
+    assert!(!list.is_error, "{}", list.text);
+    let rows: Vec<&str> = list.text.lines().collect();
+    assert_eq!(rows.len(), 201);
+    assert!(
+        rows[0].starts_with("subagent-10000\tsucceeded\tsubagent\t"),
+        "{}",
+        rows[0]
+    );
+    assert!(rows[199].starts_with("subagent-9801\t"), "{}", rows[199]);
+    assert_eq!(rows[200], "9800 older jobs not shown.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_owner_has_at_most_four_calls_in_the_guest() {
+    let f = std::sync::Arc::new(Fixture::new().await);
+    let alice = f.alice.clone();
+    let mut controls = Vec::new();
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        let (id, control) = f
+            .start(jobs_e2e::ScriptedJob::final_output(Some(&alice)))
+            .unwrap();
+        ids.push(id);
+        controls.push(control);
+    }
+    let mut calls = Vec::new();
+    for id in &ids {
+        let (f, alice, id) = (f.clone(), alice.clone(), id.clone());
+        calls.push(tokio::spawn(async move {
+            f.call(
+                Some(&alice),
+                "job_output",
+                json!({"job_id": id, "wait": true, "timeout_ms": 600000}),
+            )
+            .await
+        }));
+    }
+    let waiting = |f: &Fixture| {
+        ids.iter()
+            .map(|id| f.registry.waiter_count(id))
+            .sum::<usize>()
+    };
+    while waiting(&f) < 4 {
+        tokio::task::yield_now().await;
+    }
+    // Another owner is not held up by alice's queue.
+    let bob = f.call(Some(&f.bob), "job_list", json!({})).await;
+    assert_eq!(bob.text, "(no background jobs)");
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(waiting(&f), 4, "a fifth call entered the guest");
+    for control in &controls {
+        control
+            .settle(host::OutcomeStatus::Completed, None, Some("done"))
+            .await;
+    }
+    for call in calls {
+        let out = call.await.unwrap();
+        assert_eq!(out.text, "done\n[status: completed]");
+    }
+}

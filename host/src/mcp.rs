@@ -257,56 +257,6 @@ fn framed_stdio() -> (
     (service_reads, service_writes, output)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lines_are_judged_like_json_rpc() {
-        assert_eq!(judge_line("  "), Frame::Blank);
-        assert_eq!(
-            judge_line("not json"),
-            Frame::Refused(
-                r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#
-                    .into()
-            )
-        );
-        let invalid = |id: &str| {
-            Frame::Refused(format!(
-                r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32600,"message":"Invalid Request"}}}}"#
-            ))
-        };
-        assert_eq!(judge_line("[]"), invalid("null"));
-        assert_eq!(judge_line("42"), invalid("null"));
-        assert_eq!(judge_line(r#"{"id":1,"method":"ping"}"#), invalid("1"));
-        assert_eq!(
-            judge_line(r#"{"jsonrpc":"2.0","id":2,"method":7}"#),
-            invalid("2")
-        );
-        assert_eq!(
-            judge_line(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#),
-            invalid("null")
-        );
-        assert_eq!(judge_line(r#"{"jsonrpc":"2.0","id":3}"#), invalid("3"));
-        assert_eq!(
-            judge_line(r#"{"jsonrpc":"2.0","id":3,"method":"x","params":1}"#),
-            invalid("3")
-        );
-        assert_eq!(
-            judge_line(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
-            Frame::Message
-        );
-        assert_eq!(
-            judge_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
-            Frame::Message
-        );
-        assert_eq!(
-            judge_line(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#),
-            Frame::Message
-        );
-    }
-}
-
 impl ServerHandler for JobsServer {
     fn get_info(&self) -> ServerConfig {
         let info = ServerConfig::new(
@@ -365,5 +315,55 @@ impl ServerHandler for JobsServer {
     ) -> Result<(), ErrorData> {
         // Notices are the only log this server sends; they go out at any level.
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_judged_like_json_rpc() {
+        assert_eq!(judge_line("  "), Frame::Blank);
+        assert_eq!(
+            judge_line("not json"),
+            Frame::Refused(
+                r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#
+                    .into()
+            )
+        );
+        let invalid = |id: &str| {
+            Frame::Refused(format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32600,"message":"Invalid Request"}}}}"#
+            ))
+        };
+        assert_eq!(judge_line("[]"), invalid("null"));
+        assert_eq!(judge_line("42"), invalid("null"));
+        assert_eq!(judge_line(r#"{"id":1,"method":"ping"}"#), invalid("1"));
+        assert_eq!(
+            judge_line(r#"{"jsonrpc":"2.0","id":2,"method":7}"#),
+            invalid("2")
+        );
+        assert_eq!(
+            judge_line(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#),
+            invalid("null")
+        );
+        assert_eq!(judge_line(r#"{"jsonrpc":"2.0","id":3}"#), invalid("3"));
+        assert_eq!(
+            judge_line(r#"{"jsonrpc":"2.0","id":3,"method":"x","params":1}"#),
+            invalid("3")
+        );
+        assert_eq!(
+            judge_line(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            Frame::Message
+        );
+        assert_eq!(
+            judge_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Frame::Message
+        );
+        assert_eq!(
+            judge_line(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#),
+            Frame::Message
+        );
     }
 }
