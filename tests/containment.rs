@@ -529,7 +529,8 @@ async fn ten_thousand_jobs(plugin_config: &str) -> Fixture {
     f
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// One thread: the scripted producers settle by yielding to it.
+#[tokio::test]
 async fn a_list_of_ten_thousand_long_labels_is_bounded_and_breaks_nothing() {
     let f = ten_thousand_jobs("{}").await;
     let alice = f.alice.clone();
@@ -562,7 +563,8 @@ async fn a_list_of_ten_thousand_long_labels_is_bounded_and_breaks_nothing() {
     assert_eq!(again.text, list.text);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// One thread: the scripted producers settle by yielding to it.
+#[tokio::test]
 async fn profile_c_bounds_its_list_too() {
     let f = ten_thousand_jobs(r#"{"profile": "c"}"#).await;
     let list = f.call(Some(&f.alice), "job_list", json!({})).await;
@@ -578,7 +580,8 @@ async fn profile_c_bounds_its_list_too() {
     assert_eq!(rows[200], "9800 older jobs not shown.");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// One thread: the scripted producers settle by yielding to it.
+#[tokio::test]
 async fn one_owner_has_at_most_four_calls_in_the_guest() {
     let f = std::sync::Arc::new(Fixture::new().await);
     let alice = f.alice.clone();

@@ -258,13 +258,10 @@ impl BashProducer {
         let mut cmd = self.command(request, dir, &container);
         let child = inner
             .spawner
-            .run(move || cmd.spawn())
+            .run(move || containment::spawn_leader(&mut cmd))
             .map_err(|e| format!("spawn failed: {e}"))?;
         let pid = child.id().unwrap_or_default();
         container.set_leader(pid);
-        if matches!(inner.containment.mode(), ActiveMode::Fallback) {
-            containment::add_leader(pid);
-        }
 
         let capture = Arc::new(Mutex::new(Capture::with_budget(
             &inner.spill_dir.path().join(format!("spawn-{n}")),

@@ -349,7 +349,7 @@ impl JobContainer {
             None => {
                 let entry = format!("{JOB_MARKER_VAR}={}", self.marker);
                 let pgid = self.pgid.map(Pid::as_raw);
-                let matches = |p: &ProcInfo| p.env_is(&entry) || Some(p.pgrp) == pgid;
+                let matches = |p: &ProcInfo| Some(p.pgrp) == pgid || p.env_is(&entry);
                 if signal == Signal::SIGKILL {
                     sweep(matches, signal);
                 } else {
@@ -456,13 +456,18 @@ pub(crate) struct ProcInfo {
     ppid: i32,
     pgrp: i32,
     zombie: bool,
-    /// NUL-separated `NAME=VALUE` entries; empty when unreadable.
-    environ: Vec<u8>,
+    /// NUL-separated `NAME=VALUE` entries, read on first use; empty when
+    /// unreadable.
+    environ: std::cell::OnceCell<Vec<u8>>,
 }
 
 impl ProcInfo {
     fn env_entries(&self) -> impl Iterator<Item = &[u8]> {
-        self.environ.split(|b| *b == 0)
+        self.environ
+            .get_or_init(|| {
+                std::fs::read(format!("/proc/{}/environ", self.pid)).unwrap_or_default()
+            })
+            .split(|b| *b == 0)
     }
 
     fn env_is(&self, entry: &str) -> bool {
@@ -510,13 +515,12 @@ fn processes() -> Vec<ProcInfo> {
         .filter(|pid| *pid != me)
         .filter_map(|pid| {
             let (ppid, pgrp, zombie) = stat_fields(pid)?;
-            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
             Some(ProcInfo {
                 pid,
                 ppid,
                 pgrp,
                 zombie,
-                environ,
+                environ: std::cell::OnceCell::new(),
             })
         })
         .collect()
@@ -574,6 +578,9 @@ pub(crate) fn reap_adopted() {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return;
     };
+    // Held for the whole scan: a leader spawned meanwhile is recorded before it
+    // can be mistaken for an orphan (see `spawn_leader`).
+    let leaders = lock_leaders();
     for pid in dir
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
@@ -581,7 +588,7 @@ pub(crate) fn reap_adopted() {
         if let Some((ppid, pgrp, true)) = stat_fields(pid)
             && ppid == me
             && pgrp != group
-            && !is_job_leader(pid)
+            && !leaders.contains(&pid)
         {
             let _ = nix::sys::wait::waitpid(
                 Pid::from_raw(pid),
@@ -593,28 +600,43 @@ pub(crate) fn reap_adopted() {
 
 static LEADERS: std::sync::Mutex<Option<HashSet<i32>>> = std::sync::Mutex::new(None);
 
-/// Remembers a job leader pid, which its supervisor reaps itself.
-pub(crate) fn add_leader(pid: u32) {
-    LEADERS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get_or_insert_with(HashSet::new)
-        .insert(pid as i32);
+struct Leaders(std::sync::MutexGuard<'static, Option<HashSet<i32>>>);
+
+impl Leaders {
+    fn contains(&self, pid: &i32) -> bool {
+        self.0.as_ref().is_some_and(|s| s.contains(pid))
+    }
+}
+
+fn lock_leaders() -> Leaders {
+    Leaders(LEADERS.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Spawns a job leader and records its pid in one step, so the fallback's
+/// reaper never takes the leader's exit status from its supervisor.
+pub(crate) fn spawn_leader(
+    cmd: &mut tokio::process::Command,
+) -> std::io::Result<tokio::process::Child> {
+    let mut leaders = lock_leaders();
+    let child = cmd.spawn()?;
+    if let Some(pid) = child.id() {
+        leaders
+            .0
+            .get_or_insert_with(HashSet::new)
+            .insert(pid as i32);
+    }
+    Ok(child)
 }
 
 /// Forgets a job leader once it has been reaped.
 pub(crate) fn remove_leader(pid: u32) {
-    if let Some(set) = LEADERS.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+    if let Some(set) = lock_leaders().0.as_mut() {
         set.remove(&(pid as i32));
     }
 }
 
 fn is_job_leader(pid: i32) -> bool {
-    LEADERS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .as_ref()
-        .is_some_and(|s| s.contains(&pid))
+    lock_leaders().contains(&pid)
 }
 
 /// A process outside every job that cleans up after the host if it dies without
