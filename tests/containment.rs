@@ -631,3 +631,25 @@ async fn one_owner_has_at_most_four_calls_in_the_guest() {
         assert_eq!(out.text, "done\n[status: completed]");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_leads_a_session_of_its_own() {
+    for mode in MODES {
+        let Some(s) = Shell::new(mode, BashConfig::default()).await else {
+            continue;
+        };
+        // Session and group both equal the leader's pid: no controlling terminal
+        // of the host's, and one group signal reaches the whole job.
+        let id = s.run(
+            None,
+            "echo \"$$ $(ps -o sid= -p $$) $(ps -o pgid= -p $$) $(ps -o tty= -p $$)\"",
+        );
+        let text = s.settle(&id).await;
+        let line = text.lines().next().unwrap().to_owned();
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields.len(), 4, "{mode:?}: {text}");
+        assert_eq!(fields[0], fields[1], "{mode:?}: {text}");
+        assert_eq!(fields[0], fields[2], "{mode:?}: {text}");
+        assert_eq!(fields[3], "?", "{mode:?}: {text}");
+    }
+}

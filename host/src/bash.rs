@@ -319,7 +319,6 @@ impl BashProducer {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
             .kill_on_drop(false)
             .env_clear()
             .envs(job_env(std::env::vars_os(), &config.pass_env))

@@ -296,8 +296,9 @@ impl JobContainer {
         self.pgid = Some(Pid::from_raw(pid as i32));
     }
 
-    /// Code for the child between fork and exec: join the job's cgroup, die with
-    /// the spawner thread, and mark every inherited fd above 2 close-on-exec.
+    /// Code for the child between fork and exec: start a new session, join the
+    /// job's cgroup, die with the spawner thread, and mark every inherited fd
+    /// above 2 close-on-exec.
     /// Only async-signal-safe calls.
     pub(crate) fn pre_exec(&self) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
         let procs = self.procs.clone();
@@ -305,6 +306,12 @@ impl JobContainer {
         move || {
             // SAFETY: plain syscalls on valid arguments, in the forked child.
             unsafe {
+                // A session of its own: a process group the job leads (one
+                // signal reaches it all) and no controlling terminal, so a job
+                // can neither read nor write the host's terminal.
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
