@@ -350,11 +350,11 @@ impl Agent for BrokenAgent {
         AgentStatus::Running
     }
 
-    fn inject(&self, _message: NoticeMessage) -> Result<(), String> {
-        Err("unexpected inject bug".into())
+    fn inject(&self, _message: NoticeMessage) -> Result<(), host::DeliveryError> {
+        Err(host::DeliveryError::Failed("unexpected inject bug".into()))
     }
 
-    fn followup(&self, _message: NoticeMessage) -> Result<(), String> {
+    fn followup(&self, _message: NoticeMessage) -> Result<(), host::DeliveryError> {
         panic!("followup must not be used for a running agent")
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use host::registry::OutcomeStatus;
-use host::{Agent, AgentStatus, Lane, Mount, NoticeMessage, Owner, RegistryConfig};
+use host::{Agent, AgentStatus, DeliveryError, Lane, Mount, NoticeMessage, Owner, RegistryConfig};
 use jobs_e2e::{Fixture, ScriptedJob, capture_logs, runtime};
 use serde_json::json;
 
@@ -251,17 +251,27 @@ struct DisposedAgent {
     message: &'static str,
 }
 
+impl DisposedAgent {
+    /// A disposed agent says so in a typed error; anything else is a failure.
+    fn error(&self) -> DeliveryError {
+        match self.message.strip_suffix("\" is disposed") {
+            Some(id) => DeliveryError::Disposed(id.trim_start_matches("agent \"").to_owned()),
+            None => DeliveryError::Failed(self.message.to_owned()),
+        }
+    }
+}
+
 impl Agent for DisposedAgent {
     fn status(&self) -> AgentStatus {
         AgentStatus::Running
     }
 
-    fn inject(&self, _message: NoticeMessage) -> Result<(), String> {
-        Err(self.message.to_owned())
+    fn inject(&self, _message: NoticeMessage) -> Result<(), DeliveryError> {
+        Err(self.error())
     }
 
-    fn followup(&self, _message: NoticeMessage) -> Result<(), String> {
-        Err(self.message.to_owned())
+    fn followup(&self, _message: NoticeMessage) -> Result<(), DeliveryError> {
+        Err(self.error())
     }
 }
 

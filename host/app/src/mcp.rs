@@ -23,8 +23,8 @@ use rmcp::service::{RequestContext, RoleServer, ServiceExt};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value, json};
 
-use crate::owner::{Lane, NoticeMessage};
-use crate::session::Session;
+use host::owner::{Lane, NoticeMessage};
+use host::session::Session;
 
 /// The MCP server for one session.
 pub struct JobsServer {
@@ -87,7 +87,7 @@ impl JobsServer {
     pub async fn new(
         session: Arc<Session>,
         instructions: Option<String>,
-    ) -> Result<JobsServer, crate::PluginError> {
+    ) -> Result<JobsServer, host::PluginError> {
         let tools = session
             .tool_definitions()
             .await?

@@ -59,6 +59,24 @@ pub enum MessageSource {
     Other,
 }
 
+/// Why an agent did not take a notice.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeliveryError {
+    /// The agent was disposed while the notice was on its way: a harmless race
+    /// (profile B says nothing of it; other profiles log it).
+    #[error("agent \"{0}\" is disposed")]
+    Disposed(String),
+    /// Any other failure; the host logs it and moves on.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<String> for DeliveryError {
+    fn from(message: String) -> Self {
+        DeliveryError::Failed(message)
+    }
+}
+
 /// A live agent as the host sees it. Implemented by the harness.
 pub trait Agent: Send + Sync + 'static {
     /// Whether the agent is idle or in a turn.
@@ -67,14 +85,15 @@ pub trait Agent: Send + Sync + 'static {
     ///
     /// # Errors
     ///
-    /// Any failure; the host logs it and moves on.
-    fn inject(&self, message: NoticeMessage) -> Result<(), String>;
+    /// [`DeliveryError::Disposed`] when the agent is gone, else any failure; the
+    /// host logs it and moves on.
+    fn inject(&self, message: NoticeMessage) -> Result<(), DeliveryError>;
     /// Queues `message` for the agent's next turn and wakes it if idle.
     ///
     /// # Errors
     ///
-    /// Any failure; the host logs it and moves on.
-    fn followup(&self, message: NoticeMessage) -> Result<(), String>;
+    /// As for [`Agent::inject`].
+    fn followup(&self, message: NoticeMessage) -> Result<(), DeliveryError>;
 }
 
 /// A ready-made [`Agent`]: it records what it was given, with the lane, and
@@ -122,12 +141,12 @@ impl Agent for Inbox {
         *relock(&self.status)
     }
 
-    fn inject(&self, message: NoticeMessage) -> Result<(), String> {
+    fn inject(&self, message: NoticeMessage) -> Result<(), DeliveryError> {
         relock(&self.messages).push((Lane::Inject, message));
         Ok(())
     }
 
-    fn followup(&self, message: NoticeMessage) -> Result<(), String> {
+    fn followup(&self, message: NoticeMessage) -> Result<(), DeliveryError> {
         relock(&self.messages).push((Lane::Followup, message));
         Ok(())
     }

@@ -6,10 +6,10 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::bash::BashConfig;
-use crate::containment::ContainmentMode;
-use crate::output::OutputLimits;
-use crate::registry::{RegistryConfig, RegistryConfigError};
+use host::bash::BashConfig;
+use host::containment::ContainmentMode;
+use host::output::OutputLimits;
+use host::registry::{RegistryConfig, RegistryConfigError};
 
 /// Which tool surface the plugin presents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]

@@ -27,25 +27,20 @@
 
 #![warn(missing_docs)]
 
-pub mod bash;
-pub mod console;
-pub mod containment;
-pub mod excerpt;
-pub mod inproc;
-pub mod mcp;
-pub mod output;
 pub mod owner;
 pub mod plugin;
+pub mod producers;
 pub mod registry;
 pub mod scope;
 pub mod session;
-pub mod settings;
 
+pub use producers::{bash, containment, excerpt, inproc, output};
 pub use tokio_util::sync::CancellationToken;
 
 pub use bash::{BashConfig, BashProducer, BashRequest};
 pub use owner::{
-    Agent, AgentDirectory, AgentStatus, Inbox, Lane, MessageSource, NoticeMessage, Owner,
+    Agent, AgentDirectory, AgentStatus, DeliveryError, Inbox, Lane, MessageSource, NoticeMessage,
+    Owner,
 };
 pub use plugin::{Mount, PluginError, PluginRuntime, SandboxLimits, ToolOutcome};
 pub use registry::{

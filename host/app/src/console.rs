@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
-use crate::owner::{Lane, NoticeMessage};
-use crate::session::{Session, SessionReply};
+use host::owner::{Lane, NoticeMessage};
+use host::session::{Session, SessionReply};
 
 /// One parsed console line.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use crate::bash::{BashProducer, BashRequest, started_text};
-use crate::owner::{Agent, AgentStatus, Lane, NoticeMessage, Owner};
+use crate::owner::{Agent, AgentStatus, DeliveryError, Lane, NoticeMessage, Owner};
 use crate::plugin::{Mount, ToolDefinition, ToolOutcome};
 use crate::registry::JobRegistry;
 
@@ -56,7 +56,7 @@ pub struct SessionAgent {
 }
 
 impl SessionAgent {
-    fn queue(&self, lane: Lane, message: NoticeMessage) -> Result<(), String> {
+    fn queue(&self, lane: Lane, message: NoticeMessage) -> Result<(), DeliveryError> {
         self.pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -76,11 +76,11 @@ impl Agent for SessionAgent {
         AgentStatus::Running
     }
 
-    fn inject(&self, message: NoticeMessage) -> Result<(), String> {
+    fn inject(&self, message: NoticeMessage) -> Result<(), DeliveryError> {
         self.queue(Lane::Inject, message)
     }
 
-    fn followup(&self, message: NoticeMessage) -> Result<(), String> {
+    fn followup(&self, message: NoticeMessage) -> Result<(), DeliveryError> {
         self.queue(Lane::Followup, message)
     }
 }

@@ -10,15 +10,18 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+mod console;
+mod mcp;
+mod settings;
+
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use host::bash::BashProducer;
-use host::console;
-use host::mcp::JobsServer;
 use host::session::Session;
-use host::settings::Settings;
 use host::{JobRegistry, Lane, Mount, PluginRuntime, SandboxLimits};
+use mcp::JobsServer;
 use serde_json::json;
+use settings::Settings;
 
 #[derive(Parser)]
 #[command(

@@ -1,0 +1,115 @@
+//! Pushed completion notices: for each settlement a mount hears, ask the guest
+//! what to deliver and hand it to the owner's agent.
+
+use std::sync::Arc;
+
+use super::bindings::exports::harness::jobs::notices as wit_notices;
+use super::bindings::exports::harness::jobs::tools::{Config as PluginConfig, Profile};
+use super::bindings::harness::jobs::types as wit;
+use super::runtime::{PluginRuntime, instantiate};
+use super::trap;
+use crate::owner::{self, Lane, NoticeMessage, Owner};
+use crate::registry::{self, JobRegistry};
+
+/// Work for a mount's notice task, done in order.
+pub(super) enum NoticeWork {
+    Settled(registry::JobSnapshot, Option<Owner>),
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// A mount's notice task: asks the guest what to deliver for each settlement, in
+/// order, and acts on the answer. Ends when the mount is dropped.
+pub(super) async fn deliver_notices(
+    runtime: Arc<PluginRuntime>,
+    registry: JobRegistry,
+    config: PluginConfig,
+    mut work: tokio::sync::mpsc::UnboundedReceiver<NoticeWork>,
+) {
+    while let Some(item) = work.recv().await {
+        match item {
+            NoticeWork::Flush(done) => {
+                let _ = done.send(());
+            }
+            NoticeWork::Settled(job, owner) => {
+                if let Err(e) = deliver_one(&runtime, &registry, config, &job, owner).await {
+                    tracing::warn!("jobs: onJobDone listener threw for {}: {e}", job.id);
+                }
+            }
+        }
+    }
+}
+
+async fn deliver_one(
+    runtime: &PluginRuntime,
+    registry: &JobRegistry,
+    config: PluginConfig,
+    job: &registry::JobSnapshot,
+    owner: Option<Owner>,
+) -> Result<(), String> {
+    // An unowned job has nobody to deliver to; the guest would say the same.
+    let Some(owner) = owner else {
+        return Ok(());
+    };
+    // Decide on the record as it is now: a read since settlement may already have
+    // shown the outcome. A record torn down since has nobody left to tell.
+    let Some(current) = registry.inspect(&job.id) else {
+        return Ok(());
+    };
+    let agent = owner.agent().clone();
+    let status = contain(|| agent.status())?;
+    let state = wit_notices::OwnerState {
+        status: match status {
+            owner::AgentStatus::Idle => wit_notices::AgentStatus::Idle,
+            owner::AgentStatus::Running => wit_notices::AgentStatus::Running,
+        },
+        wakes_spent: registry.wakes_spent(&owner),
+    };
+    let snapshot = wit::JobSnapshot::from(&current);
+    let mut store = runtime.store(registry, 0.0);
+    let jobs = instantiate(runtime, &mut store)
+        .await
+        .map_err(|e| e.to_string())?;
+    let decision = jobs
+        .harness_jobs_notices()
+        .call_deliver(&mut store, config, &snapshot, Some(state))
+        .await
+        .map_err(|e| trap(e).to_string())?;
+    let Some(delivery) = decision else {
+        return Ok(());
+    };
+    // Claiming marks the job reported under the registry's lock: a read racing
+    // this delivery either came first (no notice) or comes after the notice, and
+    // no second mount can announce the same job again.
+    if !registry.claim_notice(&job.id) {
+        return Ok(());
+    }
+    let message = NoticeMessage {
+        text: delivery.notice.text,
+        summary: delivery.notice.summary,
+        plugin: delivery.notice.plugin,
+        form: delivery.notice.form,
+    };
+    let lane = match delivery.lane {
+        wit_notices::Lane::Inject => Lane::Inject,
+        wit_notices::Lane::Followup => Lane::Followup,
+    };
+    if lane == Lane::Followup {
+        registry.record_wake(&owner);
+    }
+    match contain(|| match lane {
+        Lane::Inject => agent.inject(message),
+        Lane::Followup => agent.followup(message),
+    })? {
+        Ok(()) => Ok(()),
+        // Profile B: an owner torn down while its notice was on the way is a
+        // harmless race, not a failure.
+        Err(owner::DeliveryError::Disposed(_)) if config.profile == Profile::B => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Runs harness code, turning a panic into an error.
+fn contain<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .map_err(|panic| registry::panic_message(&*panic))
+}

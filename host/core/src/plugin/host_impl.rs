@@ -1,0 +1,171 @@
+//! The WIT interfaces the host implements for the guest: the owner-scoped
+//! registry, the clock and the log.
+
+use tokio_util::sync::CancellationToken;
+use wasmtime::StoreLimits;
+use wasmtime::component::{Resource, ResourceTable};
+
+use super::bindings;
+use super::bindings::harness::jobs::types as wit;
+use crate::excerpt::ExcerptWindow;
+use crate::owner::Owner;
+use crate::registry::{self, JobRegistry};
+
+/// The caller a scope speaks for: the one capability the guest receives per call.
+pub struct ScopeHandle {
+    pub(super) caller: Option<Owner>,
+}
+
+/// Per-call store data.
+pub(super) struct CallState {
+    pub(super) table: ResourceTable,
+    pub(super) limits: StoreLimits,
+    pub(super) registry: JobRegistry,
+    pub(super) abort: CancellationToken,
+    pub(super) max_wait_ms: f64,
+    pub(super) ticks_used: u64,
+}
+
+impl CallState {
+    fn caller(&self, scope: &Resource<ScopeHandle>) -> wasmtime::Result<Option<Owner>> {
+        Ok(self.table.get(scope)?.caller.clone())
+    }
+}
+
+impl bindings::harness::jobs::types::Host for CallState {}
+
+impl bindings::harness::jobs::registry::Host for CallState {}
+
+impl bindings::harness::jobs::registry::HostOwnerScope for CallState {
+    fn list_jobs(
+        &mut self,
+        scope: Resource<ScopeHandle>,
+    ) -> wasmtime::Result<Vec<wit::JobSnapshot>> {
+        let caller = self.caller(&scope)?;
+        Ok(self
+            .registry
+            .list(caller.as_ref())
+            .iter()
+            .map(wit::JobSnapshot::from)
+            .collect())
+    }
+
+    fn get(
+        &mut self,
+        scope: Resource<ScopeHandle>,
+        job_id: String,
+    ) -> wasmtime::Result<Result<wit::JobSnapshot, wit::RegistryError>> {
+        let caller = self.caller(&scope)?;
+        Ok(self
+            .registry
+            .get(&job_id, caller.as_ref())
+            .map(|j| wit::JobSnapshot::from(&j))
+            .map_err(wit::RegistryError::from))
+    }
+
+    fn read(
+        &mut self,
+        scope: Resource<ScopeHandle>,
+        job_id: String,
+    ) -> wasmtime::Result<Result<wit::ReadResult, wit::RegistryError>> {
+        let caller = self.caller(&scope)?;
+        Ok(self
+            .registry
+            .read(&job_id, caller.as_ref())
+            .map(|(text, job)| wit::ReadResult {
+                text,
+                job: wit::JobSnapshot::from(&job),
+            })
+            .map_err(wit::RegistryError::from))
+    }
+
+    fn output(
+        &mut self,
+        scope: Resource<ScopeHandle>,
+        job_id: String,
+        window: wit::ExcerptWindow,
+    ) -> wasmtime::Result<Result<wit::OutputExcerpt, wit::RegistryError>> {
+        let caller = self.caller(&scope)?;
+        let window = ExcerptWindow::from(window);
+        Ok(self
+            .registry
+            .output(&job_id, caller.as_ref(), window)
+            .map(|(excerpt, job)| wit::OutputExcerpt {
+                head: excerpt.head,
+                tail: excerpt.tail,
+                omitted_bytes: excerpt.omitted_bytes,
+                job: wit::JobSnapshot::from(&job),
+            })
+            .map_err(wit::RegistryError::from))
+    }
+
+    fn kill(
+        &mut self,
+        scope: Resource<ScopeHandle>,
+        job_id: String,
+        reason: Option<String>,
+    ) -> wasmtime::Result<Result<wit::KillOutcome, wit::RegistryError>> {
+        let caller = self.caller(&scope)?;
+        Ok(self
+            .registry
+            .kill(&job_id, caller.as_ref(), reason.as_deref())
+            .map(wit::KillOutcome::from)
+            .map_err(wit::RegistryError::from))
+    }
+
+    async fn wait(
+        &mut self,
+        scope: Resource<ScopeHandle>,
+        job_id: String,
+        timeout_ms: f64,
+    ) -> wasmtime::Result<Result<wit::JobSnapshot, wit::RegistryError>> {
+        let caller = self.caller(&scope)?;
+        // Validate what the guest asked for, then hold it to this mount's cap, so a
+        // misbehaving guest cannot wait longer than the operator allowed.
+        let bounded = if timeout_ms.is_finite() && timeout_ms > 0.0 {
+            timeout_ms.min(self.max_wait_ms.max(1.0))
+        } else {
+            timeout_ms
+        };
+        Ok(self
+            .registry
+            .wait(&job_id, bounded, caller.as_ref(), &self.abort)
+            .await
+            .map(|j| wit::JobSnapshot::from(&j))
+            .map_err(|e| match e {
+                // Report the value the guest sent, not the bounded one.
+                registry::RegistryError::InvalidTimeout(_) => {
+                    wit::RegistryError::InvalidTimeout(timeout_ms)
+                }
+                other => other.into(),
+            }))
+    }
+
+    fn drop(&mut self, scope: Resource<ScopeHandle>) -> wasmtime::Result<()> {
+        self.table.delete(scope)?;
+        Ok(())
+    }
+}
+
+impl bindings::harness::jobs::clock::Host for CallState {
+    fn now_ms(&mut self) -> wasmtime::Result<u64> {
+        Ok(registry::now_ms())
+    }
+}
+
+impl bindings::harness::jobs::diag::Host for CallState {
+    fn log(
+        &mut self,
+        level: bindings::harness::jobs::diag::Level,
+        message: String,
+    ) -> wasmtime::Result<()> {
+        use bindings::harness::jobs::diag::Level;
+        match level {
+            Level::Debug => tracing::debug!(target: "tool_jobs_guest", "{message}"),
+            Level::Info => tracing::info!(target: "tool_jobs_guest", "{message}"),
+            Level::Warn => tracing::warn!(target: "tool_jobs_guest", "{message}"),
+            Level::Error => tracing::error!(target: "tool_jobs_guest", "{message}"),
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,378 @@
+//! One loaded copy of the plugin over a registry: its validated configuration,
+//! its controller attachment, and every call made through it.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use wasmtime::Store;
+use wasmtime::component::Resource;
+
+use super::bindings::ToolJobs;
+use super::bindings::exports::harness::jobs::notices::Notice;
+use super::bindings::exports::harness::jobs::tools::{
+    Config as PluginConfig, ContentBlock, Profile, PromptSection, ToolDefinition, UiCard,
+};
+use super::bindings::harness::jobs::types as wit;
+use super::delivery::{NoticeWork, deliver_notices};
+use super::host_impl::{CallState, ScopeHandle};
+use super::runtime::{PluginRuntime, instantiate};
+use super::{PluginError, setup, trap};
+use crate::owner::{NoticeMessage, Owner};
+use crate::registry::{self, ControllerAttachment, JobRegistry, ListenerRegistration};
+use crate::scope::ScopeKey;
+
+/// What a tool call returned, as the harness hands it to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutcome {
+    /// The one text block the model sees.
+    pub text: String,
+    /// Whether the call failed.
+    pub is_error: bool,
+    /// The canonical structured value, on success.
+    pub value: Option<serde_json::Value>,
+}
+
+/// One loaded copy of the plugin over a registry, in the global layer or in one
+/// scope's layer. For as long as it lives it is attached as a job controller, and
+/// it delivers the completion notices of the jobs its layer hears.
+pub struct Mount {
+    runtime: Arc<PluginRuntime>,
+    registry: JobRegistry,
+    config: PluginConfig,
+    scope: Option<ScopeKey>,
+    notices: tokio::sync::mpsc::UnboundedSender<NoticeWork>,
+    /// Absent for a mount that pulls its notices: it has nothing to push.
+    listener: Option<ListenerRegistration>,
+    /// One semaphore per owner instance with calls in flight.
+    calls: std::sync::Mutex<std::collections::HashMap<u64, Arc<tokio::sync::Semaphore>>>,
+    _controller: ControllerAttachment,
+}
+
+impl Mount {
+    /// Validates `config_json` through the plugin and attaches it to `registry`
+    /// in the global layer, where it serves every owner.
+    ///
+    /// # Errors
+    ///
+    /// [`PluginError::Config`] with the plugin's own message for a bad config.
+    pub async fn new(
+        runtime: Arc<PluginRuntime>,
+        registry: JobRegistry,
+        config_json: &str,
+    ) -> Result<Mount, PluginError> {
+        Mount::scoped(runtime, registry, None, config_json).await
+    }
+
+    /// Like [`Mount::new`], in `scope`'s layer (global for `None`): the mount then
+    /// serves, and notifies, only owners whose scope chain passes through `scope`.
+    /// Dropping the mount removes its controller and its listener.
+    ///
+    /// # Errors
+    ///
+    /// [`PluginError::Config`] with the plugin's own message for a bad config.
+    pub async fn scoped(
+        runtime: Arc<PluginRuntime>,
+        registry: JobRegistry,
+        scope: Option<ScopeKey>,
+        config_json: &str,
+    ) -> Result<Mount, PluginError> {
+        let config = {
+            let mut store = runtime.store(&registry, 0.0);
+            let jobs = instantiate(&runtime, &mut store).await?;
+            jobs.harness_jobs_tools()
+                .call_configure(&mut store, config_json)
+                .await
+                .map_err(trap)?
+                .map_err(PluginError::Config)?
+        };
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let sender = tx.clone();
+        // A pulling mount (profile C) takes settled jobs from the registry at the
+        // owner's next step instead; asking its guest about each settlement
+        // would only cost an instance per job.
+        let listener = (config.profile != Profile::C).then(|| {
+            registry.on_job_done_in(scope, move |job, owner| {
+                // The task may be gone only while the mount itself is being dropped.
+                let _ = sender.send(NoticeWork::Settled(job.clone(), owner.cloned()));
+            })
+        });
+        tokio::spawn(deliver_notices(
+            runtime.clone(),
+            registry.clone(),
+            config,
+            rx,
+        ));
+        let controller = registry.attach_controller_in(scope);
+        Ok(Mount {
+            runtime,
+            registry,
+            config,
+            scope,
+            notices: tx,
+            listener,
+            calls: Default::default(),
+            _controller: controller,
+        })
+    }
+
+    /// The scope this mount serves (`None`: global).
+    pub fn scope(&self) -> Option<ScopeKey> {
+        self.scope
+    }
+
+    /// Returns once every notice this mount heard so far has been delivered.
+    pub async fn flush_notices(&self) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.notices.send(NoticeWork::Flush(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// The registry this mount serves.
+    pub fn registry(&self) -> &JobRegistry {
+        &self.registry
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> &PluginConfig {
+        &self.config
+    }
+
+    /// Runs one tool call for `caller`. A guest failure becomes an error result
+    /// (`Error: plugin failed: ...`); the next call gets a fresh instance.
+    pub async fn invoke(&self, caller: Option<&Owner>, tool: &str, args_json: &str) -> ToolOutcome {
+        self.invoke_with_abort(caller, tool, args_json, &CancellationToken::new())
+            .await
+    }
+
+    /// [`Mount::invoke`], with `abort` standing for the caller's tool-call signal:
+    /// cancelling it ends a pending wait with `Error: wait aborted`.
+    pub async fn invoke_with_abort(
+        &self,
+        caller: Option<&Owner>,
+        tool: &str,
+        args_json: &str,
+        abort: &CancellationToken,
+    ) -> ToolOutcome {
+        let result = self
+            .with_scope(caller, abort, async |jobs, store, scope| {
+                jobs.harness_jobs_tools()
+                    .call_invoke(store, scope, self.config, tool, args_json)
+                    .await
+            })
+            .await;
+        match result {
+            Ok(r) => ToolOutcome {
+                value: r.value.and_then(|v| serde_json::from_str(&v).ok()),
+                text: r.text,
+                is_error: r.is_error,
+            },
+            Err(e) => ToolOutcome {
+                text: format!("Error: {e}"),
+                is_error: true,
+                value: None,
+            },
+        }
+    }
+
+    /// Caps a result the harness produced or rewrote for a call of this plugin's
+    /// tools (see the WIT `finalize`).
+    ///
+    /// # Errors
+    ///
+    /// [`PluginError::Trap`] when the guest fails.
+    pub async fn finalize(
+        &self,
+        caller: Option<&Owner>,
+        tool: &str,
+        args_json: &str,
+        blocks: Vec<ContentBlock>,
+    ) -> Result<Vec<ContentBlock>, PluginError> {
+        self.with_scope(
+            caller,
+            &CancellationToken::new(),
+            async |jobs, store, scope| {
+                jobs.harness_jobs_tools()
+                    .call_finalize(store, scope, self.config, tool, args_json, &blocks)
+                    .await
+            },
+        )
+        .await
+    }
+
+    /// The tools with their exact descriptions and schemas.
+    ///
+    /// # Errors
+    ///
+    /// [`PluginError::Trap`] when the guest fails.
+    pub async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>, PluginError> {
+        self.with_instance(async |jobs, store| {
+            jobs.harness_jobs_tools()
+                .call_tool_definitions(store, self.config)
+                .await
+        })
+        .await
+    }
+
+    /// The UI card for one call, if the tool is known.
+    ///
+    /// # Errors
+    ///
+    /// [`PluginError::Trap`] when the guest fails.
+    pub async fn ui_card(
+        &self,
+        tool: &str,
+        args_json: &str,
+    ) -> Result<Option<UiCard>, PluginError> {
+        self.with_instance(async |jobs, store| {
+            jobs.harness_jobs_tools()
+                .call_describe_call(store, self.config, tool, args_json)
+                .await
+        })
+        .await
+    }
+
+    /// The system-prompt section, if the profile has one.
+    ///
+    /// # Errors
+    ///
+    /// [`PluginError::Trap`] when the guest fails.
+    pub async fn prompt_section(&self) -> Result<Option<PromptSection>, PluginError> {
+        self.with_instance(async |jobs, store| {
+            jobs.harness_jobs_tools()
+                .call_system_prompt(store, self.config)
+                .await
+        })
+        .await
+    }
+
+    /// The completion notice (text and summary) for a settled job.
+    ///
+    /// # Errors
+    ///
+    /// [`PluginError::Trap`] when the guest fails.
+    pub async fn completion_notice(
+        &self,
+        job: &registry::JobSnapshot,
+    ) -> Result<Notice, PluginError> {
+        let job = wit::JobSnapshot::from(job);
+        self.with_instance(async |jobs, store| {
+            jobs.harness_jobs_notices()
+                .call_completion_notice(store, self.config, &job)
+                .await
+        })
+        .await
+    }
+
+    /// Whether this mount's notices are pulled with [`Mount::pull_notice`] before
+    /// each step (profile C) rather than pushed into the owner's agent.
+    pub fn pulls_notices(&self) -> bool {
+        self.listener.is_none()
+    }
+
+    /// The one notice for `owner`'s next step, announcing every job of this exact
+    /// owner that settled since the last pull (profile C's `Background job
+    /// update:`). A harness calls it before each of the owner's steps and adds
+    /// the message as a user message. Mounts that push their notices (profiles A
+    /// and B), and mounts in a scope the owner is not in, answer `None` and take
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`PluginError::Trap`] when the guest fails; the jobs it was to announce
+    /// are not announced again.
+    pub async fn pull_notice(&self, owner: &Owner) -> Result<Option<NoticeMessage>, PluginError> {
+        if !self.pulls_notices() || !self.registry.in_layer(self.scope, owner) {
+            return Ok(None);
+        }
+        let jobs: Vec<_> = self
+            .registry
+            .drain_settled(owner)
+            .iter()
+            .map(wit::JobSnapshot::from)
+            .collect();
+        if jobs.is_empty() {
+            return Ok(None);
+        }
+        let notice = self
+            .with_scope(
+                Some(owner),
+                &CancellationToken::new(),
+                async |guest, store, scope| {
+                    guest
+                        .harness_jobs_notices()
+                        .call_batch_notice(store, scope, self.config, &jobs)
+                        .await
+                },
+            )
+            .await?;
+        Ok(notice.map(|n| NoticeMessage {
+            text: n.text,
+            summary: n.summary,
+            plugin: n.plugin,
+            form: n.form,
+        }))
+    }
+
+    /// Waits until `caller` has fewer than `max_calls_per_owner` calls in the
+    /// guest; the permit ends the turn when dropped.
+    async fn call_turn(&self, caller: Option<&Owner>) -> tokio::sync::OwnedSemaphorePermit {
+        let key = caller.map_or(0, Owner::instance);
+        let semaphore = {
+            let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            // Forget owners with nothing in flight, so the map stays small.
+            calls.retain(|_, s| Arc::strong_count(s) > 1);
+            calls
+                .entry(key)
+                .or_insert_with(|| {
+                    Arc::new(tokio::sync::Semaphore::new(
+                        self.runtime.limits.max_calls_per_owner.max(1),
+                    ))
+                })
+                .clone()
+        };
+        semaphore
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed")
+    }
+
+    /// Runs `f` against a fresh instance that has no caller scope.
+    async fn with_instance<T>(
+        &self,
+        f: impl AsyncFnOnce(&ToolJobs, &mut Store<CallState>) -> wasmtime::Result<T>,
+    ) -> Result<T, PluginError> {
+        let mut store = self.runtime.store(&self.registry, 0.0);
+        let jobs = instantiate(&self.runtime, &mut store).await?;
+        f(&jobs, &mut store).await.map_err(trap)
+    }
+
+    /// Runs `f` in a fresh store with a scope for `caller` in its table; the scope
+    /// is removed again whatever happens.
+    async fn with_scope<T>(
+        &self,
+        caller: Option<&Owner>,
+        abort: &CancellationToken,
+        f: impl AsyncFnOnce(
+            &ToolJobs,
+            &mut Store<CallState>,
+            Resource<ScopeHandle>,
+        ) -> wasmtime::Result<T>,
+    ) -> Result<T, PluginError> {
+        let _turn = self.call_turn(caller).await;
+        let mut store = self
+            .runtime
+            .store(&self.registry, self.config.max_wait_timeout_ms);
+        store.data_mut().abort = abort.clone();
+        let jobs = instantiate(&self.runtime, &mut store).await?;
+        let scope = store
+            .data_mut()
+            .table
+            .push(ScopeHandle {
+                caller: caller.cloned(),
+            })
+            .map_err(setup)?;
+        let borrowed = Resource::new_borrow(scope.rep());
+        f(&jobs, &mut store, borrowed).await.map_err(trap)
+    }
+}

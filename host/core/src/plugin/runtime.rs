@@ -1,0 +1,238 @@
+//! The engine, its configuration and the limits every guest call runs under.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimitsBuilder,
+    UpdateDeadline,
+};
+
+use super::bindings::{ToolJobs, ToolJobsPre};
+use super::cache::load_component;
+use super::host_impl::CallState;
+use super::{PluginError, TOOL_JOBS_WASM, setup, trap};
+use crate::registry::JobRegistry;
+
+/// Limits on every guest call.
+#[derive(Debug, Clone)]
+pub struct SandboxLimits {
+    /// Linear memory a call may grow to.
+    pub memory_bytes: usize,
+    /// CPU time a call may spend running wasm, in epoch ticks (time blocked in
+    /// host calls, such as a wait, is not counted).
+    pub cpu_ticks: u64,
+    /// Length of one epoch tick.
+    pub tick: Duration,
+    /// Concurrent calls the instance pool holds; `None` allocates on demand.
+    pub pool_slots: Option<u32>,
+    /// Calls one owner (a session) may have running in the guest at once; more
+    /// wait their turn. With `memory_bytes` this bounds what one session can make
+    /// the host allocate for guests: `max_calls_per_owner × memory_bytes`.
+    pub max_calls_per_owner: usize,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        SandboxLimits {
+            memory_bytes: 32 << 20,
+            cpu_ticks: 200,
+            tick: Duration::from_millis(10),
+            pool_slots: Some(1000),
+            max_calls_per_owner: 4,
+        }
+    }
+}
+
+/// The engine and the pre-instantiated component, shared by every mount.
+pub struct PluginRuntime {
+    engine: Engine,
+    component: Component,
+    pre: ToolJobsPre<CallState>,
+    pub(super) limits: SandboxLimits,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl Drop for PluginRuntime {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl PluginRuntime {
+    /// Loads the built-in tool-jobs component. With `cache_dir`, the compiled
+    /// artifact is cached there, so later starts skip compilation.
+    ///
+    /// # Errors
+    ///
+    /// When the engine cannot be configured or the component does not fit the world.
+    pub fn new(limits: SandboxLimits, cache_dir: Option<&Path>) -> Result<Self, PluginError> {
+        Self::from_component_bytes(TOOL_JOBS_WASM, limits, cache_dir)
+    }
+
+    /// Loads another component of the `tool-jobs` world.
+    ///
+    /// # Errors
+    ///
+    /// As for [`PluginRuntime::new`].
+    pub fn from_component_bytes(
+        wasm: &[u8],
+        limits: SandboxLimits,
+        cache_dir: Option<&Path>,
+    ) -> Result<Self, PluginError> {
+        let engine = Engine::new(&engine_config(&limits)).map_err(setup)?;
+        let component = load_component(&engine, wasm, cache_dir)?;
+        let mut linker = Linker::<CallState>::new(&engine);
+        ToolJobs::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(setup)?;
+        let pre =
+            ToolJobsPre::new(linker.instantiate_pre(&component).map_err(setup)?).map_err(setup)?;
+
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        let stop = ticker_stop.clone();
+        let weak = engine.weak();
+        let tick = limits.tick;
+        std::thread::Builder::new()
+            .name("jobs-epoch".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(tick);
+                    match weak.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })
+            .map_err(setup)?;
+        Ok(PluginRuntime {
+            engine,
+            component,
+            pre,
+            limits,
+            ticker_stop,
+        })
+    }
+
+    /// The engine, for embedders that compile other components alongside.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Makes one fresh, limited instance and drops it: the fixed cost every call
+    /// pays. For health checks and benchmarks.
+    ///
+    /// # Errors
+    ///
+    /// [`PluginError::Trap`] when instantiation fails (for example, a full pool).
+    pub async fn fresh_instance(&self, registry: &JobRegistry) -> Result<(), PluginError> {
+        let mut store = self.store(registry, 0.0);
+        instantiate(self, &mut store).await.map(drop)
+    }
+
+    /// Names of everything the loaded component imports, for example
+    /// `harness:jobs/registry@0.2.0`.
+    pub fn imports(&self) -> Vec<String> {
+        self.component
+            .component_type()
+            .imports(&self.engine)
+            .map(|(name, _)| name.to_owned())
+            .collect()
+    }
+
+    /// Names of everything the loaded component exports.
+    pub fn exports(&self) -> Vec<String> {
+        self.component
+            .component_type()
+            .exports(&self.engine)
+            .map(|(name, _)| name.to_owned())
+            .collect()
+    }
+
+    pub(super) fn store(&self, registry: &JobRegistry, max_wait_ms: f64) -> Store<CallState> {
+        let limits = StoreLimitsBuilder::new()
+            .memory_size(self.limits.memory_bytes)
+            .instances(4)
+            .trap_on_grow_failure(true)
+            .build();
+        let mut store = Store::new(
+            &self.engine,
+            CallState {
+                table: ResourceTable::new(),
+                limits,
+                registry: registry.clone(),
+                abort: CancellationToken::new(),
+                max_wait_ms,
+                ticks_used: 0,
+            },
+        );
+        store.limiter(|s| &mut s.limits);
+        let budget = self.limits.cpu_ticks;
+        store.set_epoch_deadline(1);
+        // Charge a tick only when it lands while wasm runs; yield to tokio each time
+        // so a busy guest never starves other tasks.
+        store.epoch_deadline_callback(move |mut cx| {
+            let state = cx.data_mut();
+            state.ticks_used += 1;
+            if state.ticks_used > budget {
+                wasmtime::bail!("guest exceeded its CPU budget of {budget} ticks");
+            }
+            Ok(UpdateDeadline::Yield(1))
+        });
+        store
+    }
+}
+
+/// Bytes of each pooled memory, table and stack kept resident between calls.
+const KEEP_RESIDENT_BYTES: usize = 512 << 10;
+
+/// Compiles any component and names what it imports and exports, without
+/// linking it: for telling a user why a plugin cannot run here.
+///
+/// # Errors
+///
+/// When the bytes are not a valid component.
+pub fn inspect_component(wasm: &[u8]) -> Result<(Vec<String>, Vec<String>), PluginError> {
+    let engine = Engine::new(&Config::new()).map_err(setup)?;
+    let component = Component::new(&engine, wasm).map_err(setup)?;
+    let ty = component.component_type();
+    let imports = ty.imports(&engine).map(|(n, _)| n.to_owned()).collect();
+    let exports = ty.exports(&engine).map(|(n, _)| n.to_owned()).collect();
+    Ok((imports, exports))
+}
+
+fn engine_config(limits: &SandboxLimits) -> Config {
+    let mut cfg = Config::new();
+    cfg.epoch_interruption(true);
+    cfg.max_wasm_stack(512 << 10);
+    cfg.memory_reservation(limits.memory_bytes as u64);
+    cfg.memory_guard_size(64 << 10);
+    // The guest's data segments are small: copying them into a resident slot is
+    // cheaper than mapping them copy-on-write and faulting on every call.
+    cfg.memory_init_cow(false);
+    if let Some(slots) = limits.pool_slots {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(slots)
+            .total_core_instances(slots * 2)
+            .total_memories(slots * 2)
+            .total_tables(slots * 2)
+            .total_stacks(slots)
+            .max_memory_size(limits.memory_bytes)
+            // Zero a small guest's pages in place instead of returning them to
+            // the kernel and faulting them back in on the next call.
+            .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+            .table_keep_resident(KEEP_RESIDENT_BYTES)
+            .async_stack_keep_resident(KEEP_RESIDENT_BYTES);
+        cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    cfg
+}
+
+pub(super) async fn instantiate(
+    runtime: &PluginRuntime,
+    store: &mut Store<CallState>,
+) -> Result<ToolJobs, PluginError> {
+    runtime.pre.instantiate_async(store).await.map_err(trap)
+}

@@ -1,0 +1,11 @@
+//! The producers that ship with the host, and what they share: the background
+//! shell ([`bash`]) and its [`containment`], in-process work ([`inproc`]), and
+//! bounded output capture ([`output`], [`excerpt`]).
+//!
+//! Each is re-exported at the crate root under its own name (`host::bash`, ...).
+
+pub mod bash;
+pub mod containment;
+pub mod excerpt;
+pub mod inproc;
+pub mod output;

@@ -1,0 +1,35 @@
+//! What a producer hands the registry: the hooks that cancel, read and settle
+//! its work.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use super::JobOutcome;
+use crate::excerpt::{Excerpt, ExcerptWindow};
+
+/// A producer's hook to cancel its work. Synchronous and idempotent; it must
+/// eventually make `done` resolve. An error leaves the job untouched.
+pub type CancelHook = Box<dyn FnMut(Option<&str>) -> Result<(), String> + Send>;
+/// A producer's consuming read of the output since the previous read.
+pub type ReadHook = Box<dyn FnMut() -> Result<String, String> + Send>;
+/// A producer's non-consuming view of a stream job's whole output so far (see
+/// [`crate::output::Capture::excerpt`]). Called under the registry lock with a
+/// window already held to [`crate::excerpt::MAX_EXCERPT_PART`].
+pub type ExcerptHook = Box<dyn FnMut(ExcerptWindow) -> Result<Excerpt, String> + Send>;
+/// Resolves once the producer released its resources. An `Err` is a contract
+/// violation; the job is then recorded as `failed` with the error as detail.
+pub type DoneFuture = Pin<Box<dyn Future<Output = Result<JobOutcome, String>> + Send>>;
+
+/// What a producer hands the registry once its work has started.
+pub struct JobHooks {
+    /// Requests cancellation.
+    pub cancel: CancelHook,
+    /// Present for stream jobs; absent for final-output jobs.
+    pub read_output: Option<ReadHook>,
+    /// The whole output of a stream job, for surfaces that show a finished job's
+    /// full result (profile C's `job_status`). A stream job without it answers
+    /// such a request with an error; a final-output job needs none.
+    pub output_excerpt: Option<ExcerptHook>,
+    /// Settles the job.
+    pub done: DoneFuture,
+}

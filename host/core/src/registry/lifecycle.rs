@@ -1,0 +1,265 @@
+//! Start, settlement and teardown.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::sync::watch;
+
+use super::{
+    JobHooks, JobOutcome, JobRecord, JobRegistry, JobStart, JobStatus, MAX_SAFE_INTEGER,
+    OutcomeStatus, StartError, announce_to, bounded_label, lock, notify_changed, now_ms,
+    panic_message,
+};
+use crate::owner::Owner;
+
+impl JobRegistry {
+    /// Registers a job. Preflight runs in the contract's order (controller fence,
+    /// kind, label, cap, owner, admission); only then is `run` called, once. The
+    /// id's number is taken only after `run` succeeds, so a refused or failed start
+    /// uses up no number.
+    ///
+    /// # Errors
+    ///
+    /// A [`StartError`]; nothing is registered.
+    pub fn start(
+        &self,
+        spec: JobStart,
+        run: impl FnOnce() -> Result<JobHooks, String>,
+    ) -> Result<String, StartError> {
+        let mut state = lock(&self.shared.state);
+        let chain = state.chain(spec.owner.as_ref());
+        if !state.controllers.serves(&chain) {
+            return Err(StartError::NoController);
+        }
+        if spec.kind.is_empty() {
+            return Err(StartError::InvalidKind);
+        }
+        if spec.label.is_empty() {
+            return Err(StartError::InvalidLabel);
+        }
+        if let Some(limit) = spec.output_limit_bytes
+            && (limit == 0 || limit > MAX_SAFE_INTEGER)
+        {
+            return Err(StartError::InvalidOutputLimit(limit));
+        }
+        if let Some(owner) = &spec.owner
+            && !self.shared.agents.is_live(owner)
+        {
+            return Err(StartError::StaleOwner(owner.session_id().to_owned()));
+        }
+        let limit = self.shared.config.max_concurrent_jobs_per_owner();
+        let live = state
+            .records
+            .iter()
+            .filter(|r| !r.status.is_terminal() && r.same_bucket(spec.owner.as_ref()))
+            .count() as u64;
+        if live >= limit {
+            return Err(StartError::LimitReached(limit));
+        }
+
+        let hooks = run().map_err(StartError::Producer)?;
+        let counter = state.counters.entry(spec.kind.clone()).or_insert(0);
+        *counter += 1;
+        let id = format!("{}-{}", spec.kind, counter);
+        let (settled, _) = watch::channel(false);
+        let (announced, _) = watch::channel(false);
+        state.records.push(JobRecord {
+            id: id.clone(),
+            kind: spec.kind,
+            label: bounded_label(spec.label),
+            output_limit_bytes: spec.output_limit_bytes,
+            owner: spec.owner.clone(),
+            status: JobStatus::Running,
+            detail: None,
+            output: None,
+            started_at: now_ms(),
+            finished_at: None,
+            reported: false,
+            noticed: false,
+            waiters: Vec::new(),
+            cancel: hooks.cancel,
+            read_output: hooks.read_output,
+            output_excerpt: hooks.output_excerpt,
+            settled,
+            announced: Arc::new(announced),
+        });
+        let changed = state.changed_for(spec.owner.as_ref());
+        drop(state);
+
+        let registry = Arc::downgrade(&self.shared);
+        let done = hooks.done;
+        let job_id = id.clone();
+        tokio::spawn(async move {
+            let outcome = done.await;
+            if let Some(shared) = registry.upgrade() {
+                JobRegistry { shared }.settle(&job_id, outcome);
+            }
+        });
+        notify_changed(&changed, spec.owner.as_ref());
+        Ok(id)
+    }
+
+    /// Records a job's outcome: first-wins, then waiters released, then the
+    /// changed observers, then the completion listeners, in that order.
+    fn settle(&self, id: &str, outcome: Result<JobOutcome, String>) {
+        let outcome = outcome.unwrap_or_else(|err| {
+            tracing::warn!(
+                "jobs: job {id} producer done promise rejected (producer contract violation): {err}"
+            );
+            JobOutcome {
+                status: OutcomeStatus::Failed,
+                detail: Some(err),
+                output: None,
+            }
+        });
+        let mut state = lock(&self.shared.state);
+        let Some(record) = state.records.iter_mut().find(|r| r.id == id) else {
+            return;
+        };
+        if record.status.is_terminal() {
+            return;
+        }
+        record.status = match outcome.status {
+            OutcomeStatus::Completed => JobStatus::Completed,
+            OutcomeStatus::Killed => JobStatus::Killed,
+            OutcomeStatus::Failed => JobStatus::Failed,
+        };
+        record.detail = outcome.detail;
+        record.output = outcome.output;
+        record.finished_at = Some(now_ms().max(record.started_at));
+        // A wait whose caller already aborted no longer counts, exactly as if it
+        // had been removed at the moment of the abort.
+        for waiter in record.waiters.iter().filter(|w| !w.abort.is_cancelled()) {
+            waiter.counted.store(true, Ordering::SeqCst);
+            record.reported = true;
+        }
+        let snapshot = record.snapshot();
+        let owner = record.owner.clone();
+        let announced = record.announced.clone();
+        record.settled.send_replace(true);
+        let changed = state.changed_for(owner.as_ref());
+        let done = if state.listeners_closed {
+            Vec::new()
+        } else {
+            state.done_listeners.routed(&state.chain(owner.as_ref()))
+        };
+        drop(state);
+
+        notify_changed(&changed, owner.as_ref());
+        for listener in done {
+            if let Err(panic) =
+                catch_unwind(AssertUnwindSafe(|| listener(&snapshot, owner.as_ref())))
+            {
+                tracing::warn!(
+                    "jobs: onJobDone listener threw for {id}: {}",
+                    panic_message(&*panic)
+                );
+            }
+        }
+        announced.send_replace(true);
+    }
+
+    /// Disposes of an owner: its live jobs are marked reported (so no notice is
+    /// due) and cancelled with `owner disposed`, the registry waits for them to
+    /// settle, then drops every record of this exact owner object; later access
+    /// to those ids fails with `unknown job`. A cancel that fails force-fails its
+    /// job instead of being waited for.
+    pub async fn dispose_owner(&self, owner: &Owner) {
+        let pending = self.tear_down(
+            |r| r.owner.as_ref().is_some_and(|o| o.same_instance(owner)),
+            "owner disposed",
+        );
+        for mut rx in pending {
+            let _ = rx.wait_for(|done| *done).await;
+        }
+        let mut state = lock(&self.shared.state);
+        let before = state.records.len();
+        state
+            .records
+            .retain(|r| !r.owner.as_ref().is_some_and(|o| o.same_instance(owner)));
+        let had_records = state.records.len() != before;
+        state.wakes.remove(&owner.instance());
+        let changed = state.changed_for(Some(owner));
+        drop(state);
+        if had_records {
+            notify_changed(&changed, Some(owner));
+        }
+    }
+
+    /// Disposes of the whole service: completion listeners are closed for good,
+    /// every live job is cancelled with `jobs service disposed` (marked reported
+    /// first), the registry waits for them, clears every record, and announces the
+    /// emptied set to each owner and to unowned observers.
+    pub async fn dispose(&self) {
+        lock(&self.shared.state).listeners_closed = true;
+        let pending = self.tear_down(|_| true, "jobs service disposed");
+        for mut rx in pending {
+            let _ = rx.wait_for(|done| *done).await;
+        }
+        let mut state = lock(&self.shared.state);
+        let mut owners: Vec<Option<Owner>> = Vec::new();
+        for record in state.records.drain(..) {
+            let seen = owners.iter().any(|o| match (o, &record.owner) {
+                (Some(a), Some(b)) => a.same_instance(b),
+                (None, None) => true,
+                _ => false,
+            });
+            if !seen {
+                owners.push(record.owner);
+            }
+        }
+        state.wakes.clear();
+        announce_to(state, owners);
+    }
+
+    /// Marks every live record matching `which` reported, then cancels it with
+    /// `reason`. Returns the settlement signals to wait for; a record whose cancel
+    /// failed is force-failed at once and not waited for.
+    fn tear_down(
+        &self,
+        which: impl Fn(&JobRecord) -> bool,
+        reason: &str,
+    ) -> Vec<watch::Receiver<bool>> {
+        let mut state = lock(&self.shared.state);
+        let mut pending = Vec::new();
+        let mut stopped = Vec::new();
+        let mut failed = Vec::new();
+        for record in state
+            .records
+            .iter_mut()
+            .filter(|r| !r.status.is_terminal() && which(r))
+        {
+            // Reported before cancel, so even a failed cancel announces nothing.
+            record.reported = true;
+            match (record.cancel)(Some(reason)) {
+                Ok(()) => {
+                    record.status = JobStatus::Stopping;
+                    pending.push(record.settled.subscribe());
+                    stopped.push(record.owner.clone());
+                }
+                Err(err) => {
+                    tracing::warn!(
+                        "jobs: cancel of {} threw during teardown; job record forced failed and work may be orphaned: {err}",
+                        record.id
+                    );
+                    failed.push((record.id.clone(), err));
+                }
+            }
+        }
+        announce_to(state, stopped);
+        for (id, err) in failed {
+            self.settle(
+                &id,
+                Ok(JobOutcome {
+                    status: OutcomeStatus::Failed,
+                    detail: Some(format!(
+                        "cancel threw during teardown; work may be orphaned: {err}"
+                    )),
+                    output: None,
+                }),
+            );
+        }
+        pending
+    }
+}

@@ -1,0 +1,240 @@
+//! The job registry: records, ids, the owner fence, admission, reads, kills, waits
+//! and first-wins settlement.
+//!
+//! One registry serves the whole host. Producers (the background shell, in-process
+//! work) register jobs with [`JobRegistry::start`]; the guest reaches the registry
+//! only through an owner-scoped capability that calls [`JobRegistry::list`],
+//! [`JobRegistry::get`], [`JobRegistry::read`], [`JobRegistry::output`],
+//! [`JobRegistry::kill`] and [`JobRegistry::wait`] for exactly one caller.
+//!
+//! One lock guards every record; the rooms below each add one concern to
+//! [`JobRegistry`]: `types` (what a job is), `hooks` (what a producer hands over),
+//! `errors`, `config`, `routing` (scopes, controllers and listeners), `lifecycle`
+//! (start, settlement, teardown), `access` (the owner-fenced reads, kills and
+//! waits) and `notices` (claiming announcements and wake budgets).
+
+mod access;
+mod config;
+mod errors;
+mod hooks;
+mod lifecycle;
+mod notices;
+mod routing;
+mod types;
+
+pub use config::RegistryConfig;
+pub use errors::{RegistryConfigError, RegistryError, StartError};
+pub use hooks::{CancelHook, DoneFuture, ExcerptHook, JobHooks, ReadHook};
+pub use routing::{ControllerAttachment, ListenerRegistration};
+pub use types::*;
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::owner::{AgentDirectory, Owner};
+use crate::scope::{Layered, ScopeKey, ScopeTree};
+
+struct JobRecord {
+    id: String,
+    kind: String,
+    label: String,
+    output_limit_bytes: Option<u64>,
+    owner: Option<Owner>,
+    status: JobStatus,
+    detail: Option<String>,
+    output: Option<String>,
+    started_at: u64,
+    finished_at: Option<u64>,
+    reported: bool,
+    /// Set once a completion notice (pushed or pulled) has announced the job.
+    noticed: bool,
+    waiters: Vec<WaiterSlot>,
+    cancel: CancelHook,
+    read_output: Option<ReadHook>,
+    output_excerpt: Option<ExcerptHook>,
+    settled: watch::Sender<bool>,
+    /// Set once the completion listeners of the settlement have returned.
+    announced: Arc<watch::Sender<bool>>,
+}
+
+impl JobRecord {
+    fn snapshot(&self) -> JobSnapshot {
+        JobSnapshot {
+            id: self.id.clone(),
+            kind: self.kind.clone(),
+            label: self.label.clone(),
+            output_limit_bytes: self.output_limit_bytes,
+            owner_session: self.owner.as_ref().map(|o| o.session_id().to_owned()),
+            status: self.status,
+            detail: self.detail.clone(),
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            reported: self.reported,
+        }
+    }
+
+    fn visible_to(&self, caller: Option<&Owner>) -> bool {
+        match (&self.owner, caller) {
+            (None, _) => true,
+            (Some(owner), Some(caller)) => owner.same_session(caller),
+            (Some(_), None) => false,
+        }
+    }
+
+    fn same_bucket(&self, owner: Option<&Owner>) -> bool {
+        match (&self.owner, owner) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.same_instance(b),
+            _ => false,
+        }
+    }
+}
+
+/// One pending wait on a job.
+struct WaiterSlot {
+    key: u64,
+    abort: CancellationToken,
+    /// Set by settlement when it counted this wait (the wait then sees the end,
+    /// even if its caller aborts afterwards).
+    counted: Arc<std::sync::atomic::AtomicBool>,
+}
+
+type DoneListener = Arc<dyn Fn(&JobSnapshot, Option<&Owner>) + Send + Sync>;
+type ChangedListener = Arc<dyn Fn(Option<&Owner>) + Send + Sync>;
+
+#[derive(Default)]
+struct State {
+    records: Vec<JobRecord>,
+    counters: HashMap<String, u64>,
+    scopes: ScopeTree,
+    controllers: Layered<()>,
+    done_listeners: Layered<DoneListener>,
+    changed_listeners: Layered<ChangedListener>,
+    /// Set by service disposal: no completion listener runs any more.
+    listeners_closed: bool,
+    /// Wake-ups spent per exact owner object, since its last user message.
+    wakes: HashMap<u64, u64>,
+}
+
+impl State {
+    fn chain(&self, owner: Option<&Owner>) -> Vec<ScopeKey> {
+        match owner {
+            Some(owner) => self.scopes.chain(owner.scope()),
+            // Unowned jobs have no chain: only the global layer hears them.
+            None => Vec::new(),
+        }
+    }
+
+    fn changed_for(&self, owner: Option<&Owner>) -> Vec<ChangedListener> {
+        self.changed_listeners.routed(&self.chain(owner))
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    config: RegistryConfig,
+    agents: AgentDirectory,
+    next_listener: AtomicU64,
+}
+
+/// The job registry. Cheap to clone; all clones share one set of records.
+///
+/// Must be used from within a tokio runtime: each start spawns the task that
+/// settles the job when its producer is done.
+#[derive(Clone)]
+pub struct JobRegistry {
+    shared: Arc<Shared>,
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    // Producer hooks run under this lock; a panicking hook must not wedge every
+    // later call, and each mutation leaves the records consistent before any hook.
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+impl Default for JobRegistry {
+    fn default() -> Self {
+        JobRegistry::new(RegistryConfig::default(), AgentDirectory::default())
+    }
+}
+
+impl JobRegistry {
+    /// A registry with `config` that checks owners against `agents`.
+    pub fn new(config: RegistryConfig, agents: AgentDirectory) -> JobRegistry {
+        JobRegistry {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::default()),
+                config,
+                agents,
+                next_listener: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// The directory of live agents this registry checks owners against.
+    pub fn agents(&self) -> &AgentDirectory {
+        &self.shared.agents
+    }
+
+    /// The registry's settings.
+    pub fn config(&self) -> &RegistryConfig {
+        &self.shared.config
+    }
+
+    /// A new scope under `parent`: a preset's standing scope (no parent), or an
+    /// agent's own scope parented to the preset it joins.
+    pub fn create_scope(&self, parent: Option<ScopeKey>) -> ScopeKey {
+        lock(&self.shared.state).scopes.create(parent)
+    }
+
+    fn next_id(&self) -> u64 {
+        self.shared.next_listener.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+fn notify_changed(listeners: &[ChangedListener], owner: Option<&Owner>) {
+    for listener in listeners {
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| listener(owner))) {
+            tracing::warn!(
+                "jobs: onJobsChanged listener threw: {}",
+                panic_message(&*panic)
+            );
+        }
+    }
+}
+
+/// Tells each owner's observers that its visible set changed, after releasing
+/// the registry lock (observers may call back into the registry).
+fn announce_to(state: MutexGuard<'_, State>, owners: Vec<Option<Owner>>) {
+    let announcements: Vec<_> = owners
+        .into_iter()
+        .map(|o| (state.changed_for(o.as_ref()), o))
+        .collect();
+    drop(state);
+    for (changed, owner) in announcements {
+        notify_changed(&changed, owner.as_ref());
+    }
+}
+
+/// The text a panic carried, when it carried text.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_owned())
+}

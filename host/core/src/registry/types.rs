@@ -1,0 +1,134 @@
+//! What a job is: its statuses, outcome, snapshot and start request.
+
+use crate::owner::Owner;
+
+/// The largest wait timeout a timer accepts, in milliseconds.
+pub const MAX_TIMER_DELAY_MS: f64 = 2_147_483_647.0;
+/// Largest integer a JSON (JavaScript) number holds exactly.
+pub const MAX_SAFE_INTEGER: u64 = 9_007_199_254_740_991;
+/// The most bytes of a label the registry keeps: a longer one is cut to a
+/// character boundary and ends with `…` (U+2026), the same rule the guest applies
+/// to every label it shows, so a job's label costs bounded memory on both sides.
+pub const MAX_LABEL_BYTES: usize = 512;
+
+/// `label`, cut to [`MAX_LABEL_BYTES`] as described there.
+pub fn bounded_label(mut label: String) -> String {
+    if label.len() <= MAX_LABEL_BYTES {
+        return label;
+    }
+    let mut end = MAX_LABEL_BYTES - '\u{2026}'.len_utf8();
+    while !label.is_char_boundary(end) {
+        end -= 1;
+    }
+    label.truncate(end);
+    label.push('\u{2026}');
+    label
+}
+
+/// Default admission limit per owner.
+pub const DEFAULT_MAX_CONCURRENT_JOBS_PER_OWNER: u64 = 10;
+
+/// Lifecycle of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobStatus {
+    /// Registered and working.
+    Running,
+    /// Cancellation requested; the producer still holds its resources.
+    Stopping,
+    /// The producer finished (for a shell command, whatever its exit code).
+    Completed,
+    /// Stopped by cancellation or by a signal.
+    Killed,
+    /// The producer failed, or its outcome was converted to a failure.
+    Failed,
+}
+
+impl JobStatus {
+    /// Whether the job has settled.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobStatus::Completed | JobStatus::Killed | JobStatus::Failed
+        )
+    }
+
+    /// The status word the model sees.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Running => "running",
+            JobStatus::Stopping => "stopping",
+            JobStatus::Completed => "completed",
+            JobStatus::Killed => "killed",
+            JobStatus::Failed => "failed",
+        }
+    }
+}
+
+/// A terminal status a producer can report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutcomeStatus {
+    /// Finished.
+    Completed,
+    /// Stopped by cancellation or a signal.
+    Killed,
+    /// Failed.
+    Failed,
+}
+
+/// How a job ended, as its producer reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobOutcome {
+    /// Terminal status.
+    pub status: OutcomeStatus,
+    /// Short detail, for example `exit code: 0`.
+    pub detail: Option<String>,
+    /// The final output, for final-output jobs only.
+    pub output: Option<String>,
+}
+
+/// A fresh view of one job record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSnapshot {
+    /// `<kind>-<n>`.
+    pub id: String,
+    /// Producer namespace.
+    pub kind: String,
+    /// One-line label.
+    pub label: String,
+    /// Producer's byte cap for everything the model sees about this job.
+    pub output_limit_bytes: Option<u64>,
+    /// Session id of the owner; `None` for unowned jobs.
+    pub owner_session: Option<String>,
+    /// Status.
+    pub status: JobStatus,
+    /// Settlement detail.
+    pub detail: Option<String>,
+    /// Registration time, epoch ms.
+    pub started_at: u64,
+    /// Settlement time, epoch ms; present exactly when terminal.
+    pub finished_at: Option<u64>,
+    /// Whether the outcome was observed, so no notice is due.
+    pub reported: bool,
+}
+
+/// What a producer asks to register.
+#[derive(Debug, Clone)]
+pub struct JobStart {
+    /// Producer namespace and id prefix; must not be empty.
+    pub kind: String,
+    /// One-line label; must not be empty.
+    pub label: String,
+    /// Byte cap on everything the model sees about the job.
+    pub output_limit_bytes: Option<u64>,
+    /// The live agent that owns the job; `None` for an unowned job.
+    pub owner: Option<Owner>,
+}
+
+/// What a kill request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillOutcome {
+    /// The producer accepted the cancellation.
+    Requested,
+    /// The job had already settled.
+    AlreadyFinished,
+}
