@@ -121,6 +121,7 @@ impl PluginRuntime {
         &self.engine
     }
 
+    #[cfg(feature = "test-support")]
     /// Makes one fresh, limited instance and drops it: the fixed cost every call
     /// pays. For health checks and benchmarks.
     ///

@@ -635,6 +635,15 @@ pub(crate) fn spawn_leader(
     Ok(child)
 }
 
+/// Records a child the host reaps itself (the watchdog), so no sweep takes it
+/// for a job's orphan.
+fn protect(pid: u32) {
+    lock_leaders()
+        .0
+        .get_or_insert_with(HashSet::new)
+        .insert(pid as i32);
+}
+
 /// Forgets a job leader once it has been reaped.
 pub(crate) fn remove_leader(pid: u32) {
     if let Some(set) = lock_leaders().0.as_mut() {
@@ -720,6 +729,7 @@ impl Watchdog {
             });
         }
         let child = cmd.spawn()?;
+        protect(child.id());
         Ok(Watchdog {
             pipe: Some(write),
             child: Some(child),
@@ -738,6 +748,7 @@ impl Drop for Watchdog {
             // Reap it off-thread; it finishes within moments.
             std::thread::spawn(move || {
                 let _ = child.wait();
+                remove_leader(child.id());
             });
         }
     }

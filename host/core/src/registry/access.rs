@@ -232,6 +232,7 @@ impl JobRegistry {
         }
     }
 
+    #[cfg(feature = "test-support")]
     /// How many waits are pending on a job (0 for an unknown id).
     pub fn waiter_count(&self, id: &str) -> usize {
         lock(&self.shared.state)

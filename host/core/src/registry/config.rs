@@ -1,5 +1,6 @@
 //! Registry settings.
 
+#[cfg(feature = "test-support")]
 use serde_json::Value;
 
 use super::{DEFAULT_MAX_CONCURRENT_JOBS_PER_OWNER, MAX_SAFE_INTEGER, RegistryConfigError};
@@ -35,6 +36,7 @@ impl RegistryConfig {
         })
     }
 
+    #[cfg(feature = "test-support")]
     /// Settings from a JSON object such as `{"maxConcurrentJobsPerOwner": 4}`.
     ///
     /// # Errors

@@ -3,15 +3,15 @@
 
 use std::sync::Arc;
 
+use crate::fixture::{Fixture, ScriptedJob, runtime};
 use host::{JobRegistry, Mount, PluginRuntime, SandboxLimits};
-use jobs_e2e::{Fixture, ScriptedJob, runtime};
 use serde_json::json;
 
 const ROGUE_WASM: &[u8] = include_bytes!(env!("ROGUE_WASM"));
 
 fn rogue_runtime(limits: SandboxLimits) -> Arc<PluginRuntime> {
     Arc::new(
-        PluginRuntime::from_component_bytes(ROGUE_WASM, limits, Some(&jobs_e2e::cache_dir()))
+        PluginRuntime::from_component_bytes(ROGUE_WASM, limits, Some(&crate::fixture::cache_dir()))
             .expect("the rogue component loads"),
     )
 }

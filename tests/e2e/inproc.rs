@@ -1,9 +1,9 @@
 //! In-process jobs: Rust futures as final-output or stream jobs, read and killed
 //! through the real component.
 
+use crate::fixture::{Fixture, settled};
 use host::inproc::{InProcessJob, JobContext, start_final, start_stream};
 use host::{JobRegistry, JobStatus, StartError};
-use jobs_e2e::{Fixture, settled};
 use serde_json::json;
 use tokio::sync::oneshot;
 

@@ -4,6 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::fixture::{Fixture, ScriptedJob, capture_logs};
 use host::registry::{
     KillOutcome, MAX_SAFE_INTEGER, MAX_TIMER_DELAY_MS, OutcomeStatus, RegistryConfigError,
 };
@@ -11,7 +12,6 @@ use host::{
     AgentDirectory, CancellationToken, JobRegistry, JobStatus, Owner, RegistryConfig,
     RegistryError, StartError,
 };
-use jobs_e2e::{Fixture, ScriptedJob, capture_logs};
 use serde_json::json;
 
 async fn limited(limit: u64) -> Fixture {
@@ -442,7 +442,7 @@ async fn settling_during_a_wait_resolves_it_reported() {
     let abort = no_abort();
     let wait = f.registry.wait(&id, 60_000.0, None, &abort);
     let settle = async {
-        jobs_e2e::until_waiting(&f.registry, &id).await;
+        crate::fixture::until_waiting(&f.registry, &id).await;
         job.settle(OutcomeStatus::Completed, None, None).await;
     };
     let (snap, ()) = tokio::join!(wait, settle);
@@ -463,7 +463,7 @@ async fn timed_out_and_aborted_waits_leave_no_waiter() {
     let abort = CancellationToken::new();
     let wait = f.registry.wait(&id, 60_000.0, None, &abort);
     let cancel = async {
-        jobs_e2e::until_waiting(&f.registry, &id).await;
+        crate::fixture::until_waiting(&f.registry, &id).await;
         abort.cancel();
     };
     let (result, ()) = tokio::join!(wait, cancel);
@@ -485,7 +485,7 @@ async fn a_dropped_wait_leaves_no_waiter() {
         biased;
         _ = &mut wait => panic!("the job never settles"),
         () = async {
-            jobs_e2e::until_waiting(&f.registry, &id).await;
+            crate::fixture::until_waiting(&f.registry, &id).await;
         } => {}
     }
     assert_eq!(f.registry.waiter_count(&id), 1);
@@ -549,7 +549,7 @@ async fn an_abort_before_settlement_rejects_and_the_notice_stays_due() {
     let abort = CancellationToken::new();
     let wait = f.registry.wait(&id, 60_000.0, None, &abort);
     let race = async {
-        jobs_e2e::until_waiting(&f.registry, &id).await;
+        crate::fixture::until_waiting(&f.registry, &id).await;
         abort.cancel();
         job.settle(OutcomeStatus::Completed, None, None).await;
     };
@@ -567,7 +567,7 @@ async fn an_abort_after_settlement_still_resolves_reported() {
     let (id, job) = f.start(ScriptedJob::stream(None)).unwrap();
     let wait = f.registry.wait(&id, 60_000.0, None, &abort);
     let settle = async {
-        jobs_e2e::until_waiting(&f.registry, &id).await;
+        crate::fixture::until_waiting(&f.registry, &id).await;
         job.settle(OutcomeStatus::Completed, None, None).await;
     };
     let (result, ()) = tokio::join!(wait, settle);

@@ -1,8 +1,6 @@
 //! The `jobs-host` binary: a whole MCP session through a real MCP client, a
 //! scripted shell session, and `tools` against the component's own definitions.
 
-#![allow(deprecated)] // MCP logging notifications: the channel notices use.
-
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;

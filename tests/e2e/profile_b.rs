@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use crate::fixture::{Fixture, ScriptedJob, capture_logs, runtime};
 use host::registry::OutcomeStatus;
 use host::{Agent, AgentStatus, DeliveryError, Lane, Mount, NoticeMessage, Owner, RegistryConfig};
-use jobs_e2e::{Fixture, ScriptedJob, capture_logs, runtime};
 use serde_json::json;
 
 async fn profile_b() -> Fixture {

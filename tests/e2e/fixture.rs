@@ -5,8 +5,6 @@
 //! fresh registry and mount per test, and scripted producers whose chunks, cancels
 //! and outcomes the test controls, so nothing depends on timing.
 
-#![warn(missing_docs)]
-
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};

@@ -7,12 +7,12 @@
 
 use std::sync::Arc;
 
+use crate::fixture::{Fixture, ScriptedJob, runtime};
 use host::bash::{BashConfig, BashProducer};
 use host::inproc::{InProcessJob, JobContext, start_final};
 use host::registry::OutcomeStatus;
 use host::session::Session;
 use host::{JobStatus, Mount, Owner, RegistryConfig, StartError};
-use jobs_e2e::{Fixture, ScriptedJob, runtime};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
@@ -444,7 +444,7 @@ async fn job_wait_times_out_and_leaves_the_job_running() {
     tokio::pin!(wait);
     tokio::select! {
         _ = &mut wait => panic!("the job has not finished"),
-        () = jobs_e2e::until_waiting(&f.registry, &id) => {}
+        () = crate::fixture::until_waiting(&f.registry, &id) => {}
     }
     release.send(()).unwrap();
     assert_shape(

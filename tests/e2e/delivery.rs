@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
+use crate::fixture::{Fixture, ScriptedJob, capture_logs, runtime};
 use host::registry::OutcomeStatus;
 use host::{
     Agent, AgentStatus, Inbox, JobRegistry, Lane, MessageSource, Mount, NoticeMessage, Owner,
     RegistryConfig, StartError,
 };
-use jobs_e2e::{Fixture, ScriptedJob, capture_logs, runtime};
 use serde_json::json;
 
 fn inbox(owner: &Owner) -> &Arc<Inbox> {
@@ -270,7 +270,7 @@ async fn no_notice_after_a_wait_returned_the_terminal_state() {
         json!({"job_id": id, "wait": true}),
     );
     let settle = async {
-        jobs_e2e::until_waiting(&f.registry, &id).await;
+        crate::fixture::until_waiting(&f.registry, &id).await;
         job.settle(OutcomeStatus::Completed, None, Some("answer"))
             .await;
     };
@@ -399,7 +399,7 @@ async fn a_guest_that_traps_while_deciding_fails_only_that_notice() {
         host::PluginRuntime::from_component_bytes(
             include_bytes!(env!("ROGUE_WASM")),
             host::SandboxLimits::default(),
-            Some(&jobs_e2e::cache_dir()),
+            Some(&crate::fixture::cache_dir()),
         )
         .unwrap(),
     );

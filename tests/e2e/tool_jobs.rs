@@ -1,9 +1,9 @@
 //! The tool-jobs controller tests (contract 9.1), through the real component.
 
+use crate::fixture::{Fixture, ScriptedJob, runtime};
 use host::plugin::ContentBlock;
 use host::registry::{OutcomeStatus, StartError};
 use host::{JobStatus, Mount, RegistryConfig};
-use jobs_e2e::{Fixture, ScriptedJob, runtime};
 use serde_json::json;
 
 fn bytes(s: &str) -> usize {
@@ -320,7 +320,7 @@ async fn wait_true_blocks_until_settlement() {
     let call = f.call(Some(&f.alice), "job_output", args);
     let settle = async {
         // Settle only once the wait is really pending: no timing assumption.
-        jobs_e2e::until_waiting(&f.registry, &id).await;
+        crate::fixture::until_waiting(&f.registry, &id).await;
         job.settle(OutcomeStatus::Completed, None, Some("done deal"))
             .await;
     };
@@ -781,7 +781,7 @@ async fn an_aborted_wait_is_an_error_result_and_the_job_lives_on() {
         .mount
         .invoke_with_abort(Some(&f.alice), "job_output", &args, &abort);
     let cancel = async {
-        jobs_e2e::until_waiting(&f.registry, &id).await;
+        crate::fixture::until_waiting(&f.registry, &id).await;
         abort.cancel();
     };
     let (out, ()) = tokio::join!(call, cancel);

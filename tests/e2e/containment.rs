@@ -6,11 +6,11 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
+use crate::fixture::Fixture;
 use host::bash::{BashConfig, BashProducer, BashRequest};
 use host::containment::{ActiveMode, ContainmentMode};
 use host::output::OutputLimits;
 use host::{JobStatus, Owner, StartError};
-use jobs_e2e::Fixture;
 use serde_json::json;
 
 struct Shell {
@@ -448,7 +448,7 @@ async fn spill_files_are_private_and_share_one_disk_budget() {
 
     let write = "head -c 200000 /dev/zero | tr '\\0' a";
     let first = s.run(None, write);
-    jobs_e2e::settled(&s.f.registry, &first, None).await;
+    crate::fixture::settled(&s.f.registry, &first, None).await;
     let spill = s.bash.spill_dir().join("spawn-1.stdout");
     let file_mode = std::fs::metadata(&spill).unwrap().permissions().mode();
     assert_eq!(file_mode & 0o777, 0o600);
@@ -456,7 +456,7 @@ async fn spill_files_are_private_and_share_one_disk_budget() {
 
     // The second job needs room: the finished first job's file goes.
     let second = s.run(None, write);
-    jobs_e2e::settled(&s.f.registry, &second, None).await;
+    crate::fixture::settled(&s.f.registry, &second, None).await;
     assert!(!spill.exists());
     assert_eq!(s.bash.spill_bytes(), 200_000);
     let out = s.f.call(None, "job_output", json!({"job_id": first})).await;
@@ -520,7 +520,7 @@ async fn ten_thousand_jobs(plugin_config: &str) -> Fixture {
     let label = "z".repeat(64 << 10);
     for _ in 0..10_000 {
         let (_, control) = f
-            .start(jobs_e2e::ScriptedJob::final_output(None).label(&label))
+            .start(crate::fixture::ScriptedJob::final_output(None).label(&label))
             .unwrap();
         control
             .settle(host::OutcomeStatus::Completed, None, Some("ok"))
@@ -589,7 +589,7 @@ async fn one_owner_has_at_most_four_calls_in_the_guest() {
     let mut ids = Vec::new();
     for _ in 0..6 {
         let (id, control) = f
-            .start(jobs_e2e::ScriptedJob::final_output(Some(&alice)))
+            .start(crate::fixture::ScriptedJob::final_output(Some(&alice)))
             .unwrap();
         ids.push(id);
         controls.push(control);

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
+use crate::fixture::Fixture;
 use host::bash::{BashConfig, BashProducer, BashRequest, started_text};
 use host::output::OutputLimits;
 use host::{JobStatus, Owner, StartError};
-use jobs_e2e::Fixture;
 use serde_json::{Value, json};
 
 struct Shell {
@@ -327,7 +327,7 @@ async fn the_working_directory_is_honoured() {
 }
 
 async fn crate_settled(s: &Shell, id: &str) {
-    jobs_e2e::settled(&s.f.registry, id, None).await;
+    crate::fixture::settled(&s.f.registry, id, None).await;
 }
 
 fn tempfile_dir() -> std::path::PathBuf {

@@ -3,9 +3,9 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::fixture::{Fixture, ScriptedJob, capture_logs};
 use host::registry::OutcomeStatus;
 use host::{JobRegistry, JobStatus, Owner};
-use jobs_e2e::{Fixture, ScriptedJob, capture_logs};
 
 type Seen = Arc<Mutex<Vec<String>>>;
 

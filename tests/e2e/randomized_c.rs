@@ -10,9 +10,9 @@
 
 use std::collections::HashSet;
 
+use crate::fixture::{JobControl, ScriptedJob, runtime};
 use host::registry::OutcomeStatus;
 use host::{JobRegistry, Mount, Owner, RegistryConfig, ScopeKey};
-use jobs_e2e::{JobControl, ScriptedJob, runtime};
 use proptest::prelude::*;
 use serde_json::json;
 

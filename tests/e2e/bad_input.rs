@@ -1,8 +1,8 @@
 //! Malformed tool calls get the contract's errors through the component and change
 //! nothing.
 
+use crate::fixture::{Fixture, ScriptedJob};
 use host::{JobStatus, RegistryConfig};
-use jobs_e2e::{Fixture, ScriptedJob};
 
 #[tokio::test]
 async fn malformed_calls_get_exact_errors_and_change_nothing() {
@@ -167,7 +167,7 @@ async fn bad_plugin_configs_are_refused_with_a_clear_message() {
         ),
         (r#"{"wait":1}"#, "tool-jobs: unknown config key \"wait\""),
     ] {
-        let err = host::Mount::new(jobs_e2e::runtime(), registry.clone(), config)
+        let err = host::Mount::new(crate::fixture::runtime(), registry.clone(), config)
             .await
             .err()
             .expect("refused");

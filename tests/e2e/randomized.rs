@@ -10,9 +10,9 @@
 
 use std::collections::HashMap;
 
+use crate::fixture::{JobControl, ScriptedJob, runtime, until_waiting};
 use host::registry::OutcomeStatus;
 use host::{AgentStatus, JobRegistry, Lane, MessageSource, Mount, Owner, RegistryConfig, ScopeKey};
-use jobs_e2e::{JobControl, ScriptedJob, runtime, until_waiting};
 use proptest::prelude::*;
 use serde_json::json;
 

@@ -1,0 +1,19 @@
+//! End-to-end tests: the real tool-jobs component through the real host, with
+//! real processes. One binary (one link of wasmtime and Cranelift), one module
+//! per area; `fixture` holds what they share.
+
+mod fixture;
+
+mod bad_input;
+mod bash;
+mod containment;
+mod delivery;
+mod inproc;
+mod profile_b;
+mod profile_c;
+mod randomized;
+mod randomized_c;
+mod registry;
+mod sandbox;
+mod teardown;
+mod tool_jobs;
