@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use host::clock::{Clock, SystemClock};
 use host::registry::{JobHooks, JobOutcome, JobRegistry, JobStart, OutcomeStatus, StartError};
 use host::{AgentDirectory, Mount, Owner, PluginRuntime, RegistryConfig, SandboxLimits};
 use serde_json::Value;
@@ -52,7 +53,16 @@ impl Fixture {
 
     /// A plugin config and a registry config.
     pub async fn with_config(plugin_config: &str, registry_config: RegistryConfig) -> Fixture {
-        let registry = JobRegistry::new(registry_config, AgentDirectory::default());
+        Fixture::with_clock(plugin_config, registry_config, Arc::new(SystemClock)).await
+    }
+
+    /// [`Fixture::with_config`] on another clock (a `ManualClock` fixes time).
+    pub async fn with_clock(
+        plugin_config: &str,
+        registry_config: RegistryConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Fixture {
+        let registry = JobRegistry::with_clock(registry_config, AgentDirectory::default(), clock);
         let mount = Mount::new(runtime(), registry.clone(), plugin_config)
             .await
             .expect("config is valid");

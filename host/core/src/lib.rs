@@ -27,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+pub mod clock;
 pub mod owner;
 pub mod plugin;
 pub mod producers;

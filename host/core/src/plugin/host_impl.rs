@@ -149,7 +149,7 @@ impl bindings::harness::jobs::registry::HostOwnerScope for CallState {
 
 impl bindings::harness::jobs::clock::Host for CallState {
     fn now_ms(&mut self) -> wasmtime::Result<u64> {
-        Ok(registry::now_ms())
+        Ok(self.registry.now_ms())
     }
 }
 

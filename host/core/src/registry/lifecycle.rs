@@ -8,8 +8,7 @@ use tokio::sync::watch;
 
 use super::{
     JobHooks, JobOutcome, JobRecord, JobRegistry, JobStart, JobStatus, MAX_SAFE_INTEGER,
-    OutcomeStatus, StartError, announce_to, bounded_label, lock, notify_changed, now_ms,
-    panic_message,
+    OutcomeStatus, StartError, announce_to, bounded_label, lock, notify_changed, panic_message,
 };
 use crate::owner::Owner;
 
@@ -73,7 +72,7 @@ impl JobRegistry {
             status: JobStatus::Running,
             detail: None,
             output: None,
-            started_at: now_ms(),
+            started_at: self.now_ms(),
             finished_at: None,
             reported: false,
             noticed: false,
@@ -127,7 +126,7 @@ impl JobRegistry {
         };
         record.detail = outcome.detail;
         record.output = outcome.output;
-        record.finished_at = Some(now_ms().max(record.started_at));
+        record.finished_at = Some(self.now_ms().max(record.started_at));
         // A wait whose caller already aborted no longer counts, exactly as if it
         // had been removed at the moment of the abort.
         for waiter in record.waiters.iter().filter(|w| !w.abort.is_cancelled()) {

@@ -32,11 +32,11 @@ use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::{Clock, SystemClock};
 use crate::owner::{AgentDirectory, Owner};
 use crate::scope::{Layered, ScopeKey, ScopeTree};
 
@@ -141,6 +141,7 @@ struct Shared {
     config: RegistryConfig,
     agents: AgentDirectory,
     next_listener: AtomicU64,
+    clock: Arc<dyn Clock>,
 }
 
 /// The job registry. Cheap to clone; all clones share one set of records.
@@ -158,12 +159,9 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Milliseconds since the Unix epoch.
+/// Milliseconds since the Unix epoch, by the system clock.
 pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
+    SystemClock.now_ms()
 }
 
 impl Default for JobRegistry {
@@ -175,14 +173,30 @@ impl Default for JobRegistry {
 impl JobRegistry {
     /// A registry with `config` that checks owners against `agents`.
     pub fn new(config: RegistryConfig, agents: AgentDirectory) -> JobRegistry {
+        JobRegistry::with_clock(config, agents, Arc::new(SystemClock))
+    }
+
+    /// [`JobRegistry::new`] with another clock (a [`crate::clock::ManualClock`]
+    /// in tests): job times and the guest's `now-ms` come from it.
+    pub fn with_clock(
+        config: RegistryConfig,
+        agents: AgentDirectory,
+        clock: Arc<dyn Clock>,
+    ) -> JobRegistry {
         JobRegistry {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
                 config,
                 agents,
                 next_listener: AtomicU64::new(1),
+                clock,
             }),
         }
+    }
+
+    /// Now, by this registry's clock (epoch milliseconds).
+    pub fn now_ms(&self) -> u64 {
+        self.shared.clock.now_ms()
     }
 
     /// The directory of live agents this registry checks owners against.
