@@ -216,7 +216,7 @@ fn benches(c: &mut Criterion) {
                 registry: &registry,
                 caller: Some(&owner),
             };
-            guest_tool_jobs::tools::invoke(&view, &config, "job_list", "{}")
+            guest_tool_jobs::surface::invoke(&view, &config, "job_list", "{}")
         })
     });
     group.finish();
@@ -232,7 +232,7 @@ fn benches(c: &mut Criterion) {
                 registry: &registry,
                 caller: Some(&owner),
             };
-            guest_tool_jobs::tools::invoke(&view, &config, "job_output", &output_args)
+            guest_tool_jobs::surface::invoke(&view, &config, "job_output", &output_args)
         })
     });
     group.finish();
@@ -260,7 +260,7 @@ fn benches(c: &mut Criterion) {
                 registry: &registry,
                 caller: Some(&owner),
             };
-            guest_tool_jobs::tools::invoke(&view, &c_config, "job_status", &status_args)
+            guest_tool_jobs::surface::invoke(&view, &c_config, "job_status", &status_args)
         })
     });
     group.finish();

@@ -5,7 +5,7 @@ use crate::config::{
     parse_config,
 };
 use crate::model::{self, JobsView};
-use crate::{notice, profile_c, tools as logic};
+use crate::{model as logic, notice, surface};
 
 wit_bindgen::generate!({
     world: "tool-jobs",
@@ -182,7 +182,7 @@ impl tools::Guest for Component {
 
     fn tool_definitions(config: Config) -> Vec<ToolDefinition> {
         install_panic_hook();
-        logic::tool_definitions(config_from(config).profile)
+        surface::tool_definitions(config_from(config).profile)
             .into_iter()
             .map(|d| ToolDefinition {
                 name: d.name.to_owned(),
@@ -195,7 +195,7 @@ impl tools::Guest for Component {
 
     fn describe_call(config: Config, tool_name: String, args_json: String) -> Option<UiCard> {
         install_panic_hook();
-        logic::ui_card(config_from(config).profile, &tool_name, &args_json).map(|c| UiCard {
+        surface::ui_card(config_from(config).profile, &tool_name, &args_json).map(|c| UiCard {
             title: c.title,
             kind: c.kind.to_owned(),
             raw_input: c.raw_input,
@@ -203,11 +203,10 @@ impl tools::Guest for Component {
     }
 
     fn system_prompt(config: Config) -> Option<PromptSection> {
-        let words = config_from(config).profile.wording()?;
-        Some(PromptSection {
-            name: words.prompt_name.to_owned(),
-            order: logic::PROMPT_SECTION_ORDER,
-            text: words.prompt_text.to_owned(),
+        surface::system_prompt(config_from(config).profile).map(|p| PromptSection {
+            name: p.name.to_owned(),
+            order: p.order,
+            text: p.text.to_owned(),
         })
     }
 
@@ -218,7 +217,7 @@ impl tools::Guest for Component {
         args_json: String,
     ) -> ToolResult {
         install_panic_hook();
-        let result = logic::invoke(&Scope(scope), &config_from(config), &tool_name, &args_json);
+        let result = surface::invoke(&Scope(scope), &config_from(config), &tool_name, &args_json);
         ToolResult {
             text: result.text,
             is_error: result.is_error,
@@ -241,7 +240,7 @@ impl tools::Guest for Component {
                 ContentBlock::Other(o) => logic::ContentBlock::Other(o),
             })
             .collect();
-        logic::finalize(
+        surface::finalize(
             &Scope(scope),
             config_from(config).profile,
             &tool_name,
@@ -257,21 +256,17 @@ impl tools::Guest for Component {
     }
 }
 
-fn notice_for(job: &model::JobSnapshot, config: &PlainConfig) -> Notice {
-    let Some(words) = config.profile.wording() else {
-        return Notice {
-            text: profile_c::single_notice(job, config),
-            summary: None,
-            plugin: profile_c::PLUGIN.to_owned(),
-            form: None,
-        };
-    };
+fn notice_from(parts: surface::NoticeParts) -> Notice {
     Notice {
-        text: notice::notice_text(job, words),
-        summary: words.rich_notices.then(|| notice::notice_summary(job)),
-        plugin: words.plugin.to_owned(),
-        form: words.rich_notices.then(|| "notice".to_owned()),
+        text: parts.text,
+        summary: parts.summary,
+        plugin: parts.plugin.to_owned(),
+        form: parts.form.map(str::to_owned),
     }
+}
+
+fn notice_for(job: &model::JobSnapshot, config: &PlainConfig) -> Notice {
+    notice_from(surface::notice(job, config))
 }
 
 impl notices::Guest for Component {
@@ -291,7 +286,7 @@ impl notices::Guest for Component {
             (status, o.wakes_spent)
         });
         let config = config_from(config);
-        let lane = notice::delivery_lane(&config, &job, owner)?;
+        let lane = surface::delivery_lane(&config, &job, owner)?;
         Some(Delivery {
             lane: match lane {
                 notice::Lane::Inject => Lane::Inject,
@@ -305,12 +300,6 @@ impl notices::Guest for Component {
         install_panic_hook();
         let config = config_from(config);
         let jobs: Vec<_> = jobs.into_iter().map(snapshot_from).collect();
-        let text = profile_c::batch_notice(&Scope(scope), &config, &jobs)?;
-        Some(Notice {
-            text,
-            summary: None,
-            plugin: config.profile.plugin().to_owned(),
-            form: None,
-        })
+        surface::batch_notice(&Scope(scope), &config, &jobs).map(notice_from)
     }
 }

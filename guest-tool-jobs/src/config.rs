@@ -2,8 +2,8 @@
 
 use serde_json::{Map, Value};
 
-use crate::render::js_number;
-use crate::wording::{self, Wording};
+use crate::model::js_number;
+use crate::wording;
 
 /// Which tool surface the plugin presents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -14,25 +14,18 @@ pub enum Profile {
     /// `task_output`, `task_list`, `task_kill`; notices are only ever injected.
     B,
     /// `job_list`, `job_status`, `job_wait`, `job_cancel`; notices are pulled
-    /// before each step as one batch (see [`crate::profile_c`]).
+    /// before each step as one batch (the Go-style surface).
     C,
 }
 
 impl Profile {
-    /// The vocabulary of the two surfaces that differ only in wording; `None` for
-    /// profile C, whose tools are different altogether.
-    pub fn wording(self) -> Option<&'static Wording> {
-        match self {
-            Profile::A => Some(&wording::A),
-            Profile::B => Some(&wording::B),
-            Profile::C => None,
-        }
-    }
-
     /// The plugin name on notices and at the start of config errors.
     pub fn plugin(self) -> &'static str {
-        self.wording()
-            .map_or(crate::profile_c::PLUGIN, |w| w.plugin)
+        match self {
+            Profile::A => wording::A.plugin,
+            Profile::B => wording::B.plugin,
+            Profile::C => wording::GO_STYLE_PLUGIN,
+        }
     }
 }
 
@@ -185,8 +178,9 @@ fn parse_for(profile: Profile, map: &Map<String, Value>) -> Result<Config, Strin
         // Exact: n is a whole number no larger than 2^53 - 1.
         config.max_consecutive_wakes = n as u64;
     }
-    if profile == Profile::C {
-        return parse_c(config, map);
+    match profile {
+        Profile::C => return parse_c(config, map),
+        Profile::A | Profile::B => {}
     }
     if config.wait_timeout_ms > config.max_wait_timeout_ms {
         return Err(format!(

@@ -17,6 +17,7 @@ pub mod model;
 pub mod notice;
 pub mod profile_c;
 pub mod render;
+pub mod surface;
 pub mod tools;
 pub mod wording;
 

@@ -1,6 +1,7 @@
 //! Plain data the tool logic works on, free of any wasm binding type.
 
 use serde::Serialize;
+use serde_json::Value;
 
 /// Lifecycle of a job (see the WIT `job-status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -36,6 +37,74 @@ impl JobStatus {
             self,
             JobStatus::Completed | JobStatus::Killed | JobStatus::Failed
         )
+    }
+}
+
+/// One tool as the model receives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDefinition {
+    /// Tool name.
+    pub name: &'static str,
+    /// Exact description.
+    pub description: &'static str,
+    /// JSON Schema of the arguments.
+    pub input_schema: Value,
+    /// JSON Schema of the canonical value; `None` for a tool that returns text only.
+    pub output_schema: Option<Value>,
+}
+
+/// How a user interface presents one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UiCard {
+    /// Card title.
+    pub title: String,
+    /// `read` or `execute`.
+    pub kind: &'static str,
+    /// The raw input shown (the job id).
+    pub raw_input: Option<String>,
+}
+
+/// The result of one call: one text block, the error flag and the canonical value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    /// Model-visible text, already capped.
+    pub text: String,
+    /// Whether the call failed.
+    pub is_error: bool,
+    /// The canonical value, on success.
+    pub value: Option<Value>,
+}
+
+/// One block of a result the harness rewrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContentBlock {
+    /// Plain text.
+    Text(String),
+    /// Any other block, as JSON; never cut.
+    Other(String),
+}
+
+/// A number as `JSON.stringify` writes it: integers without a fraction, and
+/// `null` for values JSON cannot hold.
+pub fn js_number(value: f64) -> String {
+    if !value.is_finite() {
+        return "null".to_owned();
+    }
+    if value == 0.0 {
+        return "0".to_owned();
+    }
+    if value.fract() == 0.0 && value.abs() < 1e21 {
+        return format!("{value:.0}");
+    }
+    let abs = value.abs();
+    if (1e-7..1e21).contains(&abs) {
+        return format!("{value}");
+    }
+    // Exponent form, as JavaScript writes it: 1e+21, 1.5e-7.
+    let exp = format!("{value:e}");
+    match exp.split_once('e') {
+        Some((mantissa, power)) if !power.starts_with('-') => format!("{mantissa}e+{power}"),
+        _ => exp,
     }
 }
 

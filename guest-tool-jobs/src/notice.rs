@@ -32,11 +32,10 @@ pub enum Lane {
 /// the budget lasts; everything else is injected.
 pub fn delivery_lane(
     config: &Config,
+    words: &Wording,
     job: &JobSnapshot,
     owner: Option<(AgentStatus, u64)>,
 ) -> Option<Lane> {
-    // Profile C never pushes: its notices are pulled as one batch per step.
-    let words = config.profile.wording()?;
     let (status, spent) = owner?;
     if job.reported {
         return None;
@@ -140,19 +139,25 @@ mod tests {
             ..Config::default()
         };
         let idle = Some((AgentStatus::Idle, 0));
-        assert_eq!(delivery_lane(&wakeup, &j, idle), Some(Lane::Followup));
-        assert_eq!(delivery_lane(&quiet, &j, idle), Some(Lane::Inject));
         assert_eq!(
-            delivery_lane(&wakeup, &j, Some((AgentStatus::Running, 0))),
+            crate::surface::delivery_lane(&wakeup, &j, idle),
+            Some(Lane::Followup)
+        );
+        assert_eq!(
+            crate::surface::delivery_lane(&quiet, &j, idle),
             Some(Lane::Inject)
         );
         assert_eq!(
-            delivery_lane(&wakeup, &j, Some((AgentStatus::Idle, 3))),
+            crate::surface::delivery_lane(&wakeup, &j, Some((AgentStatus::Running, 0))),
             Some(Lane::Inject)
         );
-        assert_eq!(delivery_lane(&wakeup, &j, None), None);
+        assert_eq!(
+            crate::surface::delivery_lane(&wakeup, &j, Some((AgentStatus::Idle, 3))),
+            Some(Lane::Inject)
+        );
+        assert_eq!(crate::surface::delivery_lane(&wakeup, &j, None), None);
         j.reported = true;
-        assert_eq!(delivery_lane(&wakeup, &j, idle), None);
+        assert_eq!(crate::surface::delivery_lane(&wakeup, &j, idle), None);
     }
 
     #[test]

@@ -12,11 +12,13 @@ use serde_json::{Map, Value, json};
 
 use crate::caps::{head, tail};
 use crate::config::Config;
-use crate::model::{ExcerptWindow, JobSnapshot, JobStatus, JobsView, RegistryError};
-use crate::tools::{ToolDefinition, ToolResult, UiCard};
+use crate::model::{
+    ExcerptWindow, JobSnapshot, JobStatus, JobsView, RegistryError, ToolDefinition, ToolResult,
+    UiCard,
+};
 
 /// The plugin name on notices and in config errors.
-pub const PLUGIN: &str = "jobs";
+pub const PLUGIN: &str = crate::wording::GO_STYLE_PLUGIN;
 /// The error for an unknown id and for another owner's id alike.
 pub const NOT_FOUND: &str = "agentcore: job not found";
 /// The error for a missing or empty id.

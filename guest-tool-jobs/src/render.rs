@@ -1,7 +1,7 @@
 //! Model-visible text for reads, lists, kills and errors.
 
 use crate::caps::{OUTPUT_TRUNCATED, fit_with_suffix};
-use crate::model::{JobSnapshot, RegistryError};
+use crate::model::{JobSnapshot, RegistryError, js_number};
 use crate::wording::Wording;
 
 /// Shown in place of an empty read.
@@ -68,30 +68,6 @@ pub fn registry_error_message(error: &RegistryError, words: &Wording) -> String 
         ),
         RegistryError::WaitAborted => "wait aborted".to_owned(),
         RegistryError::ProducerFailed(message) => message.clone(),
-    }
-}
-
-/// A number as `JSON.stringify` writes it: integers without a fraction, and
-/// `null` for values JSON cannot hold.
-pub fn js_number(value: f64) -> String {
-    if !value.is_finite() {
-        return "null".to_owned();
-    }
-    if value == 0.0 {
-        return "0".to_owned();
-    }
-    if value.fract() == 0.0 && value.abs() < 1e21 {
-        return format!("{value:.0}");
-    }
-    let abs = value.abs();
-    if (1e-7..1e21).contains(&abs) {
-        return format!("{value}");
-    }
-    // Exponent form, as JavaScript writes it: 1e+21, 1.5e-7.
-    let exp = format!("{value:e}");
-    match exp.split_once('e') {
-        Some((mantissa, power)) if !power.starts_with('-') => format!("{mantissa}e+{power}"),
-        _ => exp,
     }
 }
 

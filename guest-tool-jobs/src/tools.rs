@@ -1,11 +1,13 @@
-//! The three model tools: definitions, UI cards, argument checks and the call flows.
+//! The worded surfaces (profiles A and B): their three tools' definitions, UI
+//! cards, argument checks and call flows, all in the words of one [`Wording`].
 
 use serde_json::{Map, Value, json};
 
 use crate::caps::cap_result;
-use crate::config::{Config, Profile};
-use crate::model::{JobSnapshot, JobsView, KillOutcome};
-use crate::profile_c;
+use crate::config::Config;
+use crate::model::{
+    ContentBlock, JobSnapshot, JobsView, KillOutcome, ToolDefinition, ToolResult, UiCard,
+};
 use crate::render::{list_text, read_text, registry_error_message, status_line};
 use crate::wording::Wording;
 
@@ -32,41 +34,6 @@ fn which(tool: &str, words: &Wording) -> Option<Tool> {
     }
 }
 
-/// One tool as the model receives it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolDefinition {
-    /// Tool name.
-    pub name: &'static str,
-    /// Exact description.
-    pub description: &'static str,
-    /// JSON Schema of the arguments.
-    pub input_schema: Value,
-    /// JSON Schema of the canonical value; `None` for a tool that returns text only.
-    pub output_schema: Option<Value>,
-}
-
-/// How a user interface presents one call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UiCard {
-    /// Card title.
-    pub title: String,
-    /// `read` or `execute`.
-    pub kind: &'static str,
-    /// The raw input shown (the job id).
-    pub raw_input: Option<String>,
-}
-
-/// The result of one call: one text block, the error flag and the canonical value.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolResult {
-    /// Model-visible text, already capped.
-    pub text: String,
-    /// Whether the call failed.
-    pub is_error: bool,
-    /// The canonical value, on success.
-    pub value: Option<Value>,
-}
-
 fn public_job_schema() -> Value {
     json!({
         "type": "object",
@@ -85,10 +52,7 @@ fn public_job_schema() -> Value {
 }
 
 /// A profile's tools with their exact descriptions and schemas.
-pub fn tool_definitions(profile: Profile) -> Vec<ToolDefinition> {
-    let Some(w) = profile.wording() else {
-        return profile_c::tool_definitions();
-    };
+pub fn tool_definitions(w: &'static Wording) -> Vec<ToolDefinition> {
     vec![
         ToolDefinition {
             name: w.output_tool,
@@ -140,10 +104,7 @@ pub fn tool_definitions(profile: Profile) -> Vec<ToolDefinition> {
 }
 
 /// The card for a call, or `None` for a tool the profile does not have.
-pub fn ui_card(profile: Profile, tool: &str, args_json: &str) -> Option<UiCard> {
-    let Some(w) = profile.wording() else {
-        return profile_c::ui_card(tool, args_json);
-    };
+pub fn ui_card(w: &Wording, tool: &str, args_json: &str) -> Option<UiCard> {
     let id = serde_json::from_str::<Value>(args_json)
         .ok()
         .and_then(|v| v.get(w.id_param).and_then(Value::as_str).map(str::to_owned));
@@ -283,10 +244,13 @@ fn job_id<'a>(args: &'a Map<String, Value>, w: &Wording) -> Result<&'a str, Stri
 }
 
 /// Runs one tool call for the caller `view` stands for.
-pub fn invoke(view: &dyn JobsView, config: &Config, tool: &str, args_json: &str) -> ToolResult {
-    let Some(w) = config.profile.wording() else {
-        return profile_c::invoke(view, config, tool, args_json);
-    };
+pub fn invoke(
+    view: &dyn JobsView,
+    config: &Config,
+    w: &Wording,
+    tool: &str,
+    args_json: &str,
+) -> ToolResult {
     let Some(which) = which(tool, w) else {
         return error_result(&format!("unknown tool \"{tool}\""), None);
     };
@@ -374,26 +338,16 @@ fn job_kill(
     })
 }
 
-/// One block of a result the harness rewrote.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ContentBlock {
-    /// Plain text.
-    Text(String),
-    /// Any other block, as JSON; never cut.
-    Other(String),
-}
-
 /// Caps a harness-produced result for this call: a lone text block goes through the
-/// generic path, any other shape comes back unchanged. Profile C bounds only job
-/// results, so its calls come back unchanged too.
+/// generic path, any other shape comes back unchanged.
 pub fn finalize(
     view: &dyn JobsView,
-    profile: Profile,
+    w: &Wording,
     tool: &str,
     args_json: &str,
     mut blocks: Vec<ContentBlock>,
 ) -> Vec<ContentBlock> {
-    if let ([ContentBlock::Text(text)], Some(w)) = (blocks.as_mut_slice(), profile.wording()) {
+    if let [ContentBlock::Text(text)] = blocks.as_mut_slice() {
         let args = serde_json::from_str::<Value>(args_json).ok();
         let cap = cap_for(view, which(tool, w), w, args.as_ref());
         *text = cap_result(text, cap);

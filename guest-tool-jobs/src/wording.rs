@@ -2,6 +2,10 @@
 //! (`job_*`) and profile B (`task_*`). Every model-visible string that names the
 //! thing, its tools or its plugin comes from here.
 
+/// The plugin name of the Go-style surface (profile C), on its notices and at
+/// the start of its config errors.
+pub const GO_STYLE_PLUGIN: &str = "jobs";
+
 /// One profile's vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wording {

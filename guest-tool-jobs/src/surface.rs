@@ -1,0 +1,156 @@
+//! The closed set of tool surfaces, and the one place each entry point picks
+//! one. Profiles A and B are *worded* surfaces (the same tools in the words of a
+//! [`Wording`]); profile C is the *Go-style* surface. Every function here matches
+//! [`Surface`] exhaustively, so a new surface fails to compile until each entry
+//! point handles it.
+//!
+//! Layers, each depending only on those before it: plain types (`model`,
+//! `wording`, `config`), capping and rendering (`caps`, `render`, `notice`), the
+//! surfaces (`tools`, `profile_c`), this dispatch, and the component glue.
+
+use crate::config::{Config, Profile};
+use crate::model::{ContentBlock, JobSnapshot, JobsView, ToolDefinition, ToolResult, UiCard};
+use crate::notice::{self, AgentStatus, Lane};
+use crate::wording::{self, Wording};
+use crate::{profile_c, tools};
+
+/// One tool surface.
+#[derive(Debug, Clone, Copy)]
+pub enum Surface {
+    /// `<noun>_output`, `<noun>_list`, `<noun>_kill`, in one vocabulary.
+    Worded(&'static Wording),
+    /// `job_list`, `job_status`, `job_wait`, `job_cancel` (profile C).
+    GoStyle,
+}
+
+impl Surface {
+    /// The surface a profile presents.
+    pub fn of(profile: Profile) -> Surface {
+        match profile {
+            Profile::A => Surface::Worded(&wording::A),
+            Profile::B => Surface::Worded(&wording::B),
+            Profile::C => Surface::GoStyle,
+        }
+    }
+}
+
+/// The system-prompt section: its name, order and text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptSection {
+    /// Section name, for example `tool:jobs`.
+    pub name: &'static str,
+    /// Position among the harness's sections.
+    pub order: u32,
+    /// The exact text.
+    pub text: &'static str,
+}
+
+/// A completion notice's parts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoticeParts {
+    /// The one text block.
+    pub text: String,
+    /// The UI's collapsed-row summary, where the surface has one.
+    pub summary: Option<String>,
+    /// The sending plugin.
+    pub plugin: &'static str,
+    /// The message form, where the surface has one.
+    pub form: Option<&'static str>,
+}
+
+/// The profile's tools with their exact descriptions and schemas.
+pub fn tool_definitions(profile: Profile) -> Vec<ToolDefinition> {
+    match Surface::of(profile) {
+        Surface::Worded(w) => tools::tool_definitions(w),
+        Surface::GoStyle => profile_c::tool_definitions(),
+    }
+}
+
+/// The card for a call, or `None` for a tool the profile does not have.
+pub fn ui_card(profile: Profile, tool: &str, args_json: &str) -> Option<UiCard> {
+    match Surface::of(profile) {
+        Surface::Worded(w) => tools::ui_card(w, tool, args_json),
+        Surface::GoStyle => profile_c::ui_card(tool, args_json),
+    }
+}
+
+/// The system-prompt section; the Go-style surface has none.
+pub fn system_prompt(profile: Profile) -> Option<PromptSection> {
+    match Surface::of(profile) {
+        Surface::Worded(w) => Some(PromptSection {
+            name: w.prompt_name,
+            order: tools::PROMPT_SECTION_ORDER,
+            text: w.prompt_text,
+        }),
+        Surface::GoStyle => None,
+    }
+}
+
+/// Runs one tool call for the caller `view` stands for.
+pub fn invoke(view: &dyn JobsView, config: &Config, tool: &str, args_json: &str) -> ToolResult {
+    match Surface::of(config.profile) {
+        Surface::Worded(w) => tools::invoke(view, config, w, tool, args_json),
+        Surface::GoStyle => profile_c::invoke(view, config, tool, args_json),
+    }
+}
+
+/// Caps a harness-produced result for a call of this profile's tools. The
+/// Go-style surface bounds only job results, so its calls come back unchanged.
+pub fn finalize(
+    view: &dyn JobsView,
+    profile: Profile,
+    tool: &str,
+    args_json: &str,
+    blocks: Vec<ContentBlock>,
+) -> Vec<ContentBlock> {
+    match Surface::of(profile) {
+        Surface::Worded(w) => tools::finalize(view, w, tool, args_json, blocks),
+        Surface::GoStyle => blocks,
+    }
+}
+
+/// The completion notice for one settled job.
+pub fn notice(job: &JobSnapshot, config: &Config) -> NoticeParts {
+    match Surface::of(config.profile) {
+        Surface::Worded(w) => NoticeParts {
+            text: notice::notice_text(job, w),
+            summary: w.rich_notices.then(|| notice::notice_summary(job)),
+            plugin: w.plugin,
+            form: w.rich_notices.then_some("notice"),
+        },
+        Surface::GoStyle => NoticeParts {
+            text: profile_c::single_notice(job, config),
+            summary: None,
+            plugin: profile_c::PLUGIN,
+            form: None,
+        },
+    }
+}
+
+/// The lane for a pushed notice, or `None` when none is due. The Go-style
+/// surface never pushes: its notices are pulled as one batch per step.
+pub fn delivery_lane(
+    config: &Config,
+    job: &JobSnapshot,
+    owner: Option<(AgentStatus, u64)>,
+) -> Option<Lane> {
+    match Surface::of(config.profile) {
+        Surface::Worded(w) => notice::delivery_lane(config, w, job, owner),
+        Surface::GoStyle => None,
+    }
+}
+
+/// The one batched update for a step (`Background job update:` ...).
+pub fn batch_notice(
+    view: &dyn JobsView,
+    config: &Config,
+    jobs: &[JobSnapshot],
+) -> Option<NoticeParts> {
+    let text = profile_c::batch_notice(view, config, jobs)?;
+    Some(NoticeParts {
+        text,
+        summary: None,
+        plugin: config.profile.plugin(),
+        form: None,
+    })
+}
