@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::fixture::Fixture;
+use crate::fixture::{Fixture, gone_soon};
 use host::bash::{BashConfig, BashProducer, BashRequest, started_text};
 use host::output::OutputLimits;
 use host::{JobStatus, Owner, StartError};
@@ -334,30 +334,4 @@ fn tempfile_dir() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("jobs-e2e-wd-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-/// Whether `pid` stops running within 10 s. A SIGKILL already sent lands within
-/// moments; the bound only keeps a broken build from hanging.
-async fn gone_soon(pid: i32) -> bool {
-    for _ in 0..1000 {
-        if !running(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    false
-}
-
-/// Whether `pid` is a live process (a zombie awaiting its reaper counts as gone).
-fn running(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => {
-            let state = stat
-                .rsplit(')')
-                .next()
-                .and_then(|r| r.split_whitespace().next());
-            !matches!(state, Some("Z") | Some("X"))
-        }
-    }
 }

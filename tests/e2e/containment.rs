@@ -6,7 +6,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use crate::fixture::Fixture;
+use crate::fixture::{Fixture, gone_soon, running};
 use host::bash::{BashConfig, BashProducer, BashRequest};
 use host::containment::{ActiveMode, ContainmentMode};
 use host::output::OutputLimits;
@@ -472,32 +472,6 @@ async fn spill_files_are_private_and_share_one_disk_budget() {
     let spill_dir = s.bash.spill_dir().to_owned();
     drop(s);
     assert!(!spill_dir.exists(), "spill directory left behind");
-}
-
-/// Whether `pid` stops running within 30 s. A SIGKILL already sent lands within
-/// moments; the bound only keeps a broken build from hanging.
-async fn gone_soon(pid: i32) -> bool {
-    for _ in 0..3000 {
-        if !running(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    false
-}
-
-/// Whether `pid` is a live process (a zombie awaiting its reaper counts as gone).
-fn running(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => {
-            let state = stat
-                .rsplit(')')
-                .next()
-                .and_then(|r| r.split_whitespace().next());
-            !matches!(state, Some("Z") | Some("X"))
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -352,3 +352,29 @@ pub fn capture_logs() -> CapturedLogs {
         _guard: tracing::subscriber::set_default(subscriber),
     }
 }
+
+/// Whether `pid` stops running within 30 s. A kill already sent lands within
+/// moments; the bound only keeps a broken build from hanging.
+pub async fn gone_soon(pid: i32) -> bool {
+    for _ in 0..3000 {
+        if !running(pid) {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    false
+}
+
+/// Whether `pid` is a live process (a zombie awaiting its reaper counts as gone).
+pub fn running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next());
+            !matches!(state, Some("Z") | Some("X"))
+        }
+    }
+}

@@ -21,6 +21,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
+use super::spawner::Spawner;
 use crate::containment::{self, ActiveMode, Containment, ContainmentMode, JobContainer};
 use crate::output::{Capture, OutputLimits, SpillBudget, StreamName};
 use crate::owner::Owner;
@@ -373,44 +374,6 @@ fn resolve_in_path(shell: &Path) -> PathBuf {
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
         .unwrap_or_else(|| shell.to_owned())
-}
-
-/// One thread that lives as long as any job it spawned: `PR_SET_PDEATHSIG`
-/// follows the thread that forked, so spawning from a pool thread that may
-/// retire would kill jobs at random.
-struct Spawner {
-    tx: Mutex<std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>>,
-}
-
-impl Spawner {
-    fn start(handle: tokio::runtime::Handle) -> std::io::Result<Arc<Spawner>> {
-        let (tx, rx) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
-        std::thread::Builder::new()
-            .name("jobs-spawner".into())
-            .spawn(move || {
-                // tokio's child handles register with the runtime's reaper.
-                let _runtime = handle.enter();
-                while let Ok(work) = rx.recv() {
-                    work();
-                }
-            })?;
-        Ok(Arc::new(Spawner { tx: Mutex::new(tx) }))
-    }
-
-    /// Runs `work` on the spawner thread and returns its result.
-    fn run<T: Send + 'static>(
-        &self,
-        work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
-    ) -> std::io::Result<T> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        lock_any(&self.tx)
-            .send(Box::new(move || {
-                let _ = tx.send(work());
-            }))
-            .map_err(|_| std::io::Error::other("the spawner thread is gone"))?;
-        rx.recv()
-            .map_err(|_| std::io::Error::other("the spawner thread is gone"))?
-    }
 }
 
 fn lock(capture: &Mutex<Capture>) -> MutexGuard<'_, Capture> {

@@ -1,0 +1,121 @@
+//! cgroup v2: finding the mount, this process's cgroup, and creating, killing
+//! and removing job cgroups.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use nix::unistd::Pid;
+
+static NEXT_ROOT: AtomicU64 = AtomicU64::new(1);
+
+/// The cgroup2 mount point, from `/proc/self/mountinfo` (hybrid hosts mount it at
+/// `/sys/fs/cgroup/unified`, pure v2 hosts at `/sys/fs/cgroup`).
+pub fn cgroup2_mount() -> Option<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines().find_map(|line| {
+        // `<id> <parent> <dev> <root> <mount point> <opts> [optional...] - <fstype> ...`
+        let (left, right) = line.split_once(" - ")?;
+        let fstype = right.split_whitespace().next()?;
+        (fstype == "cgroup2").then(|| left.split_whitespace().nth(4).map(unescape_mount))?
+    })
+}
+
+/// Mount points escape space, tab, newline and backslash as octal.
+pub(super) fn unescape_mount(field: &str) -> PathBuf {
+    let mut out = String::new();
+    let mut rest = field;
+    while let Some(i) = rest.find('\\') {
+        out.push_str(&rest[..i]);
+        let code = rest
+            .get(i + 1..i + 4)
+            .and_then(|o| u8::from_str_radix(o, 8).ok());
+        match code {
+            Some(c) => {
+                out.push(c as char);
+                rest = &rest[i + 4..];
+            }
+            None => {
+                out.push('\\');
+                rest = &rest[i + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    PathBuf::from(out)
+}
+
+/// This process's cgroup v2 path (the `0::` line of `/proc/self/cgroup`).
+pub(super) fn own_cgroup() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(str::to_owned)
+}
+
+/// Creates this producer's cgroup directory, or says why it cannot.
+pub(super) fn create_cgroup_root() -> Result<PathBuf, String> {
+    let mount = cgroup2_mount().ok_or("no cgroup2 mount in /proc/self/mountinfo")?;
+    let own = own_cgroup().ok_or("no cgroup v2 entry in /proc/self/cgroup")?;
+    let parent = mount.join(own.trim_start_matches('/'));
+    if !parent.join("cgroup.kill").exists() && parent != mount {
+        return Err(format!(
+            "{} has no cgroup.kill (kernel older than 5.14?)",
+            parent.display()
+        ));
+    }
+    let n = NEXT_ROOT.fetch_add(1, Ordering::Relaxed);
+    let root = parent.join(format!("jobs-host-{}-{n}", std::process::id()));
+    std::fs::create_dir(&root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+    if !root.join("cgroup.kill").exists() {
+        let _ = std::fs::remove_dir(&root);
+        return Err(format!("{} has no cgroup.kill", root.display()));
+    }
+    Ok(root)
+}
+
+/// Removes a cgroup directory and its children, retrying briefly while killed
+/// processes finish exiting.
+pub(super) fn remove_cgroup_tree(root: &Path) {
+    if let Ok(entries) = std::fs::read_dir(root) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_cgroup(&entry.path());
+            }
+        }
+    }
+    remove_cgroup(root);
+}
+
+pub(super) fn remove_cgroup(dir: &Path) {
+    for _ in 0..200 {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+        }
+    }
+    tracing::warn!("jobs: could not remove cgroup {}", dir.display());
+}
+
+pub(super) fn cgroup_pids(dir: &Path) -> Vec<Pid> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .map(Pid::from_raw)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_points_are_unescaped() {
+        assert_eq!(
+            unescape_mount("/sys/fs/cgroup\\040x"),
+            PathBuf::from("/sys/fs/cgroup x")
+        );
+        assert_eq!(unescape_mount("/plain"), PathBuf::from("/plain"));
+    }
+}

@@ -1,0 +1,364 @@
+//! Containment of background jobs: every process a job starts is caught, killed
+//! with the job, and dies with the host.
+//!
+//! Two modes, chosen once per [`crate::BashProducer`]:
+//!
+//! - **cgroup** (preferred): each job runs in a cgroup v2 leaf of its own,
+//!   `<host cgroup>/jobs-host-<pid>-<n>/job-<n>`. A process cannot leave its cgroup
+//!   without write access to another one, so `setsid`, double forks and changes of
+//!   process group all stay caught, and `cgroup.kill` ends the whole job at once.
+//!   Chosen when the cgroup2 mount (found in `/proc/self/mountinfo`) lets the host
+//!   create children under its own cgroup.
+//! - **fallback**: the host makes itself a child subreaper (`PR_SET_CHILD_SUBREAPER`),
+//!   so orphans of a job reparent to it instead of init, and every job process
+//!   carries an environment marker (`JOBS_HOST_JOB=<token>.<n>`) that its
+//!   descendants inherit. A job's processes are those in its process group, those
+//!   with its marker, and every descendant of either (walked through `/proc`).
+//!   Freeze-then-kill sweeps repeat until a sweep finds nobody.
+//!
+//! In both modes each job leader gets `PR_SET_PDEATHSIG(SIGKILL)` (from one spawner
+//! thread that lives as long as any of its jobs, because the signal follows the
+//! thread that forked), and a watchdog process outside every job holds a pipe from
+//! the host: when the host dies in any way, even by SIGKILL, the pipe closes and the
+//! watchdog kills what is left (the cgroups, or every marked process) and removes
+//! the spill directory.
+
+mod cgroup;
+mod procfs;
+mod watchdog;
+
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+
+pub use cgroup::cgroup2_mount;
+use cgroup::{cgroup_pids, create_cgroup_root, remove_cgroup, remove_cgroup_tree};
+use procfs::{ProcInfo, find_with_descendants, sweep};
+pub(crate) use procfs::{remove_leader, spawn_leader};
+use watchdog::Watchdog;
+
+/// The environment variable that marks every process of a job (fallback mode).
+pub const JOB_MARKER_VAR: &str = "JOBS_HOST_JOB";
+
+/// Which containment to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ContainmentMode {
+    /// A cgroup per job when the host can create one, else the fallback.
+    #[default]
+    Auto,
+    /// A cgroup per job; starting the producer fails when that is not possible.
+    Cgroup,
+    /// Subreaper, process group and environment marker (never cgroups).
+    Fallback,
+}
+
+/// The mode a producer ended up with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActiveMode {
+    /// cgroup v2; the directory holding this producer's job cgroups.
+    Cgroup(PathBuf),
+    /// Subreaper and marker.
+    Fallback,
+}
+
+impl ActiveMode {
+    /// `cgroup` or `fallback`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ActiveMode::Cgroup(_) => "cgroup",
+            ActiveMode::Fallback => "fallback",
+        }
+    }
+}
+
+/// The producer-wide part of containment: the mode, the marker token and the
+/// watchdog.
+pub(crate) struct Containment {
+    mode: ActiveMode,
+    token: String,
+    next_job: AtomicU64,
+    /// Pipe to the watchdog; dropping it (or the host dying) sets it off.
+    _watchdog: Option<Watchdog>,
+}
+
+impl Containment {
+    /// Sets up containment in `requested` mode; `spill_dir` is removed by the
+    /// watchdog if the host dies without cleaning up.
+    pub(crate) fn new(
+        requested: ContainmentMode,
+        shell: &Path,
+        spill_dir: &Path,
+    ) -> std::io::Result<Containment> {
+        // A job of the same user must not read the host's memory, fds or
+        // environment through /proc, nor ptrace it.
+        make_non_dumpable();
+        let mode = match requested {
+            ContainmentMode::Fallback => ActiveMode::Fallback,
+            ContainmentMode::Cgroup => ActiveMode::Cgroup(
+                create_cgroup_root()
+                    .map_err(|e| std::io::Error::other(format!("cgroup mode: {e}")))?,
+            ),
+            ContainmentMode::Auto => match create_cgroup_root() {
+                Ok(root) => ActiveMode::Cgroup(root),
+                Err(why) => {
+                    tracing::info!(
+                        "jobs: cgroup containment unavailable ({why}); using the fallback"
+                    );
+                    ActiveMode::Fallback
+                }
+            },
+        };
+        if mode == ActiveMode::Fallback {
+            become_subreaper();
+        }
+        tracing::info!(
+            "jobs: containment mode {}{}",
+            mode.name(),
+            match &mode {
+                ActiveMode::Cgroup(root) => format!(" ({})", root.display()),
+                ActiveMode::Fallback => String::new(),
+            }
+        );
+        let token = format!("{}-{:x}", std::process::id(), random_u64());
+        let watchdog = Watchdog::start(shell, &mode, &token, spill_dir)
+            .inspect_err(|e| tracing::warn!("jobs: no watchdog for host death: {e}"))
+            .ok();
+        Ok(Containment {
+            mode,
+            token,
+            next_job: AtomicU64::new(1),
+            _watchdog: watchdog,
+        })
+    }
+
+    /// The mode in use.
+    pub(crate) fn mode(&self) -> &ActiveMode {
+        &self.mode
+    }
+
+    /// A container for the next job: its cgroup (created now) or its marker.
+    pub(crate) fn new_job(&self) -> std::io::Result<JobContainer> {
+        let n = self.next_job.fetch_add(1, Ordering::Relaxed);
+        let marker = format!("{}.{n}", self.token);
+        let cgroup = match &self.mode {
+            ActiveMode::Cgroup(root) => {
+                let dir = root.join(format!("job-{n}"));
+                std::fs::create_dir(&dir)?;
+                Some(dir)
+            }
+            ActiveMode::Fallback => None,
+        };
+        let procs = cgroup
+            .as_ref()
+            .map(|dir| CString::new(dir.join("cgroup.procs").as_os_str().as_encoded_bytes()))
+            .transpose()
+            .map_err(std::io::Error::other)?;
+        Ok(JobContainer {
+            cgroup,
+            procs,
+            marker,
+            pgid: None,
+        })
+    }
+
+    /// Kills every process of every job this producer started (for teardown and
+    /// shutdown), in either mode.
+    pub(crate) fn kill_everything(&self) {
+        match &self.mode {
+            ActiveMode::Cgroup(root) => {
+                let _ = std::fs::write(root.join("cgroup.kill"), "1");
+            }
+            ActiveMode::Fallback => {
+                let prefix = format!("{JOB_MARKER_VAR}={}.", self.token);
+                sweep(
+                    |p| p.env_has_prefix(&prefix) || p.is_adopted_orphan(),
+                    Signal::SIGKILL,
+                );
+            }
+        }
+    }
+}
+
+impl Drop for Containment {
+    fn drop(&mut self) {
+        self.kill_everything();
+        if let ActiveMode::Cgroup(root) = &self.mode {
+            remove_cgroup_tree(root);
+        }
+    }
+}
+
+/// One job's container.
+pub(crate) struct JobContainer {
+    cgroup: Option<PathBuf>,
+    /// `<cgroup>/cgroup.procs`, ready for the child to write itself into.
+    procs: Option<CString>,
+    marker: String,
+    pgid: Option<Pid>,
+}
+
+impl JobContainer {
+    /// The `NAME=VALUE` marker every process of this job inherits.
+    pub(crate) fn marker_env(&self) -> (&'static str, &str) {
+        (JOB_MARKER_VAR, &self.marker)
+    }
+
+    /// Records the leader's pid, which is also its process group.
+    pub(crate) fn set_leader(&mut self, pid: u32) {
+        self.pgid = Some(Pid::from_raw(pid as i32));
+    }
+
+    /// Code for the child between fork and exec: start a new session, join the
+    /// job's cgroup, die with the spawner thread, and mark every inherited fd
+    /// above 2 close-on-exec.
+    /// Only async-signal-safe calls.
+    pub(crate) fn pre_exec(&self) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
+        let procs = self.procs.clone();
+        let parent = std::process::id() as libc::pid_t;
+        move || {
+            // SAFETY: plain syscalls on valid arguments, in the forked child.
+            unsafe {
+                // A session of its own: a process group the job leads (one
+                // signal reaches it all) and no controlling terminal, so a job
+                // can neither read nor write the host's terminal.
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The host may have died between fork and prctl.
+                if libc::getppid() != parent {
+                    libc::_exit(137);
+                }
+                if let Some(path) = &procs {
+                    let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    if fd < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    // "0" moves the writing process itself.
+                    let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+                    let err = std::io::Error::last_os_error();
+                    libc::close(fd);
+                    if written != 1 {
+                        return Err(err);
+                    }
+                }
+                close_inherited_fds();
+            }
+            Ok(())
+        }
+    }
+
+    /// Sends `signal` to every process of the job.
+    pub(crate) fn signal(&self, signal: Signal) {
+        if let Some(pgid) = self.pgid {
+            // ESRCH: the group is already gone, which is what we wanted.
+            let _ = killpg(pgid, signal);
+        }
+        match &self.cgroup {
+            Some(dir) if signal == Signal::SIGKILL => {
+                let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+            }
+            Some(dir) => {
+                for pid in cgroup_pids(dir) {
+                    let _ = kill(pid, signal);
+                }
+            }
+            None => {
+                let entry = format!("{JOB_MARKER_VAR}={}", self.marker);
+                let pgid = self.pgid.map(Pid::as_raw);
+                let matches = |p: &ProcInfo| Some(p.pgrp) == pgid || p.env_is(&entry);
+                if signal == Signal::SIGKILL {
+                    sweep(matches, signal);
+                } else {
+                    for pid in find_with_descendants(matches) {
+                        let _ = kill(Pid::from_raw(pid), signal);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Kills what is left of the job and removes its cgroup: the job is over.
+    pub(crate) fn release(&mut self) {
+        self.signal(Signal::SIGKILL);
+        if let Some(dir) = self.cgroup.take() {
+            remove_cgroup(&dir);
+        }
+    }
+}
+
+impl Drop for JobContainer {
+    fn drop(&mut self) {
+        if self.cgroup.is_some() {
+            self.release();
+        }
+    }
+}
+
+/// Marks every fd above 2 close-on-exec, so a job inherits only stdin, stdout
+/// and stderr whatever the embedding process leaked.
+///
+/// # Safety
+///
+/// Async-signal-safe; for the child between fork and exec.
+unsafe fn close_inherited_fds() {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: plain syscalls.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) == 0 {
+            return;
+        }
+        // Kernels before 5.11: walk the descriptor table.
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur.min(1 << 16) as libc::c_int
+        } else {
+            1024
+        };
+        for fd in 3..max {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+}
+
+fn make_non_dumpable() {
+    // SAFETY: a plain prctl.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong) } != 0 {
+        tracing::warn!(
+            "jobs: PR_SET_DUMPABLE failed: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+fn become_subreaper() {
+    // SAFETY: a plain prctl.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong) } != 0 {
+        tracing::warn!(
+            "jobs: PR_SET_CHILD_SUBREAPER failed: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+fn random_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .is_err()
+    {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        return t.as_nanos() as u64 ^ u64::from(std::process::id());
+    }
+    u64::from_ne_bytes(bytes)
+}

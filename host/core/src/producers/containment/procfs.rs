@@ -1,0 +1,207 @@
+//! The fallback's view of processes through `/proc`: who belongs to a job,
+//! stop-then-kill sweeps, and reaping what reparented to this subreaper host.
+
+use std::collections::{HashMap, HashSet};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use super::JOB_MARKER_VAR;
+
+/// What `/proc/<pid>` says about one process.
+pub(crate) struct ProcInfo {
+    pub(super) pid: i32,
+    pub(super) ppid: i32,
+    pub(super) pgrp: i32,
+    pub(super) zombie: bool,
+    /// NUL-separated `NAME=VALUE` entries, read on first use; empty when
+    /// unreadable.
+    pub(super) environ: std::cell::OnceCell<Vec<u8>>,
+}
+
+impl ProcInfo {
+    pub(super) fn env_entries(&self) -> impl Iterator<Item = &[u8]> {
+        self.environ
+            .get_or_init(|| {
+                std::fs::read(format!("/proc/{}/environ", self.pid)).unwrap_or_default()
+            })
+            .split(|b| *b == 0)
+    }
+
+    pub(super) fn env_is(&self, entry: &str) -> bool {
+        self.env_entries().any(|e| e == entry.as_bytes())
+    }
+
+    pub(super) fn env_has_prefix(&self, prefix: &str) -> bool {
+        self.env_entries().any(|e| e.starts_with(prefix.as_bytes()))
+    }
+
+    /// A process that reparented to this (subreaper) host from outside its own
+    /// process group and carries no job's marker (it cleared its environment):
+    /// only job processes end up so, and no producer can tell whose it was.
+    pub(super) fn is_adopted_orphan(&self) -> bool {
+        self.ppid == std::process::id() as i32
+            && self.pgrp != host_pgrp()
+            && !is_job_leader(self.pid)
+            && !self.env_has_prefix(&format!("{JOB_MARKER_VAR}="))
+    }
+}
+
+pub(super) fn host_pgrp() -> i32 {
+    nix::unistd::getpgrp().as_raw()
+}
+
+pub(super) fn stat_fields(pid: i32) -> Option<(i32, i32, bool)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain spaces and parentheses: split after the last ')'.
+    let rest = stat.rsplit_once(')')?.1;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((ppid, pgrp, matches!(state, "Z" | "X")))
+}
+
+/// Every process on the machine this host can see, except itself.
+pub(super) fn processes() -> Vec<ProcInfo> {
+    let me = std::process::id() as i32;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid != me)
+        .filter_map(|pid| {
+            let (ppid, pgrp, zombie) = stat_fields(pid)?;
+            Some(ProcInfo {
+                pid,
+                ppid,
+                pgrp,
+                zombie,
+                environ: std::cell::OnceCell::new(),
+            })
+        })
+        .collect()
+}
+
+/// Live processes matching `matches`, plus every live descendant of them.
+pub(super) fn find_with_descendants(matches: impl Fn(&ProcInfo) -> bool) -> Vec<i32> {
+    let all = processes();
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    for p in &all {
+        children.entry(p.ppid).or_default().push(p.pid);
+    }
+    let zombies: HashSet<i32> = all.iter().filter(|p| p.zombie).map(|p| p.pid).collect();
+    let mut found: HashSet<i32> = HashSet::new();
+    let mut stack: Vec<i32> = all.iter().filter(|p| matches(p)).map(|p| p.pid).collect();
+    while let Some(pid) = stack.pop() {
+        if found.insert(pid)
+            && let Some(kids) = children.get(&pid)
+        {
+            stack.extend(kids);
+        }
+    }
+    found.retain(|pid| !zombies.contains(pid));
+    found.into_iter().collect()
+}
+
+/// Freezes, then kills, everything matching `matches` (with descendants), round
+/// after round until a round finds nobody: a process that forks while being
+/// swept is caught by the next round, and a stopped process cannot fork at all.
+pub(super) fn sweep(matches: impl Fn(&ProcInfo) -> bool, signal: Signal) {
+    for _ in 0..64 {
+        let pids = find_with_descendants(&matches);
+        if pids.is_empty() {
+            break;
+        }
+        for pid in &pids {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGSTOP);
+        }
+        for pid in &pids {
+            let _ = kill(Pid::from_raw(*pid), signal);
+        }
+        reap_adopted();
+        std::thread::yield_now();
+    }
+    reap_adopted();
+}
+
+/// Reaps zombies that reparented to this (subreaper) host from a job: children
+/// outside the host's own process group. The host's other children (its job
+/// leaders, which tokio reaps, and anything an embedder spawns) share its group or
+/// are left alone.
+pub(super) fn reap_adopted() {
+    let me = std::process::id() as i32;
+    let group = host_pgrp();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    // Held for the whole scan: a leader spawned meanwhile is recorded before it
+    // can be mistaken for an orphan (see `spawn_leader`).
+    let leaders = lock_leaders();
+    for pid in dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+    {
+        if let Some((ppid, pgrp, true)) = stat_fields(pid)
+            && ppid == me
+            && pgrp != group
+            && !leaders.contains(&pid)
+        {
+            let _ = nix::sys::wait::waitpid(
+                Pid::from_raw(pid),
+                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+            );
+        }
+    }
+}
+
+static LEADERS: std::sync::Mutex<Option<HashSet<i32>>> = std::sync::Mutex::new(None);
+
+pub(super) struct Leaders(std::sync::MutexGuard<'static, Option<HashSet<i32>>>);
+
+impl Leaders {
+    fn contains(&self, pid: &i32) -> bool {
+        self.0.as_ref().is_some_and(|s| s.contains(pid))
+    }
+}
+
+pub(super) fn lock_leaders() -> Leaders {
+    Leaders(LEADERS.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Spawns a job leader and records its pid in one step, so the fallback's
+/// reaper never takes the leader's exit status from its supervisor.
+pub(crate) fn spawn_leader(
+    cmd: &mut tokio::process::Command,
+) -> std::io::Result<tokio::process::Child> {
+    let mut leaders = lock_leaders();
+    let child = cmd.spawn()?;
+    if let Some(pid) = child.id() {
+        leaders
+            .0
+            .get_or_insert_with(HashSet::new)
+            .insert(pid as i32);
+    }
+    Ok(child)
+}
+
+/// Records a child the host reaps itself (the watchdog), so no sweep takes it
+/// for a job's orphan.
+pub(super) fn protect(pid: u32) {
+    lock_leaders()
+        .0
+        .get_or_insert_with(HashSet::new)
+        .insert(pid as i32);
+}
+
+/// Forgets a job leader once it has been reaped.
+pub(crate) fn remove_leader(pid: u32) {
+    if let Some(set) = lock_leaders().0.as_mut() {
+        set.remove(&(pid as i32));
+    }
+}
+
+pub(super) fn is_job_leader(pid: i32) -> bool {
+    lock_leaders().contains(&pid)
+}
