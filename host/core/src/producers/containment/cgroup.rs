@@ -53,7 +53,7 @@ pub(super) fn own_cgroup() -> Option<String> {
 }
 
 /// Creates this producer's cgroup directory, or says why it cannot.
-pub(super) fn create_cgroup_root() -> Result<PathBuf, String> {
+pub(super) fn create_cgroup_root(shell: &Path) -> Result<PathBuf, String> {
     let mount = cgroup2_mount().ok_or("no cgroup2 mount in /proc/self/mountinfo")?;
     let own = own_cgroup().ok_or("no cgroup v2 entry in /proc/self/cgroup")?;
     let parent = mount.join(own.trim_start_matches('/'));
@@ -70,7 +70,55 @@ pub(super) fn create_cgroup_root() -> Result<PathBuf, String> {
         let _ = std::fs::remove_dir(&root);
         return Err(format!("{} has no cgroup.kill", root.display()));
     }
+    // Creating a cgroup is not enough: a job must be able to move itself in
+    // (a delegated subtree, no namespace in the way). Try it once with a
+    // process that does nothing.
+    if let Err(e) = probe_migration(shell, &root) {
+        remove_cgroup_tree(&root);
+        return Err(format!(
+            "cannot move a process into {}: {e}",
+            root.display()
+        ));
+    }
     Ok(root)
+}
+
+/// Runs `shell -c true` moved into a fresh child of `root` between fork and
+/// exec, as every job will be.
+fn probe_migration(shell: &Path, root: &Path) -> std::io::Result<()> {
+    let probe = root.join("probe");
+    std::fs::create_dir(&probe)?;
+    let procs = std::ffi::CString::new(probe.join("cgroup.procs").as_os_str().as_encoded_bytes())
+        .map_err(std::io::Error::other)?;
+    let mut cmd = std::process::Command::new(shell);
+    cmd.args(["--noprofile", "--norc", "-c", "true"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: open, write and close are async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+            let err = std::io::Error::last_os_error();
+            libc::close(fd);
+            if written == 1 { Ok(()) } else { Err(err) }
+        });
+    }
+    let result = cmd.status().and_then(|status| {
+        if status.success() {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(format!(
+                "the probe exited with {status}"
+            )))
+        }
+    });
+    remove_cgroup(&probe);
+    result
 }
 
 /// Removes a cgroup directory and its children, retrying briefly while killed

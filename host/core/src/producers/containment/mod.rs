@@ -98,10 +98,10 @@ impl Containment {
         let mode = match requested {
             ContainmentMode::Fallback => ActiveMode::Fallback,
             ContainmentMode::Cgroup => ActiveMode::Cgroup(
-                create_cgroup_root()
+                create_cgroup_root(shell)
                     .map_err(|e| std::io::Error::other(format!("cgroup mode: {e}")))?,
             ),
-            ContainmentMode::Auto => match create_cgroup_root() {
+            ContainmentMode::Auto => match create_cgroup_root(shell) {
                 Ok(root) => ActiveMode::Cgroup(root),
                 Err(why) => {
                     tracing::info!(
