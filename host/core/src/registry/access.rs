@@ -23,8 +23,7 @@ impl JobRegistry {
         let mut state = lock(&self.shared.state);
         let record = state
             .records
-            .iter_mut()
-            .find(|r| r.id == id)
+            .get_mut(id)
             .ok_or_else(|| RegistryError::UnknownJob(id.to_owned()))?;
         if !record.visible_to(caller) {
             return Err(RegistryError::ForeignJob(id.to_owned()));
@@ -37,7 +36,7 @@ impl JobRegistry {
     pub fn list(&self, caller: Option<&Owner>) -> Vec<JobSnapshot> {
         lock(&self.shared.state)
             .records
-            .iter()
+            .values()
             .filter(|r| r.visible_to(caller))
             .map(JobRecord::snapshot)
             .collect()
@@ -48,8 +47,7 @@ impl JobRegistry {
     pub fn inspect(&self, id: &str) -> Option<JobSnapshot> {
         lock(&self.shared.state)
             .records
-            .iter()
-            .find(|r| r.id == id)
+            .get(id)
             .map(JobRecord::snapshot)
     }
 
@@ -221,11 +219,7 @@ impl JobRegistry {
     pub async fn settled(&self, id: &str) {
         let rx = {
             let state = lock(&self.shared.state);
-            state
-                .records
-                .iter()
-                .find(|r| r.id == id)
-                .map(|r| r.announced.subscribe())
+            state.records.get(id).map(|r| r.announced.subscribe())
         };
         if let Some(mut rx) = rx {
             let _ = rx.wait_for(|done| *done).await;
@@ -237,8 +231,7 @@ impl JobRegistry {
     pub fn waiter_count(&self, id: &str) -> usize {
         lock(&self.shared.state)
             .records
-            .iter()
-            .find(|r| r.id == id)
+            .get(id)
             .map_or(0, |r| r.waiters.len())
     }
 }
@@ -253,7 +246,7 @@ struct WaiterGuard<'a> {
 impl Drop for WaiterGuard<'_> {
     fn drop(&mut self) {
         let mut state = lock(&self.registry.shared.state);
-        if let Some(r) = state.records.iter_mut().find(|r| r.id == self.id) {
+        if let Some(r) = state.records.get_mut(self.id) {
             r.waiters.retain(|w| w.key != self.key);
         }
     }

@@ -49,10 +49,10 @@ impl JobRegistry {
         }
         let limit = self.shared.config.max_concurrent_jobs_per_owner();
         let live = state
-            .records
-            .iter()
-            .filter(|r| !r.status.is_terminal() && r.same_bucket(spec.owner.as_ref()))
-            .count() as u64;
+            .live
+            .get(&spec.owner.as_ref().map(Owner::instance))
+            .copied()
+            .unwrap_or(0);
         if live >= limit {
             return Err(StartError::LimitReached(limit));
         }
@@ -63,26 +63,30 @@ impl JobRegistry {
         let id = format!("{}-{}", spec.kind, counter);
         let (settled, _) = watch::channel(false);
         let (announced, _) = watch::channel(false);
-        state.records.push(JobRecord {
-            id: id.clone(),
-            kind: spec.kind,
-            label: bounded_label(spec.label),
-            output_limit_bytes: spec.output_limit_bytes,
-            owner: spec.owner.clone(),
-            status: JobStatus::Running,
-            detail: None,
-            output: None,
-            started_at: self.now_ms(),
-            finished_at: None,
-            reported: false,
-            noticed: false,
-            waiters: Vec::new(),
-            cancel: hooks.cancel,
-            read_output: hooks.read_output,
-            output_excerpt: hooks.output_excerpt,
-            settled,
-            announced: Arc::new(announced),
-        });
+        state.add_live(spec.owner.as_ref());
+        state.records.insert(
+            id.clone(),
+            JobRecord {
+                id: id.clone(),
+                kind: spec.kind,
+                label: bounded_label(spec.label),
+                output_limit_bytes: spec.output_limit_bytes,
+                owner: spec.owner.clone(),
+                status: JobStatus::Running,
+                detail: None,
+                output: None,
+                started_at: self.now_ms(),
+                finished_at: None,
+                reported: false,
+                noticed: false,
+                waiters: Vec::new(),
+                cancel: hooks.cancel,
+                read_output: hooks.read_output,
+                output_excerpt: hooks.output_excerpt,
+                settled,
+                announced: Arc::new(announced),
+            },
+        );
         let changed = state.changed_for(spec.owner.as_ref());
         drop(state);
 
@@ -113,7 +117,8 @@ impl JobRegistry {
             }
         });
         let mut state = lock(&self.shared.state);
-        let Some(record) = state.records.iter_mut().find(|r| r.id == id) else {
+        let now = self.now_ms();
+        let Some(record) = state.records.get_mut(id) else {
             return;
         };
         if record.status.is_terminal() {
@@ -126,7 +131,7 @@ impl JobRegistry {
         };
         record.detail = outcome.detail;
         record.output = outcome.output;
-        record.finished_at = Some(self.now_ms().max(record.started_at));
+        record.finished_at = Some(now.max(record.started_at));
         // A wait whose caller already aborted no longer counts, exactly as if it
         // had been removed at the moment of the abort.
         for waiter in record.waiters.iter().filter(|w| !w.abort.is_cancelled()) {
@@ -137,6 +142,7 @@ impl JobRegistry {
         let owner = record.owner.clone();
         let announced = record.announced.clone();
         record.settled.send_replace(true);
+        state.remove_live(owner.as_ref());
         let changed = state.changed_for(owner.as_ref());
         let done = if state.listeners_closed {
             Vec::new()
@@ -176,7 +182,7 @@ impl JobRegistry {
         let before = state.records.len();
         state
             .records
-            .retain(|r| !r.owner.as_ref().is_some_and(|o| o.same_instance(owner)));
+            .retain(|_, r| !r.owner.as_ref().is_some_and(|o| o.same_instance(owner)));
         let had_records = state.records.len() != before;
         state.wakes.remove(&owner.instance());
         let changed = state.changed_for(Some(owner));
@@ -198,7 +204,7 @@ impl JobRegistry {
         }
         let mut state = lock(&self.shared.state);
         let mut owners: Vec<Option<Owner>> = Vec::new();
-        for record in state.records.drain(..) {
+        for (_, record) in state.records.drain(..) {
             let seen = owners.iter().any(|o| match (o, &record.owner) {
                 (Some(a), Some(b)) => a.same_instance(b),
                 (None, None) => true,
@@ -209,6 +215,7 @@ impl JobRegistry {
             }
         }
         state.wakes.clear();
+        state.live.clear();
         announce_to(state, owners);
     }
 
@@ -226,7 +233,7 @@ impl JobRegistry {
         let mut failed = Vec::new();
         for record in state
             .records
-            .iter_mut()
+            .values_mut()
             .filter(|r| !r.status.is_terminal() && which(r))
         {
             // Reported before cancel, so even a failed cancel announces nothing.

@@ -33,6 +33,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use indexmap::IndexMap;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -86,14 +87,6 @@ impl JobRecord {
             (Some(_), None) => false,
         }
     }
-
-    fn same_bucket(&self, owner: Option<&Owner>) -> bool {
-        match (&self.owner, owner) {
-            (None, None) => true,
-            (Some(a), Some(b)) => a.same_instance(b),
-            _ => false,
-        }
-    }
 }
 
 /// One pending wait on a job.
@@ -110,7 +103,11 @@ type ChangedListener = Arc<dyn Fn(Option<&Owner>) + Send + Sync>;
 
 #[derive(Default)]
 struct State {
-    records: Vec<JobRecord>,
+    /// Every record by id, in registration order: lookups are O(1).
+    records: IndexMap<String, JobRecord>,
+    /// Live (non-terminal) jobs per admission bucket (an owner instance, or
+    /// `None` for unowned jobs), kept in step with settlement.
+    live: HashMap<Option<u64>, u64>,
     counters: HashMap<String, u64>,
     scopes: ScopeTree,
     controllers: Layered<()>,
@@ -123,6 +120,22 @@ struct State {
 }
 
 impl State {
+    /// One more live job in `owner`'s bucket.
+    fn add_live(&mut self, owner: Option<&Owner>) {
+        *self.live.entry(owner.map(Owner::instance)).or_insert(0) += 1;
+    }
+
+    /// One live job fewer in `owner`'s bucket.
+    fn remove_live(&mut self, owner: Option<&Owner>) {
+        let key = owner.map(Owner::instance);
+        if let Some(n) = self.live.get_mut(&key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.live.remove(&key);
+            }
+        }
+    }
+
     fn chain(&self, owner: Option<&Owner>) -> Vec<ScopeKey> {
         match owner {
             Some(owner) => self.scopes.chain(owner.scope()),

@@ -1,7 +1,7 @@
 //! Announcements: who may announce a settled job, batched pulls, and wake
 //! budgets.
 
-use super::{JobRecord, JobRegistry, JobSnapshot, lock};
+use super::{JobRegistry, JobSnapshot, lock};
 use crate::owner::{MessageSource, Owner};
 
 impl JobRegistry {
@@ -27,7 +27,7 @@ impl JobRegistry {
     /// or an earlier notice). The job is then marked reported.
     pub fn claim_notice(&self, id: &str) -> bool {
         let mut state = lock(&self.shared.state);
-        match state.records.iter_mut().find(|r| r.id == id) {
+        match state.records.get_mut(id) {
             Some(r) if r.status.is_terminal() && !r.reported && !r.noticed => {
                 r.reported = true;
                 r.noticed = true;
@@ -44,23 +44,28 @@ impl JobRegistry {
     /// already seen through a read or a wait is still taken.
     pub fn drain_settled(&self, owner: &Owner) -> Vec<JobSnapshot> {
         let mut state = lock(&self.shared.state);
-        let mut drained: Vec<&mut JobRecord> = state
+        // A per-owner listing: it walks the records, as a list does.
+        let mut drained: Vec<(Option<u64>, usize)> = state
             .records
-            .iter_mut()
-            .filter(|r| {
+            .values()
+            .enumerate()
+            .filter(|(_, r)| {
                 r.status.is_terminal()
                     && !r.noticed
                     && r.owner.as_ref().is_some_and(|o| o.same_instance(owner))
             })
+            .map(|(index, r)| (r.finished_at, index))
             .collect();
-        // Stable: jobs settled in the same millisecond keep registration order.
-        drained.sort_by_key(|r| r.finished_at);
+        // Oldest settlement first; jobs settled in the same millisecond keep
+        // registration order.
+        drained.sort_unstable();
         drained
             .into_iter()
-            .map(|r| {
+            .filter_map(|(_, index)| {
+                let (_, r) = state.records.get_index_mut(index)?;
                 r.noticed = true;
                 r.reported = true;
-                r.snapshot()
+                Some(r.snapshot())
             })
             .collect()
     }
