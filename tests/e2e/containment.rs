@@ -492,7 +492,11 @@ async fn statuses_stay_honest_after_a_kill() {
 /// 10,000 finished jobs whose producer asked for 64 KiB labels. Unowned, so
 /// every caller lists them and no notice is due (which keeps the test quick).
 async fn ten_thousand_jobs(plugin_config: &str) -> Fixture {
-    let f = Fixture::with_config(plugin_config, host::RegistryConfig::default()).await;
+    // Retention is tested on its own; here every job stays.
+    let config = host::RegistryConfig::default()
+        .with_max_retained_per_owner(20_000)
+        .unwrap();
+    let f = Fixture::with_config(plugin_config, config).await;
     let label = "z".repeat(64 << 10);
     for _ in 0..10_000 {
         let (_, control) = f
@@ -628,4 +632,120 @@ async fn a_job_leads_a_session_of_its_own() {
         assert_eq!(fields[0], fields[2], "{mode:?}: {text}");
         assert_eq!(fields[3], "?", "{mode:?}: {text}");
     }
+}
+
+// One thread: the scripted producers settle by yielding to it.
+#[tokio::test]
+async fn finished_jobs_beyond_the_retention_limit_are_dropped_once_seen() {
+    let config = host::RegistryConfig::default()
+        .with_max_retained_per_owner(3)
+        .unwrap();
+    let f = Fixture::with_config("{}", config).await;
+    let alice = f.alice.clone();
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        let (id, control) = f
+            .start(crate::fixture::ScriptedJob::final_output(Some(&alice)))
+            .unwrap();
+        // Seen before the next settles: a read of the finished job.
+        control
+            .settle(host::OutcomeStatus::Completed, None, Some("ok"))
+            .await;
+        f.mount.flush_notices().await;
+        ids.push(id);
+    }
+    // The notice delivery marked each job reported; the oldest two went.
+    let list = f.call(Some(&alice), "job_list", json!({})).await;
+    assert_eq!(
+        list.text,
+        "subagent-3 [subagent] completed \u{2014} research\n\
+         subagent-4 [subagent] completed \u{2014} research\n\
+         subagent-5 [subagent] completed \u{2014} research"
+    );
+    let gone = f
+        .call(Some(&alice), "job_output", json!({"job_id": ids[0]}))
+        .await;
+    assert!(gone.is_error);
+    assert_eq!(gone.text, "Error: unknown job subagent-1");
+    // Ids are never reused.
+    let (next, _control) = f
+        .start(crate::fixture::ScriptedJob::final_output(Some(&alice)))
+        .unwrap();
+    assert_eq!(next, "subagent-6");
+}
+
+// One thread: the scripted producers settle by yielding to it.
+#[tokio::test]
+async fn a_job_whose_notice_is_due_is_kept() {
+    let config = host::RegistryConfig::default()
+        .with_max_retained_per_owner(1)
+        .unwrap();
+    // No mount serves this owner's notices: nothing marks its jobs seen.
+    let registry = host::JobRegistry::new(config, host::AgentDirectory::default());
+    let _controller = registry.attach_controller();
+    let owner = host::Owner::new("carol");
+    registry.agents().register(&owner);
+    let (first, a) = crate::fixture::ScriptedJob::final_output(Some(&owner))
+        .start(&registry)
+        .unwrap();
+    a.settle(host::OutcomeStatus::Completed, None, Some("one"))
+        .await;
+    let (second, b) = crate::fixture::ScriptedJob::final_output(Some(&owner))
+        .start(&registry)
+        .unwrap();
+    b.settle(host::OutcomeStatus::Completed, None, Some("two"))
+        .await;
+    // Both stay: the first is unseen.
+    assert!(registry.inspect(&first).is_some());
+    // Once read, it goes with the next settlement.
+    let (text, _) = registry.read(&first, Some(&owner)).unwrap();
+    assert_eq!(text, "one");
+    let (_, c) = crate::fixture::ScriptedJob::final_output(Some(&owner))
+        .start(&registry)
+        .unwrap();
+    c.settle(host::OutcomeStatus::Completed, None, None).await;
+    assert!(registry.inspect(&first).is_none());
+    assert!(registry.inspect(&second).is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_job_takes_its_spill_files() {
+    let f = Fixture::with_config(
+        "{}",
+        host::RegistryConfig::default()
+            .with_max_retained_per_owner(1)
+            .unwrap(),
+    )
+    .await;
+    let bash = BashProducer::new(
+        f.registry.clone(),
+        BashConfig {
+            limits: OutputLimits {
+                max_output_bytes: 100,
+                max_spill_bytes: 1 << 20,
+            },
+            ..BashConfig::default()
+        },
+    )
+    .unwrap();
+    let start = |command: &str| {
+        bash.start(
+            None,
+            BashRequest {
+                command: command.into(),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
+    let first = start("head -c 5000 /dev/zero");
+    crate::fixture::settled(&f.registry, &first, None).await;
+    let spill = bash.spill_dir().join("spawn-1.stdout");
+    assert!(spill.exists());
+    let second = start("true");
+    crate::fixture::settled(&f.registry, &second, None).await;
+    // Unowned jobs owe no notice: the first went as the second finished.
+    assert!(f.registry.inspect(&first).is_none());
+    assert!(!spill.exists(), "the dropped job's spill file stayed");
+    assert_eq!(bash.spill_bytes(), 0);
 }

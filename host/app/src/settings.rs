@@ -48,6 +48,10 @@ pub struct Settings {
     /// Live background jobs one owner may have [default: 10].
     #[arg(long, value_name = "N")]
     pub max_jobs_per_owner: Option<u64>,
+    /// Finished jobs kept per owner once seen; older ones (and their output)
+    /// are dropped and their ids become unknown [default: 1000].
+    #[arg(long, value_name = "N")]
+    pub max_retained_jobs: Option<u64>,
     /// Output kept in memory per stream of a job [default: 64000].
     #[arg(long, value_name = "BYTES")]
     pub output_tail_bytes: Option<usize>,
@@ -173,6 +177,7 @@ impl Settings {
                 .suppress_completion_notice
                 .or(self.suppress_completion_notice),
             max_jobs_per_owner: over.max_jobs_per_owner.or(self.max_jobs_per_owner),
+            max_retained_jobs: over.max_retained_jobs.or(self.max_retained_jobs),
             output_tail_bytes: over.output_tail_bytes.or(self.output_tail_bytes),
             spill_limit_bytes: over.spill_limit_bytes.or(self.spill_limit_bytes),
             kill_grace_ms: over.kill_grace_ms.or(self.kill_grace_ms),
@@ -230,9 +235,13 @@ impl Settings {
     ///
     /// An admission limit of zero or above 2^53 - 1.
     pub fn registry_config(&self) -> Result<RegistryConfig, SettingsError> {
-        Ok(match self.max_jobs_per_owner {
+        let config = match self.max_jobs_per_owner {
             Some(limit) => RegistryConfig::with_max_concurrent_jobs_per_owner(limit)?,
             None => RegistryConfig::default(),
+        };
+        Ok(match self.max_retained_jobs {
+            Some(limit) => config.with_max_retained_per_owner(limit)?,
+            None => config,
         })
     }
 

@@ -288,6 +288,13 @@ impl StreamBuffer {
     }
 }
 
+impl Drop for StreamBuffer {
+    /// A buffer nobody can read any more takes its spill file with it.
+    fn drop(&mut self) {
+        self.discard_spill();
+    }
+}
+
 impl Segment for StreamBuffer {
     fn total_bytes(&self) -> u64 {
         self.total

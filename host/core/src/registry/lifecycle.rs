@@ -143,6 +143,8 @@ impl JobRegistry {
         let announced = record.announced.clone();
         record.settled.send_replace(true);
         state.remove_live(owner.as_ref());
+        let limit = self.shared.config.max_retained_per_owner();
+        state.retire(id, owner.as_ref(), limit);
         let changed = state.changed_for(owner.as_ref());
         let done = if state.listeners_closed {
             Vec::new()
@@ -182,9 +184,10 @@ impl JobRegistry {
         let before = state.records.len();
         state
             .records
-            .retain(|_, r| !r.owner.as_ref().is_some_and(|o| o.same_instance(owner)));
+            .retain(|r| !r.owner.as_ref().is_some_and(|o| o.same_instance(owner)));
         let had_records = state.records.len() != before;
         state.wakes.remove(&owner.instance());
+        state.finished.remove(&Some(owner.instance()));
         let changed = state.changed_for(Some(owner));
         drop(state);
         if had_records {
@@ -204,7 +207,7 @@ impl JobRegistry {
         }
         let mut state = lock(&self.shared.state);
         let mut owners: Vec<Option<Owner>> = Vec::new();
-        for (_, record) in state.records.drain(..) {
+        for record in state.records.drain() {
             let seen = owners.iter().any(|o| match (o, &record.owner) {
                 (Some(a), Some(b)) => a.same_instance(b),
                 (None, None) => true,
@@ -216,6 +219,7 @@ impl JobRegistry {
         }
         state.wakes.clear();
         state.live.clear();
+        state.finished.clear();
         announce_to(state, owners);
     }
 

@@ -19,6 +19,7 @@ mod errors;
 mod hooks;
 mod lifecycle;
 mod notices;
+mod records;
 mod routing;
 mod types;
 
@@ -28,12 +29,11 @@ pub use hooks::{CancelHook, DoneFuture, ExcerptHook, JobHooks, ReadHook};
 pub use routing::{ControllerAttachment, ListenerRegistration};
 pub use types::*;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use indexmap::IndexMap;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -103,11 +103,14 @@ type ChangedListener = Arc<dyn Fn(Option<&Owner>) + Send + Sync>;
 
 #[derive(Default)]
 struct State {
-    /// Every record by id, in registration order: lookups are O(1).
-    records: IndexMap<String, JobRecord>,
+    /// Every record, in registration order and by id.
+    records: records::Records,
     /// Live (non-terminal) jobs per admission bucket (an owner instance, or
     /// `None` for unowned jobs), kept in step with settlement.
     live: HashMap<Option<u64>, u64>,
+    /// Finished jobs per admission bucket, in settlement order: the oldest go
+    /// first once there are more than the retention limit.
+    finished: HashMap<Option<u64>, VecDeque<String>>,
     counters: HashMap<String, u64>,
     scopes: ScopeTree,
     controllers: Layered<()>,
@@ -123,6 +126,28 @@ impl State {
     /// One more live job in `owner`'s bucket.
     fn add_live(&mut self, owner: Option<&Owner>) {
         *self.live.entry(owner.map(Owner::instance)).or_insert(0) += 1;
+    }
+
+    /// Records that job `id` of `owner` finished, then drops the oldest finished
+    /// jobs of that bucket beyond `limit`, as long as their outcome was seen (a
+    /// notice may still be due otherwise; unowned jobs have none). Dropping a
+    /// record drops its hooks, and so the producer's output and spill files.
+    fn retire(&mut self, id: &str, owner: Option<&Owner>, limit: u64) {
+        let key = owner.map(Owner::instance);
+        let queue = self.finished.entry(key).or_default();
+        queue.push_back(id.to_owned());
+        while queue.len() as u64 > limit {
+            let Some(oldest) = queue.front() else { break };
+            match self.records.get(oldest) {
+                None => {}
+                Some(r) if r.reported || r.owner.is_none() => {
+                    self.records.remove(oldest);
+                }
+                // Its notice is still due; it goes on a later settlement.
+                Some(_) => break,
+            }
+            queue.pop_front();
+        }
     }
 
     /// One live job fewer in `owner`'s bucket.

@@ -45,24 +45,23 @@ impl JobRegistry {
     pub fn drain_settled(&self, owner: &Owner) -> Vec<JobSnapshot> {
         let mut state = lock(&self.shared.state);
         // A per-owner listing: it walks the records, as a list does.
-        let mut drained: Vec<(Option<u64>, usize)> = state
+        let mut drained: Vec<(Option<u64>, u64)> = state
             .records
-            .values()
-            .enumerate()
+            .iter()
             .filter(|(_, r)| {
                 r.status.is_terminal()
                     && !r.noticed
                     && r.owner.as_ref().is_some_and(|o| o.same_instance(owner))
             })
-            .map(|(index, r)| (r.finished_at, index))
+            .map(|(seq, r)| (r.finished_at, seq))
             .collect();
         // Oldest settlement first; jobs settled in the same millisecond keep
         // registration order.
         drained.sort_unstable();
         drained
             .into_iter()
-            .filter_map(|(_, index)| {
-                let (_, r) = state.records.get_index_mut(index)?;
+            .filter_map(|(_, seq)| {
+                let r = state.records.get_by_seq_mut(seq)?;
                 r.noticed = true;
                 r.reported = true;
                 Some(r.snapshot())

@@ -25,6 +25,10 @@ pub fn bounded_label(mut label: String) -> String {
     label
 }
 
+/// Default number of finished, seen jobs kept per owner (see
+/// [`crate::RegistryConfig::with_max_retained_per_owner`]).
+pub const DEFAULT_MAX_RETAINED_PER_OWNER: u64 = 1000;
+
 /// Default admission limit per owner.
 pub const DEFAULT_MAX_CONCURRENT_JOBS_PER_OWNER: u64 = 10;
 
