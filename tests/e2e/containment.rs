@@ -749,3 +749,58 @@ async fn a_dropped_job_takes_its_spill_files() {
     assert!(!spill.exists(), "the dropped job's spill file stayed");
     assert_eq!(bash.spill_bytes(), 0);
 }
+
+// One thread: the scripted producers settle by yielding to it.
+#[tokio::test]
+async fn a_full_pool_makes_calls_wait_instead_of_failing() {
+    let runtime = std::sync::Arc::new(
+        host::PluginRuntime::new(
+            host::SandboxLimits {
+                pool_slots: Some(1),
+                ..host::SandboxLimits::default()
+            },
+            Some(&crate::fixture::cache_dir()),
+        )
+        .unwrap(),
+    );
+    let registry = host::JobRegistry::default();
+    let mount = std::sync::Arc::new(
+        host::Mount::new(runtime, registry.clone(), "{}")
+            .await
+            .unwrap(),
+    );
+    let (alice, bob) = (host::Owner::new("alice"), host::Owner::new("bob"));
+    registry.agents().register(&alice);
+    registry.agents().register(&bob);
+    let (id, control) = crate::fixture::ScriptedJob::final_output(Some(&alice))
+        .start(&registry)
+        .unwrap();
+    // Alice's wait holds the only slot...
+    let waiting = {
+        let (mount, alice, id) = (mount.clone(), alice.clone(), id.clone());
+        tokio::spawn(async move {
+            let args = format!(r#"{{"job_id":"{id}","wait":true,"timeout_ms":600000}}"#);
+            mount.invoke(Some(&alice), "job_output", &args).await
+        })
+    };
+    crate::fixture::until_waiting(&registry, &id).await;
+    // ...so Bob's call waits for it rather than failing.
+    let listing = {
+        let (mount, bob) = (mount.clone(), bob.clone());
+        tokio::spawn(async move { mount.invoke(Some(&bob), "job_list", "{}").await })
+    };
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        !listing.is_finished(),
+        "a second instance ran in a one-slot pool"
+    );
+    control
+        .settle(host::OutcomeStatus::Completed, None, Some("done"))
+        .await;
+    assert_eq!(waiting.await.unwrap().text, "done\n[status: completed]");
+    let list = listing.await.unwrap();
+    assert!(!list.is_error, "{}", list.text);
+    assert_eq!(list.text, "(no background jobs)");
+}

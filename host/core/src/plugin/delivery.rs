@@ -65,7 +65,7 @@ async fn deliver_one(
         wakes_spent: registry.wakes_spent(&owner),
     };
     let snapshot = wit::JobSnapshot::from(&current);
-    let mut store = runtime.store(registry, 0.0);
+    let mut store = runtime.store(registry, 0.0).await;
     let jobs = instantiate(runtime, &mut store)
         .await
         .map_err(|e| e.to_string())?;

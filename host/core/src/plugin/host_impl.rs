@@ -24,6 +24,8 @@ pub(super) struct CallState {
     pub(super) abort: CancellationToken,
     pub(super) max_wait_ms: f64,
     pub(super) ticks_used: u64,
+    /// The pool slot this call holds.
+    pub(super) _slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl CallState {

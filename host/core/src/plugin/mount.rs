@@ -77,7 +77,7 @@ impl Mount {
         config_json: &str,
     ) -> Result<Mount, PluginError> {
         let config = {
-            let mut store = runtime.store(&registry, 0.0);
+            let mut store = runtime.store(&registry, 0.0).await;
             let jobs = instantiate(&runtime, &mut store).await?;
             jobs.harness_jobs_tools()
                 .call_configure(&mut store, config_json)
@@ -342,7 +342,7 @@ impl Mount {
         &self,
         f: impl AsyncFnOnce(&ToolJobs, &mut Store<CallState>) -> wasmtime::Result<T>,
     ) -> Result<T, PluginError> {
-        let mut store = self.runtime.store(&self.registry, 0.0);
+        let mut store = self.runtime.store(&self.registry, 0.0).await;
         let jobs = instantiate(&self.runtime, &mut store).await?;
         f(&jobs, &mut store).await.map_err(trap)
     }
@@ -362,7 +362,8 @@ impl Mount {
         let _turn = self.call_turn(caller).await;
         let mut store = self
             .runtime
-            .store(&self.registry, self.config.max_wait_timeout_ms);
+            .store(&self.registry, self.config.max_wait_timeout_ms)
+            .await;
         store.data_mut().abort = abort.clone();
         let jobs = instantiate(&self.runtime, &mut store).await?;
         let scope = store
