@@ -680,3 +680,63 @@ async fn a_stale_instance_is_refused_but_still_sees_its_session() {
         .collect();
     assert_eq!(seen, [id]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_under_way_while_its_owner_is_disposed_is_undone() {
+    let f = Fixture::new().await;
+    let alice = f.alice.clone();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    let (gate_tx, gate_rx) = std::sync::mpsc::channel::<()>();
+    let cancels = Arc::new(Mutex::new(Vec::<Option<String>>::new()));
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    // The producer starts its work outside the registry's lock: hold it there.
+    let start = {
+        let (registry, alice, cancels) = (f.registry.clone(), alice.clone(), cancels.clone());
+        let runtime = tokio::runtime::Handle::current();
+        std::thread::spawn(move || {
+            let _runtime = runtime.enter();
+            let spec = ScriptedJob::stream(Some(&alice)).spec;
+            registry.start(spec, move || {
+                ready_tx.send(()).unwrap();
+                gate_rx.recv().unwrap();
+                Ok(host::JobHooks {
+                    cancel: Box::new(move |reason| {
+                        cancels.lock().unwrap().push(reason.map(str::to_owned));
+                        Ok(())
+                    }),
+                    read_output: None,
+                    output_excerpt: None,
+                    done: Box::pin(async move {
+                        let _ = done_rx.await;
+                        Ok(host::JobOutcome {
+                            status: OutcomeStatus::Killed,
+                            detail: None,
+                            output: None,
+                        })
+                    }),
+                })
+            })
+        })
+    };
+    tokio::task::spawn_blocking(move || ready_rx.recv().unwrap())
+        .await
+        .unwrap();
+    // Other calls go on meanwhile, and the owner is torn down.
+    assert!(f.registry.list(Some(&alice)).is_empty());
+    f.registry.dispose_owner(&alice).await;
+    gate_tx.send(()).unwrap();
+    let result = tokio::task::spawn_blocking(move || start.join().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(result, Err(StartError::StaleOwner("alice".into())));
+    assert_eq!(
+        *cancels.lock().unwrap(),
+        [Some("owner disposed".to_owned())]
+    );
+    assert!(f.registry.list(Some(&alice)).is_empty());
+    assert!(f.registry.inspect("bash-1").is_none());
+    let _ = done_tx.send(());
+    // The slot it held is free again.
+    let (id, _control) = f.start(ScriptedJob::stream(Some(&alice))).unwrap();
+    assert_eq!(id, "bash-1");
+}

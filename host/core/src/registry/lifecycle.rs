@@ -56,14 +56,43 @@ impl JobRegistry {
         if live >= limit {
             return Err(StartError::LimitReached(limit));
         }
-
-        let hooks = run().map_err(StartError::Producer)?;
+        // The producer starts its work without the lock (a spawn must not stall
+        // every other registry call); the admission slot is held meanwhile.
+        let owner = spec.owner.as_ref();
+        let teardowns = |state: &super::State| {
+            let count = |key| state.teardowns.get(&key).copied().unwrap_or(0);
+            (count(None), owner.map(|o| count(Some(o.instance()))))
+        };
+        let before = teardowns(&state);
+        state.add_live(owner);
+        drop(state);
+        let hooks = match run() {
+            Ok(hooks) => hooks,
+            Err(message) => {
+                lock(&self.shared.state).remove_live(owner);
+                return Err(StartError::Producer(message));
+            }
+        };
+        let mut state = lock(&self.shared.state);
+        // Torn down while the producer started: the work must not outlive it.
+        let torn_down = teardowns(&state) != before;
+        if torn_down {
+            state.remove_live(owner);
+            drop(state);
+            let mut hooks = hooks;
+            let _ = (hooks.cancel)(Some("owner disposed"));
+            // Let the producer release what it holds.
+            tokio::spawn(hooks.done);
+            return Err(match owner {
+                Some(o) => StartError::StaleOwner(o.session_id().to_owned()),
+                None => StartError::NoController,
+            });
+        }
         let counter = state.counters.entry(spec.kind.clone()).or_insert(0);
         *counter += 1;
         let id = format!("{}-{}", spec.kind, counter);
         let (settled, _) = watch::channel(false);
         let (announced, _) = watch::channel(false);
-        state.add_live(spec.owner.as_ref());
         state.records.insert(
             id.clone(),
             JobRecord {
@@ -173,13 +202,16 @@ impl JobRegistry {
     /// to those ids fails with `unknown job`. A cancel that fails force-fails its
     /// job instead of being waited for.
     pub async fn dispose_owner(&self, owner: &Owner) {
-        let pending = self.tear_down(
+        // A start already under way for this owner is undone when it finishes.
+        *lock(&self.shared.state)
+            .teardowns
+            .entry(Some(owner.instance()))
+            .or_insert(0) += 1;
+        self.tear_down_until_quiet(
             |r| r.owner.as_ref().is_some_and(|o| o.same_instance(owner)),
             "owner disposed",
-        );
-        for mut rx in pending {
-            let _ = rx.wait_for(|done| *done).await;
-        }
+        )
+        .await;
         let mut state = lock(&self.shared.state);
         let before = state.records.len();
         state
@@ -200,11 +232,12 @@ impl JobRegistry {
     /// first), the registry waits for them, clears every record, and announces the
     /// emptied set to each owner and to unowned observers.
     pub async fn dispose(&self) {
-        lock(&self.shared.state).listeners_closed = true;
-        let pending = self.tear_down(|_| true, "jobs service disposed");
-        for mut rx in pending {
-            let _ = rx.wait_for(|done| *done).await;
+        {
+            let mut state = lock(&self.shared.state);
+            state.listeners_closed = true;
         }
+        self.tear_down_until_quiet(|_| true, "jobs service disposed")
+            .await;
         let mut state = lock(&self.shared.state);
         let mut owners: Vec<Option<Owner>> = Vec::new();
         for record in state.records.drain() {
@@ -220,7 +253,23 @@ impl JobRegistry {
         state.wakes.clear();
         state.live.clear();
         state.finished.clear();
+        *state.teardowns.entry(None).or_insert(0) += 1;
         announce_to(state, owners);
+    }
+
+    /// Tears down every live record matching `which` and waits for them to
+    /// settle, again and again while a start that was under way registers
+    /// another, so that nothing live matching `which` is left.
+    async fn tear_down_until_quiet(&self, which: impl Fn(&JobRecord) -> bool, reason: &str) {
+        for _ in 0..1000 {
+            let pending = self.tear_down(&which, reason);
+            if pending.is_empty() {
+                return;
+            }
+            for mut rx in pending {
+                let _ = rx.wait_for(|done| *done).await;
+            }
+        }
     }
 
     /// Marks every live record matching `which` reported, then cancels it with

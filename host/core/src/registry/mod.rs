@@ -111,6 +111,9 @@ struct State {
     /// Finished jobs per admission bucket, in settlement order: the oldest go
     /// first once there are more than the retention limit.
     finished: HashMap<Option<u64>, VecDeque<String>>,
+    /// Teardowns so far, per owner instance and (under `None`) of the whole
+    /// service: a start under way when one happens is undone, not registered.
+    teardowns: HashMap<Option<u64>, u64>,
     counters: HashMap<String, u64>,
     scopes: ScopeTree,
     controllers: Layered<()>,
