@@ -266,7 +266,10 @@ async fn shell(host: Host) -> Result<()> {
         }
     } else {
         // A script: every line is echoed with its answer, so the transcript reads
-        // like the model's side of the conversation.
+        // like the model's side of the conversation. Notices are shown with the
+        // results they precede; nobody reads them as they arrive, so the channel
+        // goes (it would otherwise hold every notice of the session).
+        drop(announced);
         let stdin = tokio::io::stdin();
         let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdin));
         while let Some(line) = lines.next_line().await? {

@@ -63,7 +63,13 @@ impl SpillBudget {
     /// Marks a job's capture finished: its spill files may now be dropped to make
     /// room for running jobs, oldest first.
     pub fn finished(&self, capture: &Arc<Mutex<Capture>>) {
-        lock_or_recover(&self.finished).push_back(Arc::downgrade(capture));
+        let mut finished = lock_or_recover(&self.finished);
+        finished.push_back(Arc::downgrade(capture));
+        // The registry drops the oldest finished jobs first, so their captures
+        // die at the front; a dead entry would still pin its allocation.
+        while finished.front().is_some_and(|w| w.strong_count() == 0) {
+            finished.pop_front();
+        }
     }
 
     fn release(&self, bytes: u64) {
