@@ -575,6 +575,24 @@ mod tests {
     }
 
     #[test]
+    fn dropped_captures_leave_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = SpillBudget::new(1 << 20);
+        let capture = |name: &str| {
+            Arc::new(Mutex::new(Capture::with_budget(
+                &dir.path().join(name),
+                limits(4, 1000),
+                Some(budget.clone()),
+            )))
+        };
+        for i in 0..100 {
+            // The registry dropped each earlier job before this one finished.
+            budget.finished(&capture(&format!("job-{i}")));
+        }
+        assert_eq!(lock_or_recover(&budget.finished).len(), 1);
+    }
+
+    #[test]
     fn stderr_follows_stdout_on_its_own_line() {
         let dir = tempfile::tempdir().unwrap();
         let mut c = Capture::new(&dir.path().join("job"), OutputLimits::default());
