@@ -51,11 +51,11 @@ impl Shell {
             .unwrap()
     }
 
-    /// Reads (consuming) until the output holds `lines` lines.
-    async fn lines(&self, id: &str, lines: usize) -> Vec<String> {
+    /// Reads (consuming, as `owner`) until the output holds `lines` lines.
+    async fn lines(&self, owner: Option<&Owner>, id: &str, lines: usize) -> Vec<String> {
         let mut seen = String::new();
         while seen.lines().count() < lines {
-            seen.push_str(&self.f.registry.read(id, None).unwrap().0);
+            seen.push_str(&self.f.registry.read(id, owner).unwrap().0);
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         seen.lines().map(str::to_owned).collect()
@@ -88,6 +88,13 @@ const ESCAPEES: &str = "setsid sleep 300 >/dev/null 2>&1 & echo $!; \
      set -m; sleep 300 >/dev/null 2>&1 & echo $!; set +m; \
      ( ( exec sleep 300 ) >/dev/null 2>&1 & echo $! ) ; ";
 
+/// Asserts that every one of `pids` stops running (`what` says after what).
+async fn all_gone(mode: ContainmentMode, pids: Vec<i32>, what: &str) {
+    for pid in pids {
+        assert!(gone_soon(pid).await, "{mode:?}: {pid} {what}");
+    }
+}
+
 fn pids(lines: &[String]) -> Vec<i32> {
     lines.iter().map(|l| l.trim().parse().unwrap()).collect()
 }
@@ -99,7 +106,7 @@ async fn escapees_die_with_job_kill() {
             continue;
         };
         let id = s.run(None, &format!("{ESCAPEES} sleep 300"));
-        let pids = pids(&s.lines(&id, 3).await);
+        let pids = pids(&s.lines(None, &id, 3).await);
         for pid in &pids {
             assert!(running(*pid), "{mode:?}: {pid} should be running");
         }
@@ -110,9 +117,7 @@ async fn escapees_die_with_job_kill() {
             text.ends_with("[status: killed, signal: SIGTERM]"),
             "{text}"
         );
-        for pid in pids {
-            assert!(gone_soon(pid).await, "{mode:?}: {pid} survived job_kill");
-        }
+        all_gone(mode, pids, "survived job_kill").await;
     }
 }
 
@@ -128,15 +133,13 @@ async fn escapees_die_when_the_job_ends_by_itself() {
         };
         // The last escapee keeps the job's stdout open, too.
         let id = s.run(None, &format!("{ESCAPEES} setsid sleep 300 & echo $!"));
-        let pids = pids(&s.lines(&id, 4).await);
+        let pids = pids(&s.lines(None, &id, 4).await);
         let text = s.settle(&id).await;
         assert!(
             text.ends_with("[status: completed, exit code: 0]"),
             "{mode:?}: {text}"
         );
-        for pid in pids {
-            assert!(gone_soon(pid).await, "{mode:?}: {pid} outlived its job");
-        }
+        all_gone(mode, pids, "outlived its job").await;
     }
 }
 
@@ -154,7 +157,7 @@ async fn a_term_ignoring_escapee_gets_sigkill() {
             None,
             "setsid bash -c 'trap \"\" TERM; echo $$; exec sleep 300' & wait",
         );
-        let pids = pids(&s.lines(&id, 1).await);
+        let pids = pids(&s.lines(None, &id, 1).await);
         s.f.call(None, "job_kill", json!({"job_id": id})).await;
         let text = s.settle(&id).await;
         assert!(text.contains("[status: killed, signal: SIG"), "{text}");
@@ -173,22 +176,9 @@ async fn teardown_kills_every_tree() {
         };
         let alice = s.f.alice.clone();
         let id = s.run(Some(&alice), &format!("{ESCAPEES} sleep 300"));
-        let pids = pids(&s.lines_for(&alice, &id, 3).await);
+        let pids = pids(&s.lines(Some(&alice), &id, 3).await);
         s.f.registry.dispose_owner(&alice).await;
-        for pid in pids {
-            assert!(gone_soon(pid).await, "{mode:?}: {pid} survived teardown");
-        }
-    }
-}
-
-impl Shell {
-    async fn lines_for(&self, owner: &Owner, id: &str, lines: usize) -> Vec<String> {
-        let mut seen = String::new();
-        while seen.lines().count() < lines {
-            seen.push_str(&self.f.registry.read(id, Some(owner)).unwrap().0);
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        seen.lines().map(str::to_owned).collect()
+        all_gone(mode, pids, "survived teardown").await;
     }
 }
 
@@ -481,8 +471,9 @@ async fn statuses_stay_honest_after_a_kill() {
         let Some(s) = Shell::new(mode, BashConfig::default()).await else {
             continue;
         };
-        let id = s.run(None, "setsid sleep 300 & sleep 300");
-        s.lines(&id, 0).await;
+        // Killed only once the escapee exists.
+        let id = s.run(None, "setsid sleep 300 & echo $!; sleep 300");
+        s.lines(None, &id, 1).await;
         s.f.call(None, "job_kill", json!({"job_id": id})).await;
         s.settle(&id).await;
         assert_eq!(s.f.registry.inspect(&id).unwrap().status, JobStatus::Killed);

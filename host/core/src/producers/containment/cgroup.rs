@@ -1,6 +1,7 @@
 //! cgroup v2: finding the mount, this process's cgroup, and creating, killing
 //! and removing job cgroups.
 
+use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -88,25 +89,15 @@ pub(super) fn create_cgroup_root(shell: &Path) -> Result<PathBuf, String> {
 fn probe_migration(shell: &Path, root: &Path) -> std::io::Result<()> {
     let probe = root.join("probe");
     std::fs::create_dir(&probe)?;
-    let procs = std::ffi::CString::new(probe.join("cgroup.procs").as_os_str().as_encoded_bytes())
-        .map_err(std::io::Error::other)?;
+    let procs = procs_file(&probe)?;
     let mut cmd = std::process::Command::new(shell);
     cmd.args(["--noprofile", "--norc", "-c", "true"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    // SAFETY: open, write and close are async-signal-safe.
+    // SAFETY: `join` is async-signal-safe.
     unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let written = libc::write(fd, b"0".as_ptr().cast(), 1);
-            let err = std::io::Error::last_os_error();
-            libc::close(fd);
-            if written == 1 { Ok(()) } else { Err(err) }
-        });
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || join(&procs));
     }
     let result = cmd.status().and_then(|status| {
         if status.success() {
@@ -119,6 +110,32 @@ fn probe_migration(shell: &Path, root: &Path) -> std::io::Result<()> {
     });
     remove_cgroup(&probe);
     result
+}
+
+/// `<dir>/cgroup.procs`, ready for a forked child to write itself into.
+pub(super) fn procs_file(dir: &Path) -> std::io::Result<CString> {
+    CString::new(dir.join("cgroup.procs").as_os_str().as_encoded_bytes())
+        .map_err(std::io::Error::other)
+}
+
+/// Moves the calling process into the cgroup whose `cgroup.procs` is `procs`
+/// (writing "0" moves the writer itself).
+///
+/// # Safety
+///
+/// Async-signal-safe: for a child between fork and exec.
+pub(super) unsafe fn join(procs: &CStr) -> std::io::Result<()> {
+    // SAFETY: plain syscalls on a valid path.
+    unsafe {
+        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+        let err = std::io::Error::last_os_error();
+        libc::close(fd);
+        if written == 1 { Ok(()) } else { Err(err) }
+    }
 }
 
 /// Removes a cgroup directory and its children, retrying briefly while killed

@@ -35,7 +35,9 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
 pub use cgroup::cgroup2_mount;
-use cgroup::{cgroup_pids, create_cgroup_root, remove_cgroup, remove_cgroup_tree};
+use cgroup::{
+    cgroup_pids, create_cgroup_root, join, procs_file, remove_cgroup, remove_cgroup_tree,
+};
 use procfs::{ProcInfo, find_with_descendants, sweep};
 pub(crate) use procfs::{remove_leader, spawn_leader};
 use watchdog::Watchdog;
@@ -151,11 +153,7 @@ impl Containment {
             }
             ActiveMode::Fallback => None,
         };
-        let procs = cgroup
-            .as_ref()
-            .map(|dir| CString::new(dir.join("cgroup.procs").as_os_str().as_encoded_bytes()))
-            .transpose()
-            .map_err(std::io::Error::other)?;
+        let procs = cgroup.as_deref().map(procs_file).transpose()?;
         Ok(JobContainer {
             cgroup,
             procs,
@@ -234,18 +232,8 @@ impl JobContainer {
                 if libc::getppid() != parent {
                     libc::_exit(137);
                 }
-                if let Some(path) = &procs {
-                    let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                    if fd < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    // "0" moves the writing process itself.
-                    let written = libc::write(fd, b"0".as_ptr().cast(), 1);
-                    let err = std::io::Error::last_os_error();
-                    libc::close(fd);
-                    if written != 1 {
-                        return Err(err);
-                    }
+                if let Some(procs) = &procs {
+                    join(procs)?;
                 }
                 close_inherited_fds();
             }
