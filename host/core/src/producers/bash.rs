@@ -276,8 +276,12 @@ impl BashProducer {
             container: Mutex::new(container),
             exited,
         });
-        lock_any(&inner.live).retain(|w| w.strong_count() > 0);
-        lock_any(&inner.live).push(Arc::downgrade(&control));
+        {
+            // Jobs the registry dropped are gone; keep the list to the others.
+            let mut live = lock_any(&inner.live);
+            live.retain(|w| w.strong_count() > 0);
+            live.push(Arc::downgrade(&control));
+        }
 
         let read_capture = capture.clone();
         let read_output = Box::new(move || Ok(lock(&read_capture).render_delta()));
