@@ -12,8 +12,8 @@ use guest_tool_jobs::config::Config;
 use guest_tool_jobs::model::{self, JobsView};
 use host::registry::{JobHooks, JobOutcome, JobRegistry, JobStart, OutcomeStatus};
 use host::{
-    AgentDirectory, CancellationToken, JobSnapshot, JobStatus, Mount, Owner, PluginRuntime,
-    RegistryConfig, SandboxLimits,
+    AgentDirectory, JobSnapshot, JobStatus, Mount, Owner, PluginRuntime, RegistryConfig,
+    SandboxLimits,
 };
 
 /// The host registry seen through the guest's own trait, for the native baseline.
@@ -86,14 +86,6 @@ impl JobsView for NativeView<'_> {
                 host::registry::KillOutcome::Requested => model::KillOutcome::Requested,
                 host::registry::KillOutcome::AlreadyFinished => model::KillOutcome::AlreadyFinished,
             })
-            .map_err(to_model_error)
-    }
-
-    fn wait(&self, id: &str, timeout_ms: f64) -> Result<model::JobSnapshot, model::RegistryError> {
-        let abort = CancellationToken::new();
-        let wait = self.registry.wait(id, timeout_ms, self.caller, &abort);
-        tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(wait))
-            .map(to_model)
             .map_err(to_model_error)
     }
 
@@ -216,7 +208,7 @@ fn benches(c: &mut Criterion) {
                 registry: &registry,
                 caller: Some(&owner),
             };
-            guest_tool_jobs::surface::invoke(&view, &config, "job_list", "{}")
+            guest_tool_jobs::surface::invoke(&view, &config, "job_list", "{}", None)
         })
     });
     group.finish();
@@ -232,7 +224,7 @@ fn benches(c: &mut Criterion) {
                 registry: &registry,
                 caller: Some(&owner),
             };
-            guest_tool_jobs::surface::invoke(&view, &config, "job_output", &output_args)
+            guest_tool_jobs::surface::invoke(&view, &config, "job_output", &output_args, None)
         })
     });
     group.finish();
@@ -260,7 +252,7 @@ fn benches(c: &mut Criterion) {
                 registry: &registry,
                 caller: Some(&owner),
             };
-            guest_tool_jobs::surface::invoke(&view, &c_config, "job_status", &status_args)
+            guest_tool_jobs::surface::invoke(&view, &c_config, "job_status", &status_args, None)
         })
     });
     group.finish();

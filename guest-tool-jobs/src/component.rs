@@ -14,8 +14,8 @@ wit_bindgen::generate!({
 
 use exports::harness::jobs::notices::{self, AgentStatus, Delivery, Lane, Notice, OwnerState};
 use exports::harness::jobs::tools::{
-    self, CompletionDelivery, Config, ContentBlock, OwnerScope, Profile, PromptSection,
-    ToolDefinition, ToolResult, UiCard,
+    self, CallOutcome, CompletionDelivery, Config, ContentBlock, OwnerScope, Profile,
+    PromptSection, ToolDefinition, ToolResult, UiCard, WaitRequest,
 };
 use harness::jobs::clock::now_ms;
 use harness::jobs::diag::{Level, log};
@@ -63,7 +63,6 @@ fn error_from(error: RegistryError) -> model::RegistryError {
     match error {
         RegistryError::UnknownJob(id) => model::RegistryError::UnknownJob(id),
         RegistryError::ForeignJob(id) => model::RegistryError::ForeignJob(id),
-        RegistryError::InvalidTimeout(v) => model::RegistryError::InvalidTimeout(v),
         RegistryError::WaitAborted => model::RegistryError::WaitAborted,
         RegistryError::ProducerFailed(m) => model::RegistryError::ProducerFailed(m),
     }
@@ -99,13 +98,6 @@ impl JobsView for Scope<'_> {
                 KillOutcome::Requested => model::KillOutcome::Requested,
                 KillOutcome::AlreadyFinished => model::KillOutcome::AlreadyFinished,
             })
-            .map_err(error_from)
-    }
-
-    fn wait(&self, id: &str, timeout_ms: f64) -> Result<model::JobSnapshot, model::RegistryError> {
-        self.0
-            .wait(id, timeout_ms)
-            .map(snapshot_from)
             .map_err(error_from)
     }
 
@@ -215,14 +207,33 @@ impl tools::Guest for Component {
         config: Config,
         tool_name: String,
         args_json: String,
-    ) -> ToolResult {
+    ) -> CallOutcome {
         install_panic_hook();
-        let result = surface::invoke(&Scope(scope), &config_from(config), &tool_name, &args_json);
-        ToolResult {
-            text: result.text,
-            is_error: result.is_error,
-            value: result.value.map(|v| v.to_string()),
-        }
+        outcome_from(surface::invoke(
+            &Scope(scope),
+            &config_from(config),
+            &tool_name,
+            &args_json,
+            None,
+        ))
+    }
+
+    fn resume(
+        scope: &OwnerScope,
+        config: Config,
+        tool_name: String,
+        args_json: String,
+        waited: Result<JobSnapshot, RegistryError>,
+    ) -> CallOutcome {
+        install_panic_hook();
+        let waited = waited.map(snapshot_from).map_err(error_from);
+        outcome_from(surface::invoke(
+            &Scope(scope),
+            &config_from(config),
+            &tool_name,
+            &args_json,
+            Some(&waited),
+        ))
     }
 
     fn finalize(
@@ -253,6 +264,20 @@ impl tools::Guest for Component {
             logic::ContentBlock::Other(o) => ContentBlock::Other(o),
         })
         .collect()
+    }
+}
+
+fn outcome_from(step: model::Step<model::ToolResult>) -> CallOutcome {
+    match step {
+        model::Step::Done(result) => CallOutcome::Done(ToolResult {
+            text: result.text,
+            is_error: result.is_error,
+            value: result.value.map(|v| v.to_string()),
+        }),
+        model::Step::Wait(request) => CallOutcome::Wait(WaitRequest {
+            job_id: request.job_id,
+            timeout_ms: request.timeout_ms,
+        }),
     }
 }
 

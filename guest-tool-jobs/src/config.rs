@@ -43,10 +43,11 @@ pub enum CompletionDelivery {
 pub struct Config {
     /// The tool surface.
     pub profile: Profile,
-    /// Wait used when `wait: true` comes without `timeout_ms`.
-    pub wait_timeout_ms: f64,
-    /// Hard cap on any wait.
-    pub max_wait_timeout_ms: f64,
+    /// Wait used when `wait: true` comes without `timeout_ms`, in whole
+    /// milliseconds (a fractional config value is rounded up).
+    pub wait_timeout_ms: u64,
+    /// Hard cap on any wait, in whole milliseconds (rounded up likewise).
+    pub max_wait_timeout_ms: u64,
     /// Notice lane policy.
     pub completion_delivery: CompletionDelivery,
     /// Wake-ups one owner may receive before notices fall back to injection.
@@ -61,8 +62,8 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             profile: Profile::A,
-            wait_timeout_ms: 30_000.0,
-            max_wait_timeout_ms: 600_000.0,
+            wait_timeout_ms: 30_000,
+            max_wait_timeout_ms: 600_000,
             completion_delivery: CompletionDelivery::Wakeup,
             max_consecutive_wakes: 3,
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
@@ -150,12 +151,18 @@ fn parse_for(profile: Profile, map: &Map<String, Value>) -> Result<Config, Strin
         profile,
         ..Config::default()
     };
-    if let Some(v) = map.get("waitTimeoutMs") {
-        config.wait_timeout_ms = at_least_one("waitTimeoutMs", v)?;
-    }
-    if let Some(v) = map.get("maxWaitTimeoutMs") {
-        config.max_wait_timeout_ms = at_least_one("maxWaitTimeoutMs", v)?;
-    }
+    // Compared as written (so the error quotes the operator's numbers), then
+    // kept as whole milliseconds, the unit host and guest share.
+    let wait = match map.get("waitTimeoutMs") {
+        Some(v) => at_least_one("waitTimeoutMs", v)?,
+        None => config.wait_timeout_ms as f64,
+    };
+    let max_wait = match map.get("maxWaitTimeoutMs") {
+        Some(v) => at_least_one("maxWaitTimeoutMs", v)?,
+        None => config.max_wait_timeout_ms as f64,
+    };
+    config.wait_timeout_ms = whole_ms(wait);
+    config.max_wait_timeout_ms = whole_ms(max_wait);
     if let Some(v) = map.get("completionDelivery") {
         config.completion_delivery = match v.as_str() {
             Some("wakeup") => CompletionDelivery::Wakeup,
@@ -182,11 +189,11 @@ fn parse_for(profile: Profile, map: &Map<String, Value>) -> Result<Config, Strin
         Profile::C => return parse_c(config, map),
         Profile::A | Profile::B => {}
     }
-    if config.wait_timeout_ms > config.max_wait_timeout_ms {
+    if wait > max_wait {
         return Err(format!(
             "waitTimeoutMs ({}) exceeds maxWaitTimeoutMs ({})",
-            js_number(config.wait_timeout_ms),
-            js_number(config.max_wait_timeout_ms)
+            js_number(wait),
+            js_number(max_wait)
         ));
     }
     Ok(config)
@@ -213,7 +220,7 @@ fn parse_c(mut config: Config, map: &Map<String, Value>) -> Result<Config, Strin
             n => n,
         },
     };
-    config.max_wait_timeout_ms = (seconds * 1000) as f64;
+    config.max_wait_timeout_ms = seconds * 1000;
     config.wait_timeout_ms = config.max_wait_timeout_ms;
     config.completion_delivery = CompletionDelivery::Quiet;
     if let Some(v) = map.get("suppressCompletionNotice") {
@@ -229,6 +236,12 @@ fn whole_number(key: &str, value: &Value) -> Result<u64, String> {
         .as_u64()
         .filter(|n| *n as f64 <= MAX_SAFE_INTEGER)
         .ok_or_else(|| format!("{key} must be a whole number of at least 0, got {value}"))
+}
+
+/// A timeout of at least 1 ms as whole milliseconds, rounded up (saturating for
+/// values beyond `u64`).
+fn whole_ms(ms: f64) -> u64 {
+    ms.ceil() as u64
 }
 
 fn at_least_one(key: &str, value: &Value) -> Result<f64, String> {
@@ -282,7 +295,7 @@ mod tests {
     #[test]
     fn profile_b_has_its_own_keys_and_prefix() {
         let b = parse_config(r#"{"profile":"b","waitTimeoutMs":5}"#).unwrap();
-        assert_eq!((b.profile, b.wait_timeout_ms), (Profile::B, 5.0));
+        assert_eq!((b.profile, b.wait_timeout_ms), (Profile::B, 5));
         assert_eq!(
             parse_config(r#"{"profile":"b","waitTimeoutMs":100,"maxWaitTimeoutMs":50}"#)
                 .unwrap_err(),
@@ -297,13 +310,24 @@ mod tests {
     }
 
     #[test]
+    fn fractional_timeouts_become_whole_milliseconds_rounded_up() {
+        let c = parse_config(r#"{"waitTimeoutMs":1.2,"maxWaitTimeoutMs":1.5}"#).unwrap();
+        assert_eq!((c.wait_timeout_ms, c.max_wait_timeout_ms), (2, 2));
+        // Compared as written: 1.5 exceeds 1.2 although both round to 2.
+        assert_eq!(
+            parse_config(r#"{"waitTimeoutMs":1.5,"maxWaitTimeoutMs":1.2}"#).unwrap_err(),
+            "tool-jobs: waitTimeoutMs (1.5) exceeds maxWaitTimeoutMs (1.2)"
+        );
+    }
+
+    #[test]
     fn profile_c_takes_its_go_settings() {
         let c = parse_config(r#"{"profile":"c"}"#).unwrap();
         assert_eq!(c.profile, Profile::C);
         assert_eq!(c.max_result_bytes, 24 * 1024);
         assert_eq!(
             (c.wait_timeout_ms, c.max_wait_timeout_ms),
-            (120_000.0, 120_000.0)
+            (120_000, 120_000)
         );
         assert!(!c.suppress_completion_notice);
         let set = parse_config(
@@ -311,13 +335,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(set.max_result_bytes, 200);
-        assert_eq!(set.max_wait_timeout_ms, 5000.0);
+        assert_eq!(set.max_wait_timeout_ms, 5000);
         assert!(set.suppress_completion_notice);
         let zero =
             parse_config(r#"{"profile":"c","maxResultBytes":0,"maxWaitSeconds":0}"#).unwrap();
         assert_eq!(
             (zero.max_result_bytes, zero.max_wait_timeout_ms),
-            (24 * 1024, 120_000.0)
+            (24 * 1024, 120_000)
         );
         assert_eq!(
             parse_config(r#"{"profile":"c","maxWaitSeconds":1.5}"#).unwrap_err(),

@@ -75,6 +75,38 @@ pub struct ToolResult {
     pub value: Option<Value>,
 }
 
+/// A request to wait for a job before a call can go on (see the WIT
+/// `wait-request`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitRequest {
+    /// The job, as the model named it.
+    pub job_id: String,
+    /// Whole milliseconds, 1 to [`MAX_TIMER_MS`].
+    pub timeout_ms: u32,
+}
+
+/// One step of a call: its answer, or a wait the host runs before the call
+/// resumes with the outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step<T> {
+    /// The answer.
+    Done(T),
+    /// Wait first; then call again with the outcome.
+    Wait(WaitRequest),
+}
+
+/// What a wait came to: the job's snapshot then, or why there was none.
+pub type Waited = Result<JobSnapshot, RegistryError>;
+
+/// The longest wait a timer holds, in milliseconds (2^31 - 1).
+pub const MAX_TIMER_MS: u32 = 2_147_483_647;
+
+/// The whole milliseconds a wait of `ms` takes (rounded up), or `None` when
+/// the value is not finite, not above zero, or above [`MAX_TIMER_MS`].
+pub fn timer_ms(ms: f64) -> Option<u32> {
+    (ms.is_finite() && ms > 0.0 && ms <= f64::from(MAX_TIMER_MS)).then(|| ms.ceil() as u32)
+}
+
 /// One block of a result the harness rewrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ContentBlock {
@@ -231,7 +263,8 @@ pub enum RegistryError {
     UnknownJob(String),
     /// The job belongs to another session.
     ForeignJob(String),
-    /// The wait timeout was rejected.
+    /// The wait timeout the model asked for was rejected (found by the guest;
+    /// the host only ever receives valid timeouts).
     InvalidTimeout(f64),
     /// The caller cancelled the wait.
     WaitAborted,
@@ -273,8 +306,6 @@ pub trait JobsView {
     fn read(&self, id: &str) -> Result<(String, JobSnapshot), RegistryError>;
     /// A cancellation request.
     fn kill(&self, id: &str, reason: Option<&str>) -> Result<KillOutcome, RegistryError>;
-    /// Blocks until terminal or the timeout, then returns the snapshot.
-    fn wait(&self, id: &str, timeout_ms: f64) -> Result<JobSnapshot, RegistryError>;
     /// The whole output so far, non-consuming, or its two ends (see the WIT
     /// `owner-scope.output`).
     fn output(&self, id: &str, window: ExcerptWindow) -> Result<Excerpt, RegistryError>;

@@ -13,8 +13,8 @@ use serde_json::{Map, Value, json};
 use crate::caps::{head, tail};
 use crate::config::Config;
 use crate::model::{
-    ExcerptWindow, JobSnapshot, JobStatus, JobsView, RegistryError, ToolDefinition, ToolResult,
-    UiCard,
+    ExcerptWindow, JobSnapshot, JobStatus, JobsView, MAX_TIMER_MS, RegistryError, Step,
+    ToolDefinition, ToolResult, UiCard, WaitRequest, Waited,
 };
 
 /// The plugin name on notices and in config errors.
@@ -94,14 +94,15 @@ fn duration(job: &JobSnapshot, now: u64) -> String {
 
 /// The excerpt a result of at most `max` bytes needs: the whole when it fits;
 /// otherwise about two thirds of the budget left after the marker's reserve from
-/// the head and the rest from the tail, or only a head when that budget is
-/// below 2 bytes.
+/// the head and the rest from the tail (plus the few bytes a head cut back to a
+/// character boundary gives up, which the tail may use), or only a head of `max`
+/// bytes when that budget is below 2 bytes.
 pub fn result_window(max: u64) -> ExcerptWindow {
     let budget = max.saturating_sub(MARKER_RESERVE);
     if budget < 2 {
         return ExcerptWindow {
             whole_up_to: max,
-            head_bytes: max.saturating_sub(SHORT_MARKER.len() as u64),
+            head_bytes: max,
             tail_bytes: 0,
         };
     }
@@ -109,16 +110,33 @@ pub fn result_window(max: u64) -> ExcerptWindow {
     ExcerptWindow {
         whole_up_to: max,
         head_bytes,
-        tail_bytes: budget - head_bytes,
+        tail_bytes: budget - head_bytes + MAX_BOUNDARY_SLACK,
     }
 }
 
-/// The head, the marker and the tail of a result whose middle was left out.
-fn joined(head: &str, omitted: u64, tail: &str, window: ExcerptWindow) -> String {
-    if window.tail_bytes == 0 {
+/// The most bytes a cut back to a UTF-8 character boundary gives up.
+const MAX_BOUNDARY_SLACK: u64 = 3;
+
+/// The head, the marker and the tail of a result of more than `max` bytes
+/// whose middle was left out. As in the Go plugin, the tail gets whatever the
+/// head left of the budget, so `tail_text` may be cut further here; `omitted`
+/// counts the bytes between `head` and `tail_text`.
+fn joined(head: &str, omitted: u64, tail_text: &str, max: u64) -> String {
+    let budget = max.saturating_sub(MARKER_RESERVE);
+    if budget < 2 {
         return format!("{head}{SHORT_MARKER}");
     }
-    format!("{head}\n\u{2026}[{omitted} bytes truncated]\u{2026}\n{tail}")
+    // An empty head is output the producer no longer holds: where its cut would
+    // have fallen is unknown, so the tail keeps its own share.
+    let head_len = if head.is_empty() {
+        to_usize(result_window(max).head_bytes)
+    } else {
+        head.len()
+    };
+    let room = to_usize(budget).saturating_sub(head_len);
+    let kept = tail(tail_text, room);
+    let omitted = omitted + (tail_text.len() - kept.len()) as u64;
+    format!("{head}\n\u{2026}[{omitted} bytes truncated]\u{2026}\n{kept}")
 }
 
 fn to_usize(n: u64) -> usize {
@@ -126,16 +144,15 @@ fn to_usize(n: u64) -> usize {
 }
 
 /// `text` bounded to `max` bytes by leaving out its middle. Cuts fall on
-/// character boundaries, so head and tail may each come out a little short.
+/// character boundaries; the tail uses what the head's cut gave up.
 pub fn truncate_middle(text: &str, max: u64) -> String {
     if text.len() as u64 <= max {
         return text.to_owned();
     }
     let window = result_window(max);
     let kept_head = head(text, to_usize(window.head_bytes));
-    let kept_tail = tail(text, to_usize(window.tail_bytes));
-    let omitted = (text.len() - kept_head.len() - kept_tail.len()) as u64;
-    joined(kept_head, omitted, kept_tail, window)
+    let rest = &text[kept_head.len()..];
+    joined(kept_head, 0, rest, max)
 }
 
 /// The job's result as the model sees it: its output bounded by
@@ -144,13 +161,14 @@ pub fn truncate_middle(text: &str, max: u64) -> String {
 /// lost behind `succeeded`.
 fn result_text(view: &dyn JobsView, config: &Config, job: &JobSnapshot) -> Result<String, String> {
     let max = config.max_result_bytes;
-    let window = result_window(max);
-    let excerpt = view.output(&job.id, window).map_err(|e| message(&e))?;
+    let excerpt = view
+        .output(&job.id, result_window(max))
+        .map_err(|e| message(&e))?;
     let mut text = if excerpt.omitted_bytes == 0 && excerpt.tail.is_empty() {
         // Whole; replacement characters may still have pushed it past the bound.
         truncate_middle(&excerpt.head, max)
     } else {
-        joined(&excerpt.head, excerpt.omitted_bytes, &excerpt.tail, window)
+        joined(&excerpt.head, excerpt.omitted_bytes, &excerpt.tail, max)
     };
     if let Some(detail) = &job.detail {
         if text.ends_with('\n') {
@@ -299,7 +317,8 @@ fn parse_args(args_json: &str, with_timeout: bool) -> Result<Args, String> {
     };
     let id = match map.get("id") {
         None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
+        // As the Go plugin does: `"   "` is no id, `" job_1 "` is `job_1`.
+        Some(Value::String(s)) => s.trim().to_owned(),
         Some(other) => {
             return Err(format!(
                 "invalid arguments: \"id\" must be a string, got {other}"
@@ -334,18 +353,26 @@ fn error(message: &str) -> ToolResult {
     }
 }
 
-/// Runs one call of a profile C tool.
-pub fn invoke(view: &dyn JobsView, config: &Config, tool: &str, args_json: &str) -> ToolResult {
+/// Runs one step of a call of a profile C tool (see [`crate::tools::invoke`]
+/// for `waited`).
+pub fn invoke(
+    view: &dyn JobsView,
+    config: &Config,
+    tool: &str,
+    args_json: &str,
+    waited: Option<&Waited>,
+) -> Step<ToolResult> {
     let outcome = match tool {
-        LIST => Ok(list_text(view)),
-        STATUS => job_status(view, config, args_json),
-        WAIT => job_wait(view, config, args_json),
-        CANCEL => job_cancel(view, args_json),
+        LIST => Ok(Step::Done(list_text(view))),
+        STATUS => job_status(view, config, args_json).map(Step::Done),
+        WAIT => job_wait(view, config, args_json, waited),
+        CANCEL => job_cancel(view, args_json).map(Step::Done),
         _ => Err(format!("unknown tool \"{tool}\"")),
     };
     match outcome {
-        Ok(t) => text(t),
-        Err(message) => error(&message),
+        Ok(Step::Done(t)) => Step::Done(text(t)),
+        Ok(Step::Wait(request)) => Step::Wait(request),
+        Err(message) => Step::Done(error(&message)),
     }
 }
 
@@ -395,25 +422,39 @@ fn job_status(view: &dyn JobsView, config: &Config, args_json: &str) -> Result<S
     status_text(view, config, &job)
 }
 
-fn job_wait(view: &dyn JobsView, config: &Config, args_json: &str) -> Result<String, String> {
+fn job_wait(
+    view: &dyn JobsView,
+    config: &Config,
+    args_json: &str,
+    waited: Option<&Waited>,
+) -> Result<Step<String>, String> {
     let args = parse_args(args_json, true)?;
     let id = required_id(&args)?;
     // The config holds the cap in whole seconds' worth of milliseconds.
-    let max_seconds = (config.max_wait_timeout_ms / 1000.0) as i64;
+    let max_seconds = i64::try_from(config.max_wait_timeout_ms / 1000).unwrap_or(i64::MAX);
     let seconds = if args.timeout_seconds > 0 {
         args.timeout_seconds.min(max_seconds)
     } else {
         max_seconds
     };
     let waited_ms = seconds.max(1) as u64 * 1000;
-    let job = view.wait(id, waited_ms as f64).map_err(|e| message(&e))?;
+    let job = match waited {
+        None => {
+            return Ok(Step::Wait(WaitRequest {
+                job_id: id.to_owned(),
+                // The config bounds the seconds to what a timer holds.
+                timeout_ms: u32::try_from(waited_ms).unwrap_or(MAX_TIMER_MS),
+            }));
+        }
+        Some(outcome) => outcome.as_ref().map_err(message)?,
+    };
     if job.status.is_terminal() {
-        return status_text(view, config, &job);
+        return status_text(view, config, job).map(Step::Done);
     }
-    Ok(format!(
+    Ok(Step::Done(format!(
         "Job {id} is still running after {}. It was not cancelled \u{2014} continue with other work and check job_status later.",
         go_duration(waited_ms)
-    ))
+    )))
 }
 
 fn job_cancel(view: &dyn JobsView, args_json: &str) -> Result<String, String> {
@@ -531,9 +572,33 @@ mod tests {
     }
 
     #[test]
-    fn a_tiny_budget_keeps_only_a_head() {
+    fn the_tail_uses_the_bytes_the_head_gave_up() {
+        // 138 bytes of budget: the head's 92 come back to 90 (30 three-byte
+        // characters), so the tail may take 48 (16 characters), not 46 (15).
+        let text = "界".repeat(1000);
+        let cut = truncate_middle(&text, 202);
+        assert_eq!(
+            cut,
+            format!(
+                "{}\n\u{2026}[2862 bytes truncated]\u{2026}\n{}",
+                "界".repeat(30),
+                "界".repeat(16)
+            )
+        );
+        // The same through an excerpt the host cut with `result_window`.
+        let window = result_window(202);
+        let host_head = head(&text, window.head_bytes as usize);
+        let host_tail = tail(&text, window.tail_bytes as usize);
+        let omitted = (text.len() - host_head.len() - host_tail.len()) as u64;
+        assert_eq!(joined(host_head, omitted, host_tail, 202), cut);
+    }
+
+    #[test]
+    fn a_tiny_budget_keeps_a_head_of_the_whole_bound_and_a_marker() {
         let cut = truncate_middle(&"y".repeat(100), 40);
-        assert_eq!(cut, format!("{}\n\u{2026}[truncated]", "y".repeat(25)));
-        assert_eq!(cut.len(), 40);
+        assert_eq!(cut, format!("{}\n\u{2026}[truncated]", "y".repeat(40)));
+        assert_eq!(truncate_middle("yy", 1), "y\n\u{2026}[truncated]");
+        // A head is never cut inside a character, even when that leaves none.
+        assert_eq!(truncate_middle("界界", 1), "\n\u{2026}[truncated]");
     }
 }

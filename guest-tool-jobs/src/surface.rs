@@ -9,7 +9,9 @@
 //! surfaces (`tools`, `profile_c`), this dispatch, and the component glue.
 
 use crate::config::{Config, Profile};
-use crate::model::{ContentBlock, JobSnapshot, JobsView, ToolDefinition, ToolResult, UiCard};
+use crate::model::{
+    ContentBlock, JobSnapshot, JobsView, Step, ToolDefinition, ToolResult, UiCard, Waited,
+};
 use crate::notice::{self, AgentStatus, Lane};
 use crate::wording::{self, Wording};
 use crate::{profile_c, tools};
@@ -86,11 +88,19 @@ pub fn system_prompt(profile: Profile) -> Option<PromptSection> {
     }
 }
 
-/// Runs one tool call for the caller `view` stands for.
-pub fn invoke(view: &dyn JobsView, config: &Config, tool: &str, args_json: &str) -> ToolResult {
+/// Runs one step of a tool call for the caller `view` stands for: the first
+/// with `waited` absent, and after a [`Step::Wait`], the next with the wait's
+/// outcome. Every step checks the arguments again: nothing is kept between them.
+pub fn invoke(
+    view: &dyn JobsView,
+    config: &Config,
+    tool: &str,
+    args_json: &str,
+    waited: Option<&Waited>,
+) -> Step<ToolResult> {
     match Surface::of(config.profile) {
-        Surface::Worded(w) => tools::invoke(view, config, w, tool, args_json),
-        Surface::GoStyle => profile_c::invoke(view, config, tool, args_json),
+        Surface::Worded(w) => tools::invoke(view, config, w, tool, args_json, waited),
+        Surface::GoStyle => profile_c::invoke(view, config, tool, args_json, waited),
     }
 }
 
@@ -140,12 +150,17 @@ pub fn delivery_lane(
     }
 }
 
-/// The one batched update for a step (`Background job update:` ...).
+/// The one batched update for a step (`Background job update:` ...). Worded
+/// surfaces push their notices one by one, so they have no batch to give.
 pub fn batch_notice(
     view: &dyn JobsView,
     config: &Config,
     jobs: &[JobSnapshot],
 ) -> Option<NoticeParts> {
+    match Surface::of(config.profile) {
+        Surface::Worded(_) => return None,
+        Surface::GoStyle => {}
+    }
     let text = profile_c::batch_notice(view, config, jobs)?;
     Some(NoticeParts {
         text,

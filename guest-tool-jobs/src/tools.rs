@@ -6,7 +6,8 @@ use serde_json::{Map, Value, json};
 use crate::caps::cap_result;
 use crate::config::Config;
 use crate::model::{
-    ContentBlock, JobSnapshot, JobsView, KillOutcome, ToolDefinition, ToolResult, UiCard,
+    ContentBlock, JobSnapshot, JobsView, KillOutcome, RegistryError, Step, ToolDefinition,
+    ToolResult, UiCard, WaitRequest, Waited, timer_ms,
 };
 use crate::render::{list_text, read_text, registry_error_message, status_line};
 use crate::wording::Wording;
@@ -243,16 +244,18 @@ fn job_id<'a>(args: &'a Map<String, Value>, w: &Wording) -> Result<&'a str, Stri
     Ok(id)
 }
 
-/// Runs one tool call for the caller `view` stands for.
+/// Runs one step of a tool call for the caller `view` stands for: `waited` is
+/// `None` on the first step, and the outcome of the wait it asked for after that.
 pub fn invoke(
     view: &dyn JobsView,
     config: &Config,
     w: &Wording,
     tool: &str,
     args_json: &str,
-) -> ToolResult {
+    waited: Option<&Waited>,
+) -> Step<ToolResult> {
     let Some(which) = which(tool, w) else {
-        return error_result(&format!("unknown tool \"{tool}\""), None);
+        return Step::Done(error_result(&format!("unknown tool \"{tool}\""), None));
     };
     // Parsed once: the cap lookup and the argument check read the same value.
     let parsed = serde_json::from_str::<Value>(args_json)
@@ -260,11 +263,11 @@ pub fn invoke(
     let cap = cap_for(view, Some(which), w, parsed.as_ref().ok());
     let args = parsed.and_then(|value| check_args(&params(which, w), value));
     let outcome = args.and_then(|args| match which {
-        Tool::Output => job_output(view, config, w, &args, cap),
-        Tool::List => Ok(job_list(view, w)),
-        Tool::Kill => job_kill(view, w, &args, cap),
+        Tool::Output => job_output(view, config, w, &args, cap, waited),
+        Tool::List => Ok(Step::Done(job_list(view, w))),
+        Tool::Kill => job_kill(view, w, &args, cap).map(Step::Done),
     });
-    outcome.unwrap_or_else(|message| error_result(&message, cap))
+    outcome.unwrap_or_else(|message| Step::Done(error_result(&message, cap)))
 }
 
 fn job_output(
@@ -273,25 +276,40 @@ fn job_output(
     w: &Wording,
     args: &Map<String, Value>,
     cap: Option<u64>,
-) -> Result<ToolResult, String> {
+    waited: Option<&Waited>,
+) -> Result<Step<ToolResult>, String> {
     let id = job_id(args, w)?;
     if args.get("wait") == Some(&Value::Bool(true)) {
         let asked = args
             .get("timeout_ms")
             .and_then(Value::as_f64)
-            .unwrap_or(config.wait_timeout_ms);
-        // Clamped down only: zero or negative values reach the registry and fail there.
-        let timeout = asked.min(config.max_wait_timeout_ms);
-        view.wait(id, timeout)
-            .map_err(|e| registry_error_message(&e, w))?;
+            .unwrap_or(config.wait_timeout_ms as f64);
+        // Clamped down only: zero or negative values fail, after the id.
+        let timeout = asked.min(config.max_wait_timeout_ms as f64);
+        match (timer_ms(timeout), waited) {
+            (None, _) => {
+                // An id the caller cannot see is named before a bad timeout.
+                view.get(id).map_err(|e| registry_error_message(&e, w))?;
+                let invalid = RegistryError::InvalidTimeout(timeout);
+                return Err(registry_error_message(&invalid, w));
+            }
+            (Some(timeout_ms), None) => {
+                return Ok(Step::Wait(WaitRequest {
+                    job_id: id.to_owned(),
+                    timeout_ms,
+                }));
+            }
+            (Some(_), Some(Err(e))) => return Err(registry_error_message(e, w)),
+            (Some(_), Some(Ok(_))) => {}
+        }
     }
     let (text, job) = view.read(id).map_err(|e| registry_error_message(&e, w))?;
     let rendered = read_text(&text, &job, cap);
-    Ok(ToolResult {
+    Ok(Step::Done(ToolResult {
         value: Some(json!({"text": text, w.value_key: job.public()})),
         text: rendered,
         is_error: false,
-    })
+    }))
 }
 
 fn job_list(view: &dyn JobsView, w: &Wording) -> ToolResult {

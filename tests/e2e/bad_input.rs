@@ -51,6 +51,12 @@ async fn malformed_calls_get_exact_errors_and_change_nothing() {
             "Error: invalid wait timeout: expected a positive number of milliseconds no greater than 2147483647, got -0.5".into(),
         ),
         ("job_output", r#"{"job_id":"bash-99"}"#.into(), "Error: unknown job bash-99".into()),
+        // The id is judged before the timeout, as the registry once did it.
+        (
+            "job_output",
+            r#"{"job_id":"bash-99","wait":true,"timeout_ms":0}"#.into(),
+            "Error: unknown job bash-99".into(),
+        ),
         ("job_output", format!(r#"{{"job_id":"{huge_id}"}}"#), format!("Error: unknown job {huge_id}")),
         ("job_output", "[]".into(), "Error: invalid arguments: expected an object, got array".into()),
         ("job_output", "null".into(), "Error: invalid arguments: expected an object, got null".into()),
@@ -145,6 +151,25 @@ async fn a_cap_above_the_timer_bound_still_gets_the_timer_error() {
         out.text,
         "Error: invalid wait timeout: expected a positive number of milliseconds no greater than 2147483647, got 2500000000"
     );
+}
+
+#[tokio::test]
+async fn a_fraction_of_a_millisecond_is_a_wait_of_one() {
+    // The host waits in whole milliseconds; 0.25 is valid and rounds up.
+    let f = Fixture::new().await;
+    let (id, job) = f.start(ScriptedJob::stream(Some(&f.alice))).unwrap();
+    job.push(&["partial\n"]);
+    let out = f
+        .mount
+        .invoke(
+            Some(&f.alice),
+            "job_output",
+            &format!(r#"{{"job_id":"{id}","wait":true,"timeout_ms":0.25}}"#),
+        )
+        .await;
+    assert!(!out.is_error, "{}", out.text);
+    assert_eq!(out.text, "partial\n[status: running]");
+    assert_eq!(f.registry.waiter_count(&id), 0);
 }
 
 #[tokio::test]

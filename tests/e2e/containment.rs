@@ -553,7 +553,10 @@ async fn profile_c_bounds_its_list_too() {
 
 // One thread: the scripted producers settle by yielding to it.
 #[tokio::test]
-async fn one_owner_has_at_most_four_calls_in_the_guest() {
+async fn waits_hold_none_of_the_owners_guest_turns() {
+    // Six waits of one owner (more than its four turns in the guest) are all
+    // pending at once, and the same owner's other calls still answer: a wait runs
+    // in the host, between two guest calls.
     let f = std::sync::Arc::new(Fixture::new().await);
     let alice = f.alice.clone();
     let mut controls = Vec::new();
@@ -582,16 +585,12 @@ async fn one_owner_has_at_most_four_calls_in_the_guest() {
             .map(|id| f.registry.waiter_count(id))
             .sum::<usize>()
     };
-    while waiting(&f) < 4 {
+    while waiting(&f) < 6 {
         tokio::task::yield_now().await;
     }
-    // Another owner is not held up by alice's queue.
-    let bob = f.call(Some(&f.bob), "job_list", json!({})).await;
-    assert_eq!(bob.text, "(no background jobs)");
-    for _ in 0..100 {
-        tokio::task::yield_now().await;
-    }
-    assert_eq!(waiting(&f), 4, "a fifth call entered the guest");
+    let list = f.call(Some(&alice), "job_list", json!({})).await;
+    assert!(!list.is_error, "{}", list.text);
+    assert_eq!(list.text.lines().count(), 6, "{}", list.text);
     for control in &controls {
         control
             .settle(host::OutcomeStatus::Completed, None, Some("done"))
@@ -741,9 +740,7 @@ async fn a_dropped_job_takes_its_spill_files() {
     assert_eq!(bash.spill_bytes(), 0);
 }
 
-// One thread: the scripted producers settle by yielding to it.
-#[tokio::test]
-async fn a_full_pool_makes_calls_wait_instead_of_failing() {
+fn one_slot_mount() -> (std::sync::Arc<host::PluginRuntime>, host::JobRegistry) {
     let runtime = std::sync::Arc::new(
         host::PluginRuntime::new(
             host::SandboxLimits {
@@ -754,7 +751,13 @@ async fn a_full_pool_makes_calls_wait_instead_of_failing() {
         )
         .unwrap(),
     );
-    let registry = host::JobRegistry::default();
+    (runtime, host::JobRegistry::default())
+}
+
+// One thread: the scripted producers settle by yielding to it.
+#[tokio::test]
+async fn a_wait_holds_no_pool_slot() {
+    let (runtime, registry) = one_slot_mount();
     let mount = std::sync::Arc::new(
         host::Mount::new(runtime, registry.clone(), "{}")
             .await
@@ -766,7 +769,6 @@ async fn a_full_pool_makes_calls_wait_instead_of_failing() {
     let (id, control) = crate::fixture::ScriptedJob::final_output(Some(&alice))
         .start(&registry)
         .unwrap();
-    // Alice's wait holds the only slot...
     let waiting = {
         let (mount, alice, id) = (mount.clone(), alice.clone(), id.clone());
         tokio::spawn(async move {
@@ -775,23 +777,39 @@ async fn a_full_pool_makes_calls_wait_instead_of_failing() {
         })
     };
     crate::fixture::until_waiting(&registry, &id).await;
-    // ...so Bob's call waits for it rather than failing.
-    let listing = {
-        let (mount, bob) = (mount.clone(), bob.clone());
-        tokio::spawn(async move { mount.invoke(Some(&bob), "job_list", "{}").await })
-    };
-    for _ in 0..100 {
-        tokio::task::yield_now().await;
-    }
-    assert!(
-        !listing.is_finished(),
-        "a second instance ran in a one-slot pool"
-    );
+    // Alice's wait is pending, and the one-slot pool still serves Bob.
+    let list = mount.invoke(Some(&bob), "job_list", "{}").await;
+    assert!(!list.is_error, "{}", list.text);
+    assert_eq!(list.text, "(no background jobs)");
+    assert_eq!(registry.waiter_count(&id), 1);
     control
         .settle(host::OutcomeStatus::Completed, None, Some("done"))
         .await;
     assert_eq!(waiting.await.unwrap().text, "done\n[status: completed]");
-    let list = listing.await.unwrap();
-    assert!(!list.is_error, "{}", list.text);
-    assert_eq!(list.text, "(no background jobs)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_pool_makes_calls_queue_instead_of_failing() {
+    // Two threads calling into a one-slot pool at once: every call gets its
+    // turn, none fails for want of an instance.
+    let (runtime, registry) = one_slot_mount();
+    let mount = std::sync::Arc::new(
+        host::Mount::new(runtime, registry.clone(), "{}")
+            .await
+            .unwrap(),
+    );
+    let calls: Vec<_> = (0..64)
+        .map(|n| {
+            let mount = mount.clone();
+            tokio::spawn(async move {
+                let owner = host::Owner::new(format!("owner-{n}"));
+                mount.invoke(Some(&owner), "job_list", "{}").await
+            })
+        })
+        .collect();
+    for call in calls {
+        let out = call.await.unwrap();
+        assert!(!out.is_error, "{}", out.text);
+        assert_eq!(out.text, "(no background jobs)");
+    }
 }

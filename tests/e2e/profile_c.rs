@@ -386,6 +386,67 @@ async fn truncation_never_splits_a_character() {
 }
 
 #[tokio::test]
+async fn the_tail_takes_what_the_heads_cut_gave_up() {
+    // 138 bytes of budget: the head's 92 come back to 90 at a character
+    // boundary, and the tail may use the 2 it gave up, as the Go plugin does.
+    let f = profile_c(r#","maxResultBytes":202"#).await;
+    let job = InProcessJob::new("export", "export").owner(f.alice.clone());
+    let id = start_final(
+        &f.registry,
+        job,
+        |_ctx| async move { Ok("界".repeat(1000)) },
+    )
+    .unwrap();
+    f.registry.settled(&id).await;
+    let status = call(&f, &f.alice, "job_status", json!({"id": id})).await;
+    let (_, result) = status.text.split_once('\n').unwrap();
+    assert_eq!(
+        result,
+        format!(
+            "{}\n\u{2026}[2862 bytes truncated]\u{2026}\n{}",
+            "界".repeat(30),
+            "界".repeat(16)
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_bound_too_small_for_both_ends_keeps_a_head_and_a_marker() {
+    for (bound, head) in [(1, "h"), (5, "hello")] {
+        let f = profile_c(&format!(r#","maxResultBytes":{bound}"#)).await;
+        let job = InProcessJob::new("export", "export").owner(f.alice.clone());
+        let id = start_final(&f.registry, job, |_ctx| async move {
+            Ok("hello, world".to_owned())
+        })
+        .unwrap();
+        f.registry.settled(&id).await;
+        let status = call(&f, &f.alice, "job_status", json!({"id": id})).await;
+        let (_, result) = status.text.split_once('\n').unwrap();
+        assert_eq!(result, format!("{head}\n\u{2026}[truncated]"));
+    }
+}
+
+#[tokio::test]
+async fn ids_are_trimmed_as_the_go_plugin_trims_them() {
+    let f = profile_c("").await;
+    let (id, release) = gated_job(&f, "query", Ok("rows"));
+    for tool in ["job_status", "job_wait", "job_cancel"] {
+        let blank = call(&f, &f.alice, tool, json!({"id": "   "})).await;
+        assert!(blank.is_error);
+        assert_eq!(blank.text, "error: id is required");
+    }
+    let padded = json!({"id": format!(" {id} ")});
+    let status = call(&f, &f.alice, "job_status", padded.clone()).await;
+    assert!(!status.is_error, "{}", status.text);
+    assert!(status.text.starts_with(&format!("job {id} (query)")));
+    finish(&f, &id, release).await;
+    let waited = call(&f, &f.alice, "job_wait", padded.clone()).await;
+    assert!(waited.text.ends_with("\nrows"), "{}", waited.text);
+    let cancel = call(&f, &f.alice, "job_cancel", padded).await;
+    assert_eq!(cancel.text, format!("Cancellation requested for {id}."));
+}
+
+#[tokio::test]
 async fn job_wait_times_out_and_leaves_the_job_running() {
     let f = profile_c("").await;
     let (id, release) = gated_job(&f, "crawl", Ok("done"));

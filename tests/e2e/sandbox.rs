@@ -36,23 +36,23 @@ fn the_guest_imports_only_harness_jobs_interfaces() {
     }
     // Nothing outside the package may appear.
     let allowed = [
-        "harness:jobs/clock@0.2.0",
-        "harness:jobs/diag@0.2.0",
-        "harness:jobs/registry@0.2.0",
-        "harness:jobs/types@0.2.0",
+        "harness:jobs/clock@0.3.0",
+        "harness:jobs/diag@0.3.0",
+        "harness:jobs/registry@0.3.0",
+        "harness:jobs/types@0.3.0",
     ];
     assert!(
         imports.iter().all(|i| allowed.contains(&i.as_str())),
         "{imports:?}"
     );
-    assert!(imports.iter().any(|i| i == "harness:jobs/registry@0.2.0"));
+    assert!(imports.iter().any(|i| i == "harness:jobs/registry@0.3.0"));
     // Profile C reads the clock for its durations.
-    assert!(imports.iter().any(|i| i == "harness:jobs/clock@0.2.0"));
+    assert!(imports.iter().any(|i| i == "harness:jobs/clock@0.3.0"));
     let mut exports = runtime().exports();
     exports.sort();
     assert_eq!(
         exports,
-        ["harness:jobs/notices@0.2.0", "harness:jobs/tools@0.2.0"]
+        ["harness:jobs/notices@0.3.0", "harness:jobs/tools@0.3.0"]
     );
 }
 
@@ -134,6 +134,21 @@ async fn the_host_holds_a_guest_wait_to_the_mount_cap() {
     assert!(out.text.starts_with("Ok("), "{}", out.text);
     assert!(out.text.contains("Running"), "{}", out.text);
     assert!(started.elapsed() < std::time::Duration::from_secs(1));
+}
+
+#[tokio::test]
+async fn a_guest_that_keeps_asking_to_wait_is_stopped_with_an_error() {
+    let (mount, registry) = rogue_mount(SandboxLimits::default()).await;
+    let (id, _job) = ScriptedJob::stream(None).start(&registry).unwrap();
+    let out = mount.invoke(None, "wait-forever", &id).await;
+    assert!(out.is_error);
+    assert_eq!(
+        out.text,
+        "Error: plugin failed: the guest asked to wait more than 8 times in one call"
+    );
+    // Every wait was held to the rogue's 50 ms cap, and none is left behind.
+    assert_eq!(registry.waiter_count(&id), 0);
+    assert_eq!(mount.invoke(None, "list", "{}").await.text, id);
 }
 
 #[tokio::test]

@@ -58,8 +58,8 @@ async fn delivery_defaults_to_wakeup_and_an_unknown_lane_is_rejected() {
         host::plugin::CompletionDelivery::Wakeup
     );
     assert_eq!(config.max_consecutive_wakes, 3);
-    assert_eq!(config.wait_timeout_ms, 30_000.0);
-    assert_eq!(config.max_wait_timeout_ms, 600_000.0);
+    assert_eq!(config.wait_timeout_ms, 30_000);
+    assert_eq!(config.max_wait_timeout_ms, 600_000);
     for bad in [
         r#"{"completionDelivery":"loud"}"#,
         r#"{"maxConsecutiveWakes":0}"#,

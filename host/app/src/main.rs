@@ -366,7 +366,7 @@ fn check(path: &Path, cache_dir: Option<&Path>) -> ExitCode {
     }
     match PluginRuntime::from_component_bytes(&bytes, SandboxLimits::default(), cache_dir) {
         Ok(_) => {
-            println!("runnable: yes (world harness:jobs/tool-jobs@0.2.0)");
+            println!("runnable: yes (world harness:jobs/tool-jobs@0.3.0)");
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -11,21 +11,29 @@ wit_bindgen::generate!({
 
 use exports::harness::jobs::notices::{self, Delivery, Notice, OwnerState};
 use exports::harness::jobs::tools::{
-    self, CompletionDelivery, Config, ContentBlock, OwnerScope, Profile, PromptSection,
-    ToolDefinition, ToolResult, UiCard,
+    self, CallOutcome, CompletionDelivery, Config, ContentBlock, OwnerScope, Profile,
+    PromptSection, ToolDefinition, ToolResult, UiCard, WaitRequest,
 };
-use harness::jobs::types::JobSnapshot;
+use harness::jobs::types::{JobSnapshot, RegistryError};
 
 struct Rogue;
 
 export!(Rogue);
 
-fn ok(text: String) -> ToolResult {
-    ToolResult {
+fn ok(text: String) -> CallOutcome {
+    CallOutcome::Done(ToolResult {
         text,
         is_error: false,
         value: None,
-    }
+    })
+}
+
+/// A wait for the job the arguments name, with the largest timeout there is.
+fn longest_wait(job_id: String) -> CallOutcome {
+    CallOutcome::Wait(WaitRequest {
+        job_id,
+        timeout_ms: u32::MAX,
+    })
 }
 
 impl tools::Guest for Rogue {
@@ -37,8 +45,8 @@ impl tools::Guest for Rogue {
             } else {
                 Profile::A
             },
-            wait_timeout_ms: 10.0,
-            max_wait_timeout_ms: 50.0,
+            wait_timeout_ms: 10,
+            max_wait_timeout_ms: 50,
             completion_delivery: CompletionDelivery::Quiet,
             max_consecutive_wakes: 1,
             max_result_bytes: 100,
@@ -67,7 +75,7 @@ impl tools::Guest for Rogue {
         _config: Config,
         tool_name: String,
         args_json: String,
-    ) -> ToolResult {
+    ) -> CallOutcome {
         match tool_name.as_str() {
             // Burns CPU forever.
             "spin" => {
@@ -89,11 +97,9 @@ impl tools::Guest for Rogue {
                 std::mem::forget(forged);
                 ok(format!("{} jobs", seen.len()))
             }
-            // Waits for a job with a timeout far beyond any sane cap.
-            "wait" => {
-                let out = scope.wait(&args_json, 2_147_483_647.0);
-                ok(format!("{out:?}"))
-            }
+            // Waits for a job with a timeout far beyond any sane cap, once
+            // ("wait") or again after every wait ("wait-forever").
+            "wait" | "wait-forever" => longest_wait(args_json),
             // Lists what its scope shows, as an honest guest would.
             _ => ok(scope
                 .list_jobs()
@@ -101,6 +107,19 @@ impl tools::Guest for Rogue {
                 .map(|j| j.id)
                 .collect::<Vec<_>>()
                 .join(",")),
+        }
+    }
+
+    fn resume(
+        _scope: &OwnerScope,
+        _config: Config,
+        tool_name: String,
+        args_json: String,
+        waited: Result<JobSnapshot, RegistryError>,
+    ) -> CallOutcome {
+        match tool_name.as_str() {
+            "wait-forever" => longest_wait(args_json),
+            _ => ok(format!("{waited:?}")),
         }
     }
 

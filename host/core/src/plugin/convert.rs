@@ -37,7 +37,11 @@ impl From<registry::RegistryError> for wit::RegistryError {
         match error {
             registry::RegistryError::UnknownJob(id) => wit::RegistryError::UnknownJob(id),
             registry::RegistryError::ForeignJob(id) => wit::RegistryError::ForeignJob(id),
-            registry::RegistryError::InvalidTimeout(v) => wit::RegistryError::InvalidTimeout(v),
+            // The host bounds every wait it runs for a guest, so this is never
+            // produced on that path; other callers get the registry's own text.
+            e @ registry::RegistryError::InvalidTimeout(_) => {
+                wit::RegistryError::ProducerFailed(e.to_string())
+            }
             registry::RegistryError::WaitAborted => wit::RegistryError::WaitAborted,
             registry::RegistryError::ProducerFailed(m) => wit::RegistryError::ProducerFailed(m),
         }

@@ -65,15 +65,14 @@ async fn deliver_one(
         wakes_spent: registry.wakes_spent(&owner),
     };
     let snapshot = wit::JobSnapshot::from(&current);
-    let mut store = runtime.store(registry, 0.0).await;
-    let jobs = instantiate(runtime, &mut store)
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut store = runtime.store(registry).await;
+    let jobs = instantiate(runtime, &mut store).map_err(|e| e.to_string())?;
     let decision = jobs
         .harness_jobs_notices()
-        .call_deliver(&mut store, config, &snapshot, Some(state))
-        .await
+        .call_deliver(&mut *store, config, &snapshot, Some(state))
         .map_err(|e| trap(e).to_string())?;
+    // The pool slot goes back before the owner's agent is called.
+    drop(store);
     let Some(delivery) = decision else {
         return Ok(());
     };

@@ -1,7 +1,6 @@
 //! The WIT interfaces the host implements for the guest: the owner-scoped
 //! registry, the clock and the log.
 
-use tokio_util::sync::CancellationToken;
 use wasmtime::StoreLimits;
 use wasmtime::component::{Resource, ResourceTable};
 
@@ -9,7 +8,7 @@ use super::bindings;
 use super::bindings::harness::jobs::types as wit;
 use crate::excerpt::ExcerptWindow;
 use crate::owner::Owner;
-use crate::registry::{self, JobRegistry};
+use crate::registry::JobRegistry;
 
 /// The caller a scope speaks for: the one capability the guest receives per call.
 pub struct ScopeHandle {
@@ -21,11 +20,7 @@ pub(super) struct CallState {
     pub(super) table: ResourceTable,
     pub(super) limits: StoreLimits,
     pub(super) registry: JobRegistry,
-    pub(super) abort: CancellationToken,
-    pub(super) max_wait_ms: f64,
     pub(super) ticks_used: u64,
-    /// The pool slot this call holds.
-    pub(super) _slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl CallState {
@@ -113,34 +108,6 @@ impl bindings::harness::jobs::registry::HostOwnerScope for CallState {
             .kill(&job_id, caller.as_ref(), reason.as_deref())
             .map(wit::KillOutcome::from)
             .map_err(wit::RegistryError::from))
-    }
-
-    async fn wait(
-        &mut self,
-        scope: Resource<ScopeHandle>,
-        job_id: String,
-        timeout_ms: f64,
-    ) -> wasmtime::Result<Result<wit::JobSnapshot, wit::RegistryError>> {
-        let caller = self.caller(&scope)?;
-        // Validate what the guest asked for, then hold it to this mount's cap, so a
-        // misbehaving guest cannot wait longer than the operator allowed.
-        let bounded = if timeout_ms.is_finite() && timeout_ms > 0.0 {
-            timeout_ms.min(self.max_wait_ms.max(1.0))
-        } else {
-            timeout_ms
-        };
-        Ok(self
-            .registry
-            .wait(&job_id, bounded, caller.as_ref(), &self.abort)
-            .await
-            .map(|j| wit::JobSnapshot::from(&j))
-            .map_err(|e| match e {
-                // Report the value the guest sent, not the bounded one.
-                registry::RegistryError::InvalidTimeout(_) => {
-                    wit::RegistryError::InvalidTimeout(timeout_ms)
-                }
-                other => other.into(),
-            }))
     }
 
     fn drop(&mut self, scope: Resource<ScopeHandle>) -> wasmtime::Result<()> {

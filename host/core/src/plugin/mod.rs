@@ -25,11 +25,9 @@ mod bindings {
     wasmtime::component::bindgen!({
         world: "tool-jobs",
         path: "../../wit",
-        imports: {
-            "harness:jobs/registry.[method]owner-scope.wait": async | trappable,
-            default: trappable,
-        },
-        exports: { default: async },
+        // Nothing blocks across the boundary (waits happen between guest calls),
+        // so every call is a plain synchronous one: no fibers, no async exports.
+        imports: { default: trappable },
         additional_derives: [PartialEq],
         with: { "harness:jobs/registry.owner-scope": super::host_impl::ScopeHandle },
     });
@@ -38,7 +36,7 @@ mod bindings {
 pub use bindings::exports::harness::jobs::notices::Notice;
 pub use bindings::exports::harness::jobs::tools::{
     CompletionDelivery, Config as PluginConfig, ContentBlock, Profile, PromptSection,
-    ToolDefinition, UiCard,
+    ToolDefinition, UiCard, WaitRequest,
 };
 
 pub use mount::{Mount, ToolOutcome};

@@ -10,7 +10,8 @@ use wasmtime::component::Resource;
 use super::bindings::ToolJobs;
 use super::bindings::exports::harness::jobs::notices::Notice;
 use super::bindings::exports::harness::jobs::tools::{
-    Config as PluginConfig, ContentBlock, Profile, PromptSection, ToolDefinition, UiCard,
+    CallOutcome, Config as PluginConfig, ContentBlock, Profile, PromptSection, ToolDefinition,
+    ToolResult, UiCard, WaitRequest,
 };
 use super::bindings::harness::jobs::types as wit;
 use super::delivery::{NoticeWork, deliver_notices};
@@ -77,11 +78,10 @@ impl Mount {
         config_json: &str,
     ) -> Result<Mount, PluginError> {
         let config = {
-            let mut store = runtime.store(&registry, 0.0).await;
-            let jobs = instantiate(&runtime, &mut store).await?;
+            let mut store = runtime.store(&registry).await;
+            let jobs = instantiate(&runtime, &mut store)?;
             jobs.harness_jobs_tools()
-                .call_configure(&mut store, config_json)
-                .await
+                .call_configure(&mut *store, config_json)
                 .map_err(trap)?
                 .map_err(PluginError::Config)?
         };
@@ -147,6 +147,11 @@ impl Mount {
 
     /// [`Mount::invoke`], with `abort` standing for the caller's tool-call signal:
     /// cancelling it ends a pending wait with `Error: wait aborted`.
+    ///
+    /// A call that has to wait runs in steps: the guest answers with a wait
+    /// request, the host waits on the registry (holding no instance, no pool
+    /// slot and none of the owner's call turns meanwhile), then a fresh instance
+    /// resumes the call with the outcome.
     pub async fn invoke_with_abort(
         &self,
         caller: Option<&Owner>,
@@ -154,25 +159,55 @@ impl Mount {
         args_json: &str,
         abort: &CancellationToken,
     ) -> ToolOutcome {
-        let result = self
-            .with_scope(caller, abort, async |jobs, store, scope| {
+        let mut step = self
+            .with_scope(caller, |jobs, store, scope| {
                 jobs.harness_jobs_tools()
                     .call_invoke(store, scope, self.config, tool, args_json)
-                    .await
             })
             .await;
-        match result {
-            Ok(r) => ToolOutcome {
-                value: r.value.and_then(|v| serde_json::from_str(&v).ok()),
-                text: r.text,
-                is_error: r.is_error,
-            },
-            Err(e) => ToolOutcome {
-                text: format!("Error: {e}"),
-                is_error: true,
-                value: None,
-            },
+        for _ in 0..MAX_WAITS_PER_CALL {
+            let request = match step {
+                Ok(CallOutcome::Done(result)) => return outcome_of(result),
+                Err(e) => return failed(&e),
+                Ok(CallOutcome::Wait(request)) => request,
+            };
+            let waited = self.run_wait(caller, &request, abort).await;
+            step = self
+                .with_scope(caller, |jobs, store, scope| {
+                    jobs.harness_jobs_tools().call_resume(
+                        store,
+                        scope,
+                        self.config,
+                        tool,
+                        args_json,
+                        waited.as_ref(),
+                    )
+                })
+                .await;
         }
+        failed(&format!(
+            "plugin failed: the guest asked to wait more than {MAX_WAITS_PER_CALL} times in one call"
+        ))
+    }
+
+    /// Runs a wait the guest asked for, held to this mount's cap and to what a
+    /// timer holds (so a guest cannot wait longer than the operator allowed).
+    async fn run_wait(
+        &self,
+        caller: Option<&Owner>,
+        request: &WaitRequest,
+        abort: &CancellationToken,
+    ) -> Result<wit::JobSnapshot, wit::RegistryError> {
+        let cap = self
+            .config
+            .max_wait_timeout_ms
+            .clamp(1, registry::MAX_TIMER_DELAY_MS as u64);
+        let timeout_ms = u64::from(request.timeout_ms).clamp(1, cap);
+        self.registry
+            .wait(&request.job_id, timeout_ms as f64, caller, abort)
+            .await
+            .map(|job| wit::JobSnapshot::from(&job))
+            .map_err(wit::RegistryError::from)
     }
 
     /// Caps a result the harness produced or rewrote for a call of this plugin's
@@ -188,15 +223,16 @@ impl Mount {
         args_json: &str,
         blocks: Vec<ContentBlock>,
     ) -> Result<Vec<ContentBlock>, PluginError> {
-        self.with_scope(
-            caller,
-            &CancellationToken::new(),
-            async |jobs, store, scope| {
-                jobs.harness_jobs_tools()
-                    .call_finalize(store, scope, self.config, tool, args_json, &blocks)
-                    .await
-            },
-        )
+        self.with_scope(caller, |jobs, store, scope| {
+            jobs.harness_jobs_tools().call_finalize(
+                store,
+                scope,
+                self.config,
+                tool,
+                args_json,
+                &blocks,
+            )
+        })
         .await
     }
 
@@ -206,10 +242,9 @@ impl Mount {
     ///
     /// [`PluginError::Trap`] when the guest fails.
     pub async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>, PluginError> {
-        self.with_instance(async |jobs, store| {
+        self.with_instance(|jobs, store| {
             jobs.harness_jobs_tools()
                 .call_tool_definitions(store, self.config)
-                .await
         })
         .await
     }
@@ -224,10 +259,9 @@ impl Mount {
         tool: &str,
         args_json: &str,
     ) -> Result<Option<UiCard>, PluginError> {
-        self.with_instance(async |jobs, store| {
+        self.with_instance(|jobs, store| {
             jobs.harness_jobs_tools()
                 .call_describe_call(store, self.config, tool, args_json)
-                .await
         })
         .await
     }
@@ -238,10 +272,9 @@ impl Mount {
     ///
     /// [`PluginError::Trap`] when the guest fails.
     pub async fn prompt_section(&self) -> Result<Option<PromptSection>, PluginError> {
-        self.with_instance(async |jobs, store| {
+        self.with_instance(|jobs, store| {
             jobs.harness_jobs_tools()
                 .call_system_prompt(store, self.config)
-                .await
         })
         .await
     }
@@ -256,10 +289,9 @@ impl Mount {
         job: &registry::JobSnapshot,
     ) -> Result<Notice, PluginError> {
         let job = wit::JobSnapshot::from(job);
-        self.with_instance(async |jobs, store| {
+        self.with_instance(|jobs, store| {
             jobs.harness_jobs_notices()
                 .call_completion_notice(store, self.config, &job)
-                .await
         })
         .await
     }
@@ -295,16 +327,11 @@ impl Mount {
             return Ok(None);
         }
         let notice = self
-            .with_scope(
-                Some(owner),
-                &CancellationToken::new(),
-                async |guest, store, scope| {
-                    guest
-                        .harness_jobs_notices()
-                        .call_batch_notice(store, scope, self.config, &jobs)
-                        .await
-                },
-            )
+            .with_scope(Some(owner), |guest, store, scope| {
+                guest
+                    .harness_jobs_notices()
+                    .call_batch_notice(store, scope, self.config, &jobs)
+            })
             .await?;
         Ok(notice.map(|n| NoticeMessage {
             text: n.text,
@@ -340,32 +367,23 @@ impl Mount {
     /// Runs `f` against a fresh instance that has no caller scope.
     async fn with_instance<T>(
         &self,
-        f: impl AsyncFnOnce(&ToolJobs, &mut Store<CallState>) -> wasmtime::Result<T>,
+        f: impl FnOnce(&ToolJobs, &mut Store<CallState>) -> wasmtime::Result<T>,
     ) -> Result<T, PluginError> {
-        let mut store = self.runtime.store(&self.registry, 0.0).await;
-        let jobs = instantiate(&self.runtime, &mut store).await?;
-        f(&jobs, &mut store).await.map_err(trap)
+        let mut store = self.runtime.store(&self.registry).await;
+        let jobs = instantiate(&self.runtime, &mut store)?;
+        f(&jobs, &mut store).map_err(trap)
     }
 
-    /// Runs `f` in a fresh store with a scope for `caller` in its table; the scope
-    /// is removed again whatever happens.
+    /// Runs `f` in a fresh store with a scope for `caller` in its table; the store
+    /// (and the scope in it) is gone when this returns, whatever happens.
     async fn with_scope<T>(
         &self,
         caller: Option<&Owner>,
-        abort: &CancellationToken,
-        f: impl AsyncFnOnce(
-            &ToolJobs,
-            &mut Store<CallState>,
-            Resource<ScopeHandle>,
-        ) -> wasmtime::Result<T>,
+        f: impl FnOnce(&ToolJobs, &mut Store<CallState>, Resource<ScopeHandle>) -> wasmtime::Result<T>,
     ) -> Result<T, PluginError> {
         let _turn = self.call_turn(caller).await;
-        let mut store = self
-            .runtime
-            .store(&self.registry, self.config.max_wait_timeout_ms)
-            .await;
-        store.data_mut().abort = abort.clone();
-        let jobs = instantiate(&self.runtime, &mut store).await?;
+        let mut store = self.runtime.store(&self.registry).await;
+        let jobs = instantiate(&self.runtime, &mut store)?;
         let scope = store
             .data_mut()
             .table
@@ -374,6 +392,26 @@ impl Mount {
             })
             .map_err(setup)?;
         let borrowed = Resource::new_borrow(scope.rep());
-        f(&jobs, &mut store, borrowed).await.map_err(trap)
+        f(&jobs, &mut store, borrowed).map_err(trap)
+    }
+}
+
+/// Waits one call may ask for. The built-in guest asks for one at most; the bound
+/// only stops a guest that keeps asking.
+const MAX_WAITS_PER_CALL: usize = 8;
+
+fn outcome_of(result: ToolResult) -> ToolOutcome {
+    ToolOutcome {
+        value: result.value.and_then(|v| serde_json::from_str(&v).ok()),
+        text: result.text,
+        is_error: result.is_error,
+    }
+}
+
+fn failed(error: &dyn std::fmt::Display) -> ToolOutcome {
+    ToolOutcome {
+        text: format!("Error: {error}"),
+        is_error: true,
+        value: None,
     }
 }

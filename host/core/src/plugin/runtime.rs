@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimitsBuilder,
@@ -23,12 +22,14 @@ use crate::registry::JobRegistry;
 pub struct SandboxLimits {
     /// Linear memory a call may grow to.
     pub memory_bytes: usize,
-    /// CPU time a call may spend running wasm, in epoch ticks (time blocked in
-    /// host calls, such as a wait, is not counted).
+    /// CPU time a call may spend running wasm, in epoch ticks. Calls are
+    /// synchronous, so this also bounds how long a runaway guest holds the
+    /// calling thread.
     pub cpu_ticks: u64,
     /// Length of one epoch tick.
     pub tick: Duration,
-    /// Concurrent calls the instance pool holds; more wait for a free slot.
+    /// Concurrent calls the instance pool holds; more wait for a free slot
+    /// (a call holds one only while the guest runs, never across a wait).
     /// `None` allocates on demand. Every slot's reservation is part of the host's
     /// address space, which each job spawn (a fork) copies: keep it to what runs
     /// at once (128 here: 1,000 slots made 1,000 spawns 1.6 times slower).
@@ -138,12 +139,12 @@ impl PluginRuntime {
     ///
     /// [`PluginError::Trap`] when instantiation fails (for example, a full pool).
     pub async fn fresh_instance(&self, registry: &JobRegistry) -> Result<(), PluginError> {
-        let mut store = self.store(registry, 0.0).await;
-        instantiate(self, &mut store).await.map(drop)
+        let mut store = self.store(registry).await;
+        instantiate(self, &mut store).map(drop)
     }
 
     /// Names of everything the loaded component imports, for example
-    /// `harness:jobs/registry@0.2.0`.
+    /// `harness:jobs/registry@0.3.0`.
     pub fn imports(&self) -> Vec<String> {
         self.component
             .component_type()
@@ -163,7 +164,7 @@ impl PluginRuntime {
 
     /// A fresh, limited store, once a pool slot is free (the slot is held for
     /// as long as the store lives).
-    pub(super) async fn store(&self, registry: &JobRegistry, max_wait_ms: f64) -> Store<CallState> {
+    pub(super) async fn store(&self, registry: &JobRegistry) -> PooledStore {
         let slot = match &self.slots {
             Some(slots) => Some(
                 slots
@@ -185,33 +186,50 @@ impl PluginRuntime {
                 table: ResourceTable::new(),
                 limits,
                 registry: registry.clone(),
-                abort: CancellationToken::new(),
-                max_wait_ms,
                 ticks_used: 0,
-                _slot: slot,
             },
         );
         store.limiter(|s| &mut s.limits);
         let budget = self.limits.cpu_ticks;
         store.set_epoch_deadline(1);
-        // Charge a tick only when it lands while wasm runs; yield to tokio each time
-        // so a busy guest never starves other tasks.
+        // Charge a tick only when it lands while wasm runs.
         store.epoch_deadline_callback(move |mut cx| {
             let state = cx.data_mut();
             state.ticks_used += 1;
             if state.ticks_used > budget {
                 wasmtime::bail!("guest exceeded its CPU budget of {budget} ticks");
             }
-            Ok(UpdateDeadline::Yield(1))
+            Ok(UpdateDeadline::Continue(1))
         });
-        store
+        PooledStore { store, _slot: slot }
+    }
+}
+
+/// A store and the pool slot it was made for. The fields drop in order: the
+/// store (returning its instance to the pool) strictly before the permit, so
+/// whoever gets the permit next finds the slot free.
+pub(super) struct PooledStore {
+    store: Store<CallState>,
+    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl std::ops::Deref for PooledStore {
+    type Target = Store<CallState>;
+    fn deref(&self) -> &Store<CallState> {
+        &self.store
+    }
+}
+
+impl std::ops::DerefMut for PooledStore {
+    fn deref_mut(&mut self) -> &mut Store<CallState> {
+        &mut self.store
     }
 }
 
 /// Core instances (and tables) one component instance may use from the pool.
 const CORE_INSTANCES_PER_COMPONENT: u32 = 4;
 
-/// Bytes of each pooled memory, table and stack kept resident between calls.
+/// Bytes of each pooled memory and table kept resident between calls.
 const KEEP_RESIDENT_BYTES: usize = 512 << 10;
 
 /// Compiles any component and names what it imports and exports, without
@@ -247,21 +265,19 @@ fn engine_config(limits: &SandboxLimits) -> Config {
             .total_core_instances(slots * CORE_INSTANCES_PER_COMPONENT)
             .total_memories(slots * 2)
             .total_tables(slots * CORE_INSTANCES_PER_COMPONENT)
-            .total_stacks(slots)
             .max_memory_size(limits.memory_bytes)
             // Zero a small guest's pages in place instead of returning them to
             // the kernel and faulting them back in on the next call.
             .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
-            .table_keep_resident(KEEP_RESIDENT_BYTES)
-            .async_stack_keep_resident(KEEP_RESIDENT_BYTES);
+            .table_keep_resident(KEEP_RESIDENT_BYTES);
         cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     cfg
 }
 
-pub(super) async fn instantiate(
+pub(super) fn instantiate(
     runtime: &PluginRuntime,
     store: &mut Store<CallState>,
 ) -> Result<ToolJobs, PluginError> {
-    runtime.pre.instantiate_async(store).await.map_err(trap)
+    runtime.pre.instantiate(store).map_err(trap)
 }
