@@ -440,6 +440,8 @@ fn job_wait(
     let waited_ms = seconds.max(1) as u64 * 1000;
     let job = match waited {
         None => {
+            // An id the caller cannot see needs no wait.
+            view.get(id).map_err(|e| message(&e))?;
             return Ok(Step::Wait(WaitRequest {
                 job_id: id.to_owned(),
                 // The config bounds the seconds to what a timer holds.

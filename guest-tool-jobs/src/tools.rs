@@ -286,21 +286,24 @@ fn job_output(
             .unwrap_or(config.wait_timeout_ms as f64);
         // Clamped down only: zero or negative values fail, after the id.
         let timeout = asked.min(config.max_wait_timeout_ms as f64);
-        match (timer_ms(timeout), waited) {
-            (None, _) => {
-                // An id the caller cannot see is named before a bad timeout.
-                view.get(id).map_err(|e| registry_error_message(&e, w))?;
-                let invalid = RegistryError::InvalidTimeout(timeout);
-                return Err(registry_error_message(&invalid, w));
-            }
-            (Some(timeout_ms), None) => {
+        if waited.is_none() {
+            // An id the caller cannot see is named at once (before a bad
+            // timeout, as the registry orders its checks), without a wait.
+            view.get(id).map_err(|e| registry_error_message(&e, w))?;
+        }
+        let Some(timeout_ms) = timer_ms(timeout) else {
+            let invalid = RegistryError::InvalidTimeout(timeout);
+            return Err(registry_error_message(&invalid, w));
+        };
+        match waited {
+            None => {
                 return Ok(Step::Wait(WaitRequest {
                     job_id: id.to_owned(),
                     timeout_ms,
                 }));
             }
-            (Some(_), Some(Err(e))) => return Err(registry_error_message(e, w)),
-            (Some(_), Some(Ok(_))) => {}
+            Some(Err(e)) => return Err(registry_error_message(e, w)),
+            Some(Ok(_)) => {}
         }
     }
     let (text, job) = view.read(id).map_err(|e| registry_error_message(&e, w))?;

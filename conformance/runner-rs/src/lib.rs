@@ -1,0 +1,675 @@
+//! Replays the conformance vectors through a `tool-jobs` component in wasmtime.
+//!
+//! The host side is a scripted registry: each vector lists the jobs the host
+//! presents, and the runner answers the guest's `owner-scope` calls from that
+//! table by the rules in `conformance/README.md` (the same rules the Node and
+//! Python runners follow). Every step's actual answer is kept in a canonical
+//! JSON form, so runners in different languages can be compared answer by answer.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
+use wasmtime::{Config, Engine, Store};
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        world: "tool-jobs",
+        path: "../../wit",
+        imports: { default: trappable },
+        with: { "harness:jobs/registry.owner-scope": super::ScopeRep },
+    });
+}
+
+use bindings::exports::harness::jobs::notices::{AgentStatus, OwnerState};
+use bindings::exports::harness::jobs::tools::{
+    CallOutcome, CompletionDelivery, Config as GuestConfig, ContentBlock, Profile,
+};
+use bindings::harness::jobs::types as wit;
+use bindings::{ToolJobs, ToolJobsPre};
+
+/// The host side of the one scope a call gets.
+pub struct ScopeRep;
+
+/// One vector's outcome.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The vector's id.
+    pub id: String,
+    /// `None` when every step matched; else what differed first.
+    pub failure: Option<String>,
+    /// Each step's actual answer, canonical JSON.
+    pub actual: Vec<Value>,
+}
+
+/// Loads every `*.json` file of `dir` (each an array of vectors), in name order.
+///
+/// # Errors
+///
+/// An unreadable directory or file, or a file that is not a JSON array.
+pub fn load_vectors(dir: &Path) -> Result<Vec<Value>, String> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let mut all = Vec::new();
+    for file in files {
+        let text =
+            std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        match serde_json::from_str(&text) {
+            Ok(Value::Array(vs)) => all.extend(vs),
+            _ => return Err(format!("{}: not a JSON array of vectors", file.display())),
+        }
+    }
+    Ok(all)
+}
+
+/// A compiled component, ready to replay vectors.
+pub struct Runner {
+    engine: Engine,
+    pre: ToolJobsPre<State>,
+}
+
+impl Runner {
+    /// Compiles `wasm` (a `tool-jobs` component) and links the scripted host.
+    ///
+    /// # Errors
+    ///
+    /// When the bytes are not a component of the `tool-jobs` world.
+    pub fn new(wasm: &[u8]) -> Result<Runner, String> {
+        let engine = Engine::new(&Config::new()).map_err(|e| e.to_string())?;
+        let component = Component::new(&engine, wasm).map_err(|e| format!("{e:#}"))?;
+        let mut linker = Linker::<State>::new(&engine);
+        ToolJobs::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(|e| e.to_string())?;
+        let pre = linker
+            .instantiate_pre(&component)
+            .and_then(ToolJobsPre::new)
+            .map_err(|e| format!("{e:#}"))?;
+        Ok(Runner { engine, pre })
+    }
+
+    /// Replays one vector.
+    pub fn run(&self, vector: &Value) -> Outcome {
+        let id = vector["id"].as_str().unwrap_or("?").to_owned();
+        let mut actual = Vec::new();
+        let failure = self.replay(vector, &mut actual).err();
+        Outcome {
+            id,
+            failure,
+            actual,
+        }
+    }
+
+    fn replay(&self, vector: &Value, actual: &mut Vec<Value>) -> Result<(), String> {
+        let jobs = vector["jobs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|j| match j {
+                Value::Object(m) => Ok(m),
+                _ => Err("a job is not an object".to_owned()),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut store = Store::new(
+            &self.engine,
+            State {
+                table: ResourceTable::new(),
+                jobs,
+                now_ms: vector["now_ms"].as_u64().unwrap_or(0),
+            },
+        );
+        let config = match vector.get("config").and_then(Value::as_str) {
+            Some(text) => {
+                let guest = self.instance(&mut store)?;
+                let configured = guest
+                    .harness_jobs_tools()
+                    .call_configure(&mut store, text)
+                    .map_err(|e| format!("configure trapped: {e:#}"))?;
+                Some(configured.map_err(|e| format!("config {text} was refused: {e}"))?)
+            }
+            None => None,
+        };
+        for (n, step) in vector["steps"].as_array().into_iter().flatten().enumerate() {
+            let got = self
+                .step(&mut store, config, step)
+                .map_err(|e| format!("step {n}: {e}"))?;
+            actual.push(got.clone());
+            check(step, &got).map_err(|e| format!("step {n}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    fn instance(&self, store: &mut Store<State>) -> Result<ToolJobs, String> {
+        // A fresh instance per call: the guest may keep nothing between calls.
+        self.pre.instantiate(store).map_err(|e| format!("{e:#}"))
+    }
+
+    fn step(
+        &self,
+        store: &mut Store<State>,
+        config: Option<GuestConfig>,
+        step: &Value,
+    ) -> Result<Value, String> {
+        let need = || config.ok_or_else(|| "the vector has no config".to_owned());
+        let trap = |e: wasmtime::Error| format!("trap: {e:#}");
+        if let Some(text) = step.get("configure").and_then(Value::as_str) {
+            let guest = self.instance(store)?;
+            let out = guest
+                .harness_jobs_tools()
+                .call_configure(&mut *store, text)
+                .map_err(trap)?;
+            return Ok(match out {
+                Ok(c) => json!({"ok": config_json(&c)}),
+                Err(e) => json!({"err": e}),
+            });
+        }
+        if step.get("state").is_some() {
+            return Ok(store.data().state_json());
+        }
+        let config = need()?;
+        if let Some(tool) = step.get("invoke").and_then(Value::as_str) {
+            let args = step["args"].as_str().unwrap_or("{}");
+            let mut waits = step["waits"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter();
+            let mut requests = Vec::new();
+            let mut outcome = {
+                let guest = self.instance(store)?;
+                let scope = store.data_mut().scope()?;
+                guest
+                    .harness_jobs_tools()
+                    .call_invoke(&mut *store, scope, config, tool, args)
+                    .map_err(trap)?
+            };
+            loop {
+                match outcome {
+                    CallOutcome::Done(r) => {
+                        let value = match &r.value {
+                            Some(v) => serde_json::from_str(v)
+                                .map_err(|e| format!("value is not JSON ({e}): {v}"))?,
+                            None => Value::Null,
+                        };
+                        return Ok(json!({
+                            "text": r.text, "is_error": r.is_error, "value": value, "waits": requests
+                        }));
+                    }
+                    CallOutcome::Wait(request) => {
+                        requests.push(
+                            json!({"job_id": request.job_id, "timeout_ms": request.timeout_ms}),
+                        );
+                        let Some(wait) = waits.next() else {
+                            return Err(format!(
+                                "the guest asked to wait ({}, {} ms), and the vector has no wait left",
+                                request.job_id, request.timeout_ms
+                            ));
+                        };
+                        let waited = store.data_mut().wait(&request.job_id, &wait["then"])?;
+                        let guest = self.instance(store)?;
+                        let scope = store.data_mut().scope()?;
+                        outcome = guest
+                            .harness_jobs_tools()
+                            .call_resume(&mut *store, scope, config, tool, args, waited.as_ref())
+                            .map_err(trap)?;
+                    }
+                }
+            }
+        }
+        let guest = self.instance(store)?;
+        if step.get("tool_definitions").is_some() {
+            let defs = guest
+                .harness_jobs_tools()
+                .call_tool_definitions(&mut *store, config)
+                .map_err(trap)?;
+            let mut out = Vec::new();
+            for d in defs {
+                let parse = |s: &str| {
+                    serde_json::from_str::<Value>(s).map_err(|e| format!("schema is not JSON: {e}"))
+                };
+                out.push(json!({
+                    "name": d.name,
+                    "description": d.description,
+                    "input_schema": parse(&d.input_schema)?,
+                    "output_schema": match &d.output_schema { Some(s) => parse(s)?, None => Value::Null },
+                }));
+            }
+            return Ok(Value::Array(out));
+        }
+        if let Some(tool) = step.get("describe_call").and_then(Value::as_str) {
+            let card = guest
+                .harness_jobs_tools()
+                .call_describe_call(
+                    &mut *store,
+                    config,
+                    tool,
+                    step["args"].as_str().unwrap_or("{}"),
+                )
+                .map_err(trap)?;
+            return Ok(card.map_or(
+                Value::Null,
+                |c| json!({"title": c.title, "kind": c.kind, "raw_input": c.raw_input}),
+            ));
+        }
+        if step.get("system_prompt").is_some() {
+            let section = guest
+                .harness_jobs_tools()
+                .call_system_prompt(&mut *store, config)
+                .map_err(trap)?;
+            return Ok(section.map_or(
+                Value::Null,
+                |s| json!({"name": s.name, "order": s.order, "text": s.text}),
+            ));
+        }
+        if let Some(id) = step.get("completion_notice").and_then(Value::as_str) {
+            let job = store.data().snapshot_of(id)?;
+            let notice = guest
+                .harness_jobs_notices()
+                .call_completion_notice(&mut *store, config, &job)
+                .map_err(trap)?;
+            return Ok(notice_json(&notice));
+        }
+        if let Some(id) = step.get("deliver").and_then(Value::as_str) {
+            let job = store.data().snapshot_of(id)?;
+            let owner = match &step["owner"] {
+                Value::Null => None,
+                o => Some(OwnerState {
+                    status: match o["status"].as_str() {
+                        Some("idle") => AgentStatus::Idle,
+                        _ => AgentStatus::Running,
+                    },
+                    wakes_spent: o["wakes_spent"].as_u64().unwrap_or(0),
+                }),
+            };
+            let decision = guest
+                .harness_jobs_notices()
+                .call_deliver(&mut *store, config, &job, owner)
+                .map_err(trap)?;
+            return Ok(decision.map_or(Value::Null, |d| {
+                json!({
+                    "lane": match d.lane {
+                        bindings::exports::harness::jobs::notices::Lane::Inject => "inject",
+                        bindings::exports::harness::jobs::notices::Lane::Followup => "followup",
+                    },
+                    "notice": notice_json(&d.notice),
+                })
+            }));
+        }
+        if let Some(ids) = step.get("batch_notice").and_then(Value::as_array) {
+            let jobs = ids
+                .iter()
+                .map(|id| store.data().snapshot_of(id.as_str().unwrap_or_default()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let scope = store.data_mut().scope()?;
+            let notice = guest
+                .harness_jobs_notices()
+                .call_batch_notice(&mut *store, scope, config, &jobs)
+                .map_err(trap)?;
+            return Ok(notice.as_ref().map_or(Value::Null, notice_json));
+        }
+        if let Some(tool) = step.get("finalize").and_then(Value::as_str) {
+            let blocks = step["blocks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|b| match (b.get("text"), b.get("other")) {
+                    (Some(Value::String(t)), _) => ContentBlock::Text(t.clone()),
+                    (_, Some(Value::String(o))) => ContentBlock::Other(o.clone()),
+                    _ => ContentBlock::Other(b.to_string()),
+                })
+                .collect::<Vec<_>>();
+            let scope = store.data_mut().scope()?;
+            let out = guest
+                .harness_jobs_tools()
+                .call_finalize(
+                    &mut *store,
+                    scope,
+                    config,
+                    tool,
+                    step["args"].as_str().unwrap_or("{}"),
+                    &blocks,
+                )
+                .map_err(trap)?;
+            return Ok(Value::Array(
+                out.into_iter()
+                    .map(|b| match b {
+                        ContentBlock::Text(t) => json!({"text": t}),
+                        ContentBlock::Other(o) => json!({"other": o}),
+                    })
+                    .collect(),
+            ));
+        }
+        Err(format!("unknown step {step}"))
+    }
+}
+
+/// Compares a step's actual answer with what the vector expects.
+fn check(step: &Value, got: &Value) -> Result<(), String> {
+    if let Some(want) = step.get("state").and_then(Value::as_object) {
+        for (id, fields) in want {
+            for (field, value) in fields.as_object().into_iter().flatten() {
+                let actual = &got[id][field];
+                if actual != value {
+                    return Err(format!("job {id}: {field} is {actual}, expected {value}"));
+                }
+            }
+        }
+        return Ok(());
+    }
+    let want = &step["expect"];
+    if step.get("invoke").is_some() {
+        if let Some(waits) = step.get("waits").and_then(Value::as_array) {
+            let asked: Vec<_> = waits.iter().map(|w| w["expect"].clone()).collect();
+            if got["waits"] != Value::Array(asked.clone()) {
+                return Err(format!(
+                    "waits {} expected {}",
+                    got["waits"],
+                    Value::Array(asked)
+                ));
+            }
+        } else if got["waits"] != json!([]) {
+            return Err(format!("unexpected waits {}", got["waits"]));
+        }
+        if let Some(prefix) = want.get("text_prefix").and_then(Value::as_str) {
+            let text = got["text"].as_str().unwrap_or_default();
+            if !text.starts_with(prefix) {
+                return Err(format!("text {text:?} does not start with {prefix:?}"));
+            }
+        } else if got["text"] != want["text"] {
+            return Err(format!("text {} expected {}", got["text"], want["text"]));
+        }
+        for key in ["is_error", "value"] {
+            if got[key] != want[key] {
+                return Err(format!("{key} {} expected {}", got[key], want[key]));
+            }
+        }
+        return Ok(());
+    }
+    if step.get("configure").is_some() {
+        if let Some(fields) = want.get("ok").and_then(Value::as_object) {
+            for (k, v) in fields {
+                if &got["ok"][k] != v {
+                    return Err(format!(
+                        "config {k} is {}, expected {v} (got {got})",
+                        got["ok"][k]
+                    ));
+                }
+            }
+            return Ok(());
+        }
+        if let Some(prefix) = want.get("err_prefix").and_then(Value::as_str) {
+            return match got["err"].as_str() {
+                Some(e) if e.starts_with(prefix) => Ok(()),
+                _ => Err(format!("expected an error starting {prefix:?}, got {got}")),
+            };
+        }
+        return if got == want {
+            Ok(())
+        } else {
+            Err(format!("got {got}, expected {want}"))
+        };
+    }
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!("got {got}, expected {want}"))
+    }
+}
+
+fn config_json(c: &GuestConfig) -> Value {
+    json!({
+        "profile": match c.profile { Profile::A => "a", Profile::B => "b", Profile::C => "c" },
+        "wait_timeout_ms": c.wait_timeout_ms,
+        "max_wait_timeout_ms": c.max_wait_timeout_ms,
+        "completion_delivery": match c.completion_delivery {
+            CompletionDelivery::Wakeup => "wakeup",
+            CompletionDelivery::Quiet => "quiet",
+        },
+        "max_consecutive_wakes": c.max_consecutive_wakes,
+        "max_result_bytes": c.max_result_bytes,
+        "suppress_completion_notice": c.suppress_completion_notice,
+    })
+}
+
+fn notice_json(n: &bindings::exports::harness::jobs::notices::Notice) -> Value {
+    json!({"text": n.text, "summary": n.summary, "plugin": n.plugin, "form": n.form})
+}
+
+/// The scripted registry one vector presents.
+struct State {
+    table: ResourceTable,
+    jobs: Vec<Map<String, Value>>,
+    now_ms: u64,
+}
+
+const TERMINAL: [&str; 3] = ["completed", "killed", "failed"];
+
+fn is_terminal(job: &Map<String, Value>) -> bool {
+    TERMINAL.contains(&job["status"].as_str().unwrap_or_default())
+}
+
+fn text_of<'a>(job: &'a Map<String, Value>, key: &str) -> &'a str {
+    job.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+impl State {
+    fn scope(&mut self) -> Result<Resource<ScopeRep>, String> {
+        let own = self.table.push(ScopeRep).map_err(|e| e.to_string())?;
+        Ok(Resource::new_borrow(own.rep()))
+    }
+
+    fn state_json(&self) -> Value {
+        let jobs: BTreeMap<_, _> = self
+            .jobs
+            .iter()
+            .map(|j| (text_of(j, "id").to_owned(), Value::Object(j.clone())))
+            .collect();
+        json!(jobs)
+    }
+
+    /// The job the caller may see, or the registry's error for it.
+    fn visible(&mut self, id: &str) -> Result<&mut Map<String, Value>, wit::RegistryError> {
+        let job = self
+            .jobs
+            .iter_mut()
+            .find(|j| text_of(j, "id") == id)
+            .ok_or_else(|| wit::RegistryError::UnknownJob(id.to_owned()))?;
+        if text_of(job, "owner") == "other" {
+            return Err(wit::RegistryError::ForeignJob(id.to_owned()));
+        }
+        Ok(job)
+    }
+
+    fn snapshot_of(&self, id: &str) -> Result<wit::JobSnapshot, String> {
+        self.jobs
+            .iter()
+            .find(|j| text_of(j, "id") == id)
+            .map(snapshot)
+            .ok_or_else(|| format!("the vector has no job {id}"))
+    }
+
+    /// Runs the wait the guest asked for, as the vector scripts it.
+    fn wait(
+        &mut self,
+        id: &str,
+        then: &Value,
+    ) -> Result<Result<wit::JobSnapshot, wit::RegistryError>, String> {
+        if let Some(error) = then.get("error").and_then(Value::as_object) {
+            let (tag, payload) = error.iter().next().ok_or("an empty wait error")?;
+            let payload = payload.as_str().unwrap_or_default().to_owned();
+            return Ok(Err(match tag.as_str() {
+                "unknown-job" => wit::RegistryError::UnknownJob(payload),
+                "foreign-job" => wit::RegistryError::ForeignJob(payload),
+                "wait-aborted" => wit::RegistryError::WaitAborted,
+                "producer-failed" => wit::RegistryError::ProducerFailed(payload),
+                other => return Err(format!("unknown wait error {other}")),
+            }));
+        }
+        let job = match self.visible(id) {
+            Ok(job) => job,
+            Err(e) => return Ok(Err(e)),
+        };
+        if let Some(changes) = then.get("settle").and_then(Value::as_object) {
+            for (k, v) in changes {
+                job.insert(k.clone(), v.clone());
+            }
+        }
+        if is_terminal(job) {
+            job.insert("reported".into(), Value::Bool(true));
+        }
+        Ok(Ok(snapshot(job)))
+    }
+}
+
+fn snapshot(job: &Map<String, Value>) -> wit::JobSnapshot {
+    wit::JobSnapshot {
+        id: text_of(job, "id").to_owned(),
+        kind: text_of(job, "kind").to_owned(),
+        label: text_of(job, "label").to_owned(),
+        status: match text_of(job, "status") {
+            "stopping" => wit::JobStatus::Stopping,
+            "completed" => wit::JobStatus::Completed,
+            "killed" => wit::JobStatus::Killed,
+            "failed" => wit::JobStatus::Failed,
+            _ => wit::JobStatus::Running,
+        },
+        detail: job.get("detail").and_then(Value::as_str).map(str::to_owned),
+        started_at: job.get("started_at").and_then(Value::as_u64).unwrap_or(0),
+        finished_at: job.get("finished_at").and_then(Value::as_u64),
+        output_limit_bytes: job.get("output_limit_bytes").and_then(Value::as_u64),
+        reported: job
+            .get("reported")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    }
+}
+
+/// The first `n` bytes of `s`, without a split character.
+fn head(s: &str, n: usize) -> &str {
+    let mut end = n.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// The last `n` bytes of `s`, without a split character.
+fn tail(s: &str, n: usize) -> &str {
+    let mut start = s.len().saturating_sub(n);
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+impl bindings::harness::jobs::types::Host for State {}
+impl bindings::harness::jobs::registry::Host for State {}
+
+impl bindings::harness::jobs::registry::HostOwnerScope for State {
+    fn list_jobs(&mut self, _: Resource<ScopeRep>) -> wasmtime::Result<Vec<wit::JobSnapshot>> {
+        Ok(self
+            .jobs
+            .iter()
+            .filter(|j| text_of(j, "owner") != "other")
+            .map(snapshot)
+            .collect())
+    }
+
+    fn get(
+        &mut self,
+        _: Resource<ScopeRep>,
+        id: String,
+    ) -> wasmtime::Result<Result<wit::JobSnapshot, wit::RegistryError>> {
+        Ok(self.visible(&id).map(|j| snapshot(j)))
+    }
+
+    fn read(
+        &mut self,
+        _: Resource<ScopeRep>,
+        id: String,
+    ) -> wasmtime::Result<Result<wit::ReadResult, wit::RegistryError>> {
+        Ok(self.visible(&id).map(|job| {
+            let text = text_of(job, "pending").to_owned();
+            job.insert("pending".into(), Value::String(String::new()));
+            if is_terminal(job) {
+                job.insert("reported".into(), Value::Bool(true));
+            }
+            wit::ReadResult {
+                text,
+                job: snapshot(job),
+            }
+        }))
+    }
+
+    fn kill(
+        &mut self,
+        _: Resource<ScopeRep>,
+        id: String,
+        _reason: Option<String>,
+    ) -> wasmtime::Result<Result<wit::KillOutcome, wit::RegistryError>> {
+        Ok(self.visible(&id).and_then(|job| {
+            if let Some(message) = job.get("cancel_error").and_then(Value::as_str) {
+                return Err(wit::RegistryError::ProducerFailed(message.to_owned()));
+            }
+            job.insert("reported".into(), Value::Bool(true));
+            if is_terminal(job) {
+                return Ok(wit::KillOutcome::AlreadyFinished);
+            }
+            job.insert("status".into(), Value::String("stopping".into()));
+            Ok(wit::KillOutcome::Requested)
+        }))
+    }
+
+    fn output(
+        &mut self,
+        _: Resource<ScopeRep>,
+        id: String,
+        window: wit::ExcerptWindow,
+    ) -> wasmtime::Result<Result<wit::OutputExcerpt, wit::RegistryError>> {
+        Ok(self.visible(&id).map(|job| {
+            let out = text_of(job, "output");
+            let whole = out.len() as u64 <= window.whole_up_to;
+            let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+            let (h, t) = if whole {
+                (out, "")
+            } else {
+                (
+                    head(out, size(window.head_bytes)),
+                    tail(out, size(window.tail_bytes)),
+                )
+            };
+            wit::OutputExcerpt {
+                head: h.to_owned(),
+                tail: t.to_owned(),
+                omitted_bytes: (out.len() - h.len() - t.len()) as u64,
+                job: snapshot(job),
+            }
+        }))
+    }
+
+    fn drop(&mut self, scope: Resource<ScopeRep>) -> wasmtime::Result<()> {
+        self.table.delete(scope)?;
+        Ok(())
+    }
+}
+
+impl bindings::harness::jobs::clock::Host for State {
+    fn now_ms(&mut self) -> wasmtime::Result<u64> {
+        Ok(self.now_ms)
+    }
+}
+
+impl bindings::harness::jobs::diag::Host for State {
+    fn log(
+        &mut self,
+        _level: bindings::harness::jobs::diag::Level,
+        _message: String,
+    ) -> wasmtime::Result<()> {
+        Ok(())
+    }
+}
