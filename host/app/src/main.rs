@@ -63,6 +63,23 @@ enum Command {
         /// The component (`.wasm`).
         plugin: PathBuf,
     },
+    /// Write the built-in tool-jobs component (`.wasm`), for hosts in other
+    /// languages (see `hosts/`).
+    Wasm {
+        /// Where to write it.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+fn write_wasm(out: &Path) -> ExitCode {
+    match std::fs::write(out, host::plugin::TOOL_JOBS_WASM) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("jobs-host: cannot write {}: {e}", out.display());
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn default_cache_dir() -> Option<PathBuf> {
@@ -118,6 +135,7 @@ async fn main() -> ExitCode {
     let cache_dir = cli.cache_dir.clone().or_else(default_cache_dir);
     let (settings, run): (Settings, fn(Host) -> RunFuture) = match cli.command {
         Command::Check { plugin } => return check(&plugin, cache_dir.as_deref()),
+        Command::Wasm { out } => return write_wasm(&out),
         Command::Mcp { settings } => (settings, |h| Box::pin(mcp(h))),
         Command::Shell { settings } => (settings, |h| Box::pin(shell(h))),
         Command::Tools { settings } => (settings, |h| Box::pin(tools(h))),
