@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""Starts real jobs, reads one with a wait, kills one, and prints a notice.
+
+    python3 hosts/python/example.py path/to/tool-jobs.wasm
+"""
+
+import sys
+import threading
+
+from harness_jobs import Plugin, Registry
+
+wasm = sys.argv[1] if len(sys.argv) > 1 else "target/tool-jobs.wasm"
+registry = Registry()
+noticed = threading.Event()
+
+
+def on_notice(owner, lane, notice):
+    print(f"notice for {owner} ({lane}): {notice['text']}")
+    noticed.set()
+
+
+plugin = Plugin(wasm, registry, '{"profile":"a"}', on_notice=on_notice)
+owner = "session-1"
+print("tools:", ", ".join(t["name"] for t in plugin.tool_definitions()))
+
+build = registry.start_shell("echo compiling; sleep 0.2; echo built", owner=owner)
+server = registry.start_shell("echo serving; sleep 60", owner=owner)
+tests = registry.start_shell("sleep 0.3; echo 12 passed", owner=owner)
+
+print(plugin.invoke(owner, "job_list", {})["text"])
+print(plugin.invoke(owner, "job_output", {"job_id": build, "wait": True, "timeout_ms": 10000})["text"])
+print(plugin.invoke(owner, "job_kill", {"job_id": server, "reason": "not needed"})["text"])
+# Nobody reads the test job: when it finishes, its owner gets a notice.
+if not noticed.wait(10):
+    sys.exit("no notice arrived")
+print(plugin.invoke(owner, "job_output", {"job_id": server, "wait": True, "timeout_ms": 10000})["text"])
+registry.close()
