@@ -1,0 +1,78 @@
+// The plugin as a harness uses it: tools, calls (with waits run here, on the
+// event loop) and completion notices, over a Registry of real processes.
+
+import { Guest, RegistryError } from './guest.js';
+
+const MAX_WAITS_PER_CALL = 8;
+
+export class Plugin {
+  /**
+   * `await Plugin.load(registry, { config, onNotice, ownerStatus, generated })`.
+   * `onNotice(owner, lane, notice)` gets each notice a pushing profile (a, b)
+   * decides to deliver; `ownerStatus(owner)` says 'idle' or 'running'.
+   */
+  static async load(registry, { config = '{}', onNotice, ownerStatus, generated } = {}) {
+    const guest = await Guest.load(registry, generated);
+    return new Plugin(guest, registry, config, onNotice, ownerStatus);
+  }
+
+  constructor(guest, registry, configJson, onNotice, ownerStatus) {
+    this.guest = guest;
+    this.registry = registry;
+    this.config = guest.configure(typeof configJson === 'string' ? configJson : JSON.stringify(configJson));
+    this.onNotice = onNotice ?? (() => {});
+    this.ownerStatus = ownerStatus ?? (() => 'running');
+    this.wakes = new Map();
+    this.pulled = new Map();
+    registry.onJobDone((job, owner) => this.onDone(job, owner));
+  }
+
+  toolDefinitions() { return this.guest.toolDefinitions(this.config); }
+
+  systemPrompt() { return this.guest.systemPrompt(this.config); }
+
+  /**
+   * Runs one tool call for `caller` (an owner id, or null): `{ text, isError, value }`.
+   * A call that waits does so here, on the registry; `signal` aborts such a wait.
+   */
+  async invoke(caller, tool, args, signal) {
+    const argsJson = typeof args === 'string' ? args : JSON.stringify(args);
+    let out = this.guest.invokeStep(caller, this.config, tool, argsJson);
+    for (let n = 0; out.wait && n < MAX_WAITS_PER_CALL; n += 1) {
+      let waited;
+      try {
+        waited = await this.registry.wait(caller, out.wait.jobId, out.wait.timeoutMs, signal);
+      } catch (e) {
+        if (!(e instanceof RegistryError)) throw e;
+        waited = e;
+      }
+      out = this.guest.invokeStep(caller, this.config, tool, argsJson, waited);
+    }
+    if (out.wait) return { text: 'Error: plugin failed: the guest asked to wait too many times', isError: true, value: null };
+    return out.done;
+  }
+
+  /** A person wrote to `owner`: its wake budget is full again. */
+  personWrote(owner) { this.wakes.delete(owner); }
+
+  /** Profile C: the one update for `owner`'s next step, or null. */
+  pullNotice(owner) {
+    const jobs = this.pulled.get(owner) ?? [];
+    this.pulled.delete(owner);
+    return jobs.length ? this.guest.batchNotice(owner, this.config, jobs) : null;
+  }
+
+  onDone(job, owner) {
+    if (this.config.profile === 'c') {
+      if (owner !== null) this.pulled.set(owner, [...(this.pulled.get(owner) ?? []), job]);
+      return;
+    }
+    const current = this.registry.inspect(job.id);
+    if (!current) return;
+    const state = owner === null ? null : { status: this.ownerStatus(owner), wakesSpent: this.wakes.get(owner) ?? 0 };
+    const decision = this.guest.deliver(this.config, current, state);
+    if (!decision || !this.registry.claimNotice(job.id)) return;
+    if (decision.lane === 'followup') this.wakes.set(owner, (this.wakes.get(owner) ?? 0) + 1);
+    this.onNotice(owner, decision.lane, decision.notice);
+  }
+}

@@ -1,0 +1,89 @@
+// The Node reference host with real processes, through the real component.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Plugin, Registry } from '../src/index.js';
+
+const alive = (pid) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+async function until(check, what) {
+  // Bounded only against hanging; the condition decides.
+  for (let i = 0; i < 2000; i += 1) {
+    if (check()) return;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+test('a kill ends the whole process group, even a child that ignores SIGTERM', async () => {
+  const registry = new Registry({ graceMs: 200 });
+  const plugin = await Plugin.load(registry);
+  const id = registry.startShell("trap '' TERM; sleep 60 & echo $!; wait", { owner: 's' });
+  await until(() => registry.jobs.get(id).out.streams.stdout.size() > 0, 'the child pid');
+  const childPid = Number(registry.read('s', id).text.trim());
+  assert.ok(alive(childPid));
+  assert.equal((await plugin.invoke('s', 'job_kill', { job_id: id })).text, `requested cancellation of job ${id}`);
+  const out = await plugin.invoke('s', 'job_output', { job_id: id, wait: true, timeout_ms: 10000 });
+  assert.match(out.text, /\[status: killed, signal: SIGKILL\]$/);
+  await until(() => !alive(childPid), 'the child to die');
+});
+
+test('a wait that times out leaves the job running; another owner cannot see it', async () => {
+  const registry = new Registry();
+  const plugin = await Plugin.load(registry, { config: { waitTimeoutMs: 10, maxWaitTimeoutMs: 20 } });
+  const id = registry.startShell('sleep 60', { owner: 'alice' });
+  const out = await plugin.invoke('alice', 'job_output', { job_id: id, wait: true, timeout_ms: 600000 });
+  assert.equal(out.text, '(no new output)\n[status: running]');
+  assert.equal((await plugin.invoke('bob', 'job_output', { job_id: id })).text, `Error: job ${id} belongs to another session`);
+  assert.equal((await plugin.invoke('bob', 'job_list', {})).text, '(no background jobs)');
+  assert.equal((await plugin.invoke('alice', 'job_output', { job_id: 'bash-99' })).text, 'Error: unknown job bash-99');
+  await registry.close();
+  assert.equal(registry.get('alice', id).status, 'killed');
+});
+
+test('an aborted wait says so and leaves the job alone', async () => {
+  const registry = new Registry();
+  const plugin = await Plugin.load(registry);
+  const id = registry.startShell('sleep 60', { owner: 's' });
+  const abort = new AbortController();
+  const pending = plugin.invoke('s', 'job_output', { job_id: id, wait: true }, abort.signal);
+  await until(() => registry.jobs.get(id).waiters === 1, 'the waiter');
+  abort.abort();
+  assert.equal((await pending).text, 'Error: wait aborted');
+  assert.equal(registry.get('s', id).status, 'running');
+  await registry.close();
+});
+
+test('output past the pending bound is dropped and said so; stderr is marked', async () => {
+  const registry = new Registry({ maxPendingBytes: 1000 });
+  const plugin = await Plugin.load(registry);
+  const id = registry.startShell('head -c 5000 /dev/zero | tr "\\0" x; echo oops >&2', { owner: 's' });
+  const out = await plugin.invoke('s', 'job_output', { job_id: id, wait: true, timeout_ms: 10000 });
+  assert.ok(out.text.startsWith('x'.repeat(1000)), out.text.slice(0, 50));
+  assert.ok(out.text.includes('[some output was dropped from memory; full output: (unavailable)]'), out.text);
+  assert.ok(out.text.endsWith('[status: completed, exit code: 0]'), out.text);
+  const c = await Plugin.load(registry, { config: { profile: 'c', maxResultBytes: 200 } });
+  const status = await c.invoke('s', 'job_status', { id });
+  assert.ok(status.text.includes('bytes truncated]'), status.text);
+  assert.ok(status.text.endsWith('[stderr]\noops\n[exit code: 0]'), status.text);
+});
+
+test('a finished job nobody read gets exactly one notice; a read one gets none', async () => {
+  const registry = new Registry();
+  const notices = [];
+  await Plugin.load(registry, { onNotice: (owner, lane, n) => notices.push([owner, lane, n.text]) });
+  const quiet = registry.startShell('true', { owner: 's' });
+  const read = registry.startShell('sleep 0.1', { owner: 's' });
+  registry.startShell('true');
+  await until(() => registry.inspect(quiet).status === 'completed', 'the first job');
+  await registry.wait('s', read, 10000);
+  await until(() => registry.inspect('bash-3').status === 'completed', 'the unowned job');
+  assert.deepEqual(notices, [['s', 'inject', `background job ${quiet} (bash: true) finished [status: completed, exit code: 0]. Read its output with job_output.`]]);
+});
