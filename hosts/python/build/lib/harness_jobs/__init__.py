@@ -1,0 +1,18 @@
+"""Background jobs for LLM agent harnesses, from Python.
+
+The tool-jobs WebAssembly component (WIT ``harness:jobs@0.3.0``) holds every
+model-facing behaviour; this package hosts it with wasmtime-py over a registry
+of real child processes.
+
+    from harness_jobs import Plugin, Registry
+    registry = Registry()
+    plugin = Plugin("tool-jobs.wasm", registry, '{"profile":"a"}', on_notice=print)
+    job = registry.start_shell("make test", owner="session-1")
+    print(plugin.invoke("session-1", "job_output", {"job_id": job, "wait": True})["text"])
+"""
+
+from .guest import Guest, GuestError, RegistryError
+from .plugin import Plugin
+from .registry import Registry
+
+__all__ = ["Guest", "GuestError", "Plugin", "Registry", "RegistryError"]

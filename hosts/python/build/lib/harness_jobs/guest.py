@@ -1,0 +1,238 @@
+"""The tool-jobs component (WIT `harness:jobs@0.3.0`) loaded with wasmtime-py.
+
+`Guest` is the low-level binding: it links the imports the component needs
+(the owner-scoped registry, the clock and the log) to a Python *backend* and
+calls the exports. Every call runs in a fresh instance, so the guest keeps
+nothing between calls. Values cross as plain Python: dicts for records, strings
+for enums, ``None`` for absent options.
+
+A backend is any object with these methods, each answering for one caller
+(``caller`` is whatever the harness passed to the call):
+
+    list_jobs(caller) -> list[job]
+    get(caller, job_id) -> job                       # or raise RegistryError
+    read(caller, job_id) -> (text, job)              # or raise RegistryError
+    kill(caller, job_id, reason) -> "requested" | "already-finished"
+    output(caller, job_id, window) -> dict(head=, tail=, omitted_bytes=, job=)
+    now_ms() -> int
+
+where ``job`` is a dict with the WIT `job-snapshot` fields in snake case
+(``id, kind, label, status, detail, started_at, finished_at,
+output_limit_bytes, reported``).
+"""
+
+import itertools
+import json
+import logging
+
+import wasmtime
+from wasmtime import component as wc
+from wasmtime.component import Record, ResourceHost, ResourceType, Variant
+
+PACKAGE = "harness:jobs"
+VERSION = "0.3.0"
+SCOPE_TYPE = 1
+log = logging.getLogger("harness_jobs.guest")
+
+
+class RegistryError(Exception):
+    """An expected registry failure: ``kind`` is one of ``unknown-job``,
+    ``foreign-job``, ``wait-aborted`` or ``producer-failed``."""
+
+    def __init__(self, kind, payload=None):
+        super().__init__(f"{kind}: {payload}" if payload is not None else kind)
+        self.kind = kind
+        self.payload = payload
+
+
+class GuestError(Exception):
+    """The component trapped or answered something the WIT does not allow."""
+
+
+def _record(**fields):
+    r = Record()
+    for key, value in fields.items():
+        setattr(r, key.replace("_", "-"), value)
+    return r
+
+
+def _plain(value):
+    """A lifted WIT value as plain Python (records become dicts, snake case)."""
+    if isinstance(value, Record):
+        return {k.replace("-", "_"): _plain(v) for k, v in vars(value).items()}
+    if isinstance(value, Variant):
+        return {"tag": value.tag, "payload": _plain(value.payload)}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def snapshot_record(job):
+    return _record(
+        id=job["id"], kind=job["kind"], label=job["label"], status=job["status"],
+        detail=job.get("detail"), started_at=int(job["started_at"]),
+        finished_at=None if job.get("finished_at") is None else int(job["finished_at"]),
+        output_limit_bytes=job.get("output_limit_bytes"), reported=bool(job.get("reported")),
+    )
+
+
+def error_variant(error):
+    if error.kind == "wait-aborted":
+        return Variant("wait-aborted")
+    return Variant(error.kind, str(error.payload or ""))
+
+
+class Guest:
+    """The component, linked to `backend`. `wasm` is the component's path or bytes."""
+
+    def __init__(self, wasm, backend):
+        self.backend = backend
+        self.engine = wasmtime.Engine()
+        if isinstance(wasm, (bytes, bytearray)):
+            self.component = wc.Component(self.engine, bytes(wasm))
+        else:
+            self.component = wc.Component.from_file(self.engine, str(wasm))
+        self._callers = {}
+        self._reps = itertools.count(1)
+        self.linker = wc.Linker(self.engine)
+        self._link()
+
+    # -- imports ------------------------------------------------------------
+
+    def _caller(self, store, this):
+        # Taking the host side of a borrowed handle also ends the borrow.
+        return self._callers[this.to_host(store).rep]
+
+    def _link(self):
+        # The backend is looked up on every call, so it can be swapped.
+        class Current:
+            def __getattr__(_, name):
+                return getattr(self.backend, name)
+        b = Current()
+
+        def guarded(fn):
+            def call(store, this, *args):
+                caller = self._caller(store, this)
+                try:
+                    return fn(caller, *args)
+                except RegistryError as e:
+                    return error_variant(e)
+            return call
+
+        def get(caller, job_id):
+            return snapshot_record(b.get(caller, job_id))
+
+        def read(caller, job_id):
+            text, job = b.read(caller, job_id)
+            return _record(text=text, job=snapshot_record(job))
+
+        def kill(caller, job_id, reason):
+            return b.kill(caller, job_id, reason)
+
+        def output(caller, job_id, window):
+            w = _plain(window)
+            out = b.output(caller, job_id, w)
+            return _record(head=out["head"], tail=out["tail"], omitted_bytes=int(out["omitted_bytes"]),
+                           job=snapshot_record(out["job"]))
+
+        def list_jobs(store, this):
+            caller = self._caller(store, this)
+            return [snapshot_record(j) for j in b.list_jobs(caller)]
+
+        def diag(store, level, message):
+            getattr(log, {"warn": "warning"}.get(level, level), log.info)("%s", message)
+
+        with self.linker.root() as root:
+            with root.add_instance(f"{PACKAGE}/registry@{VERSION}") as reg:
+                reg.add_resource("owner-scope", ResourceType.host(SCOPE_TYPE), lambda store, rep: None)
+                reg.add_func("[method]owner-scope.list-jobs", list_jobs)
+                reg.add_func("[method]owner-scope.get", guarded(get))
+                reg.add_func("[method]owner-scope.read", guarded(read))
+                reg.add_func("[method]owner-scope.kill", guarded(kill))
+                reg.add_func("[method]owner-scope.output", guarded(output))
+            with root.add_instance(f"{PACKAGE}/clock@{VERSION}") as clock:
+                clock.add_func("now-ms", lambda store: int(b.now_ms()))
+            with root.add_instance(f"{PACKAGE}/diag@{VERSION}") as d:
+                d.add_func("log", diag)
+
+    # -- calls --------------------------------------------------------------
+
+    def _call(self, interface, name, *args, caller=None, scoped=False):
+        store = wasmtime.Store(self.engine)
+        instance = self.linker.instantiate(store, self.component)
+        iface = instance.get_export_index(store, f"{PACKAGE}/{interface}@{VERSION}")
+        func = instance.get_func(store, instance.get_export_index(store, name, iface))
+        rep = None
+        if scoped:
+            rep = next(self._reps)
+            self._callers[rep] = caller
+            args = (ResourceHost.own(rep, SCOPE_TYPE),) + args
+        try:
+            result = func(store, *args)
+            func.post_return(store)
+            return result
+        except wasmtime.WasmtimeError as e:
+            raise GuestError(str(e)) from e
+        finally:
+            if rep is not None:
+                self._callers.pop(rep, None)
+
+    def configure(self, config_json):
+        """The validated config (a WIT record, passed back to every call), or
+        raise ValueError with the plugin's message."""
+        out = self._call("tools", "configure", config_json)
+        if isinstance(out, str):
+            raise ValueError(out)
+        return out
+
+    def tool_definitions(self, config):
+        return [
+            {"name": d.name, "description": d.description,
+             "input_schema": json.loads(getattr(d, "input-schema")),
+             "output_schema": None if getattr(d, "output-schema") is None else json.loads(getattr(d, "output-schema"))}
+            for d in self._call("tools", "tool-definitions", config)
+        ]
+
+    def describe_call(self, config, tool, args_json):
+        return _plain(self._call("tools", "describe-call", config, tool, args_json))
+
+    def system_prompt(self, config):
+        return _plain(self._call("tools", "system-prompt", config))
+
+    def invoke_step(self, caller, config, tool, args_json, waited=None):
+        """One step of a call: ``("done", result)`` or ``("wait", request)``.
+        `waited` is absent on the first step, then a job dict or a RegistryError."""
+        if waited is None:
+            out = self._call("tools", "invoke", config, tool, args_json, caller=caller, scoped=True)
+        else:
+            outcome = error_variant(waited) if isinstance(waited, RegistryError) else snapshot_record(waited)
+            out = self._call("tools", "resume", config, tool, args_json, outcome, caller=caller, scoped=True)
+        if out.tag == "done":
+            r = _plain(out.payload)
+            value = json.loads(r["value"]) if r["value"] is not None else None
+            return "done", {"text": r["text"], "is_error": r["is_error"], "value": value}
+        if out.tag == "wait":
+            return "wait", _plain(out.payload)
+        raise GuestError(f"unexpected call outcome {out.tag}")
+
+    def finalize(self, caller, config, tool, args_json, blocks):
+        lowered = [Variant("text", b["text"]) if "text" in b else Variant("other", b["other"]) for b in blocks]
+        out = self._call("tools", "finalize", config, tool, args_json, lowered, caller=caller, scoped=True)
+        return [{v.tag: v.payload} for v in out]
+
+    def completion_notice(self, config, job):
+        return _plain(self._call("notices", "completion-notice", config, snapshot_record(job)))
+
+    def deliver(self, config, job, owner_state):
+        owner = None if owner_state is None else _record(status=owner_state["status"],
+                                                         wakes_spent=int(owner_state["wakes_spent"]))
+        return _plain(self._call("notices", "deliver", config, snapshot_record(job), owner))
+
+    def batch_notice(self, caller, config, jobs):
+        return _plain(self._call("notices", "batch-notice", config, [snapshot_record(j) for j in jobs],
+                                 caller=caller, scoped=True))
+
+
+def config_plain(config):
+    """A configured record as a dict (snake case), for display and comparison."""
+    return _plain(config)

@@ -1,0 +1,90 @@
+"""The plugin as a harness uses it: tools, calls (with waits run here, in the
+host) and completion notices, over a `Registry` of real processes."""
+
+import json
+import threading
+
+from .guest import Guest, RegistryError
+
+
+class Plugin:
+    """One loaded copy of the tool-jobs plugin over `registry`.
+
+    `on_notice(owner, lane, notice)` receives each completion notice a pushing
+    profile (A or B) decides to deliver; `lane` is ``"inject"`` or
+    ``"followup"`` (wake an idle owner). `owner_status(owner)` tells whether an
+    owner is ``"idle"`` or ``"running"`` (default: running).
+    """
+
+    def __init__(self, wasm, registry, config_json="{}", on_notice=None, owner_status=None):
+        self.registry = registry
+        self.guest = Guest(wasm, registry)
+        self.config = self.guest.configure(config_json)
+        self.profile = self.config.profile
+        self.on_notice = on_notice or (lambda owner, lane, notice: None)
+        self.owner_status = owner_status or (lambda owner: "running")
+        self._wakes = {}
+        self._pulled = {}
+        self._lock = threading.Lock()
+        registry.on_job_done(self._on_done)
+
+    def tool_definitions(self):
+        """The tools, each a dict with name, description, input_schema, output_schema."""
+        return self.guest.tool_definitions(self.config)
+
+    def system_prompt(self):
+        return self.guest.system_prompt(self.config)
+
+    def invoke(self, caller, tool, args, cancel=None):
+        """Runs one tool call for `caller` (an owner id, or None) and returns
+        ``{"text", "is_error", "value"}``. A call that waits does so here, on the
+        registry; `cancel` (a threading.Event) ends such a wait."""
+        args_json = args if isinstance(args, str) else json.dumps(args)
+        kind, out = self.guest.invoke_step(caller, self.config, tool, args_json)
+        for _ in range(8):
+            if kind == "done":
+                return out
+            try:
+                waited = self.registry.wait(caller, out["job_id"], out["timeout_ms"], cancel)
+            except RegistryError as e:
+                waited = e
+            kind, out = self.guest.invoke_step(caller, self.config, tool, args_json, waited)
+        if kind == "done":
+            return out
+        return {"text": "Error: plugin failed: the guest asked to wait too many times", "is_error": True,
+                "value": None}
+
+    def person_wrote(self, owner):
+        """A person wrote to `owner`: its wake budget is full again."""
+        with self._lock:
+            self._wakes.pop(owner, None)
+
+    def pull_notice(self, owner):
+        """Profile C: the one update for `owner`'s next step, or None."""
+        with self._lock:
+            jobs = self._pulled.pop(owner, [])
+        if not jobs:
+            return None
+        return self.guest.batch_notice(owner, self.config, jobs)
+
+    def _on_done(self, snapshot, owner):
+        if self.profile == "c":
+            if owner is not None:
+                with self._lock:
+                    self._pulled.setdefault(owner, []).append(snapshot)
+            return
+        current = self.registry.inspect(snapshot["id"])
+        if current is None:
+            return
+        state = None
+        if owner is not None:
+            with self._lock:
+                spent = self._wakes.get(owner, 0)
+            state = {"status": self.owner_status(owner), "wakes_spent": spent}
+        decision = self.guest.deliver(self.config, current, state)
+        if decision is None or not self.registry.claim_notice(snapshot["id"]):
+            return
+        if decision["lane"] == "followup":
+            with self._lock:
+                self._wakes[owner] = self._wakes.get(owner, 0) + 1
+        self.on_notice(owner, decision["lane"], decision["notice"])
