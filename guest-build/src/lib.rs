@@ -19,6 +19,26 @@ use std::process::Command;
 /// The wasm target guests are built for: it needs no WASI at all.
 pub const GUEST_TARGET: &str = "wasm32-unknown-unknown";
 
+/// Which wasm target a guest is built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// `wasm32-unknown-unknown`: no WASI; the core module is made a component here.
+    Bare,
+    /// `wasm32-wasip2`: the usual toolchain output, a component that imports WASI
+    /// preview 2 (its standard library does, used or not).
+    Wasip2,
+}
+
+impl Target {
+    /// The target triple.
+    pub fn triple(self) -> &'static str {
+        match self {
+            Target::Bare => GUEST_TARGET,
+            Target::Wasip2 => "wasm32-wasip2",
+        }
+    }
+}
+
 /// Builds `package` (a member of the workspace rooted at `workspace_root`) as a
 /// component and returns the path of the `.component.wasm` written to `OUT_DIR`.
 ///
@@ -30,8 +50,28 @@ pub const GUEST_TARGET: &str = "wasm32-unknown-unknown";
 /// Panics (failing the build script) with a clear message when the wasm target cannot
 /// be installed, the nested build fails, or componentizing fails.
 pub fn build_component(workspace_root: &Path, package: &str, package_dir: &Path) -> PathBuf {
+    build_component_for(workspace_root, package, package_dir, Target::Bare)
+}
+
+/// [`build_component`] for a given target. A `wasm32-wasip2` build is already a
+/// component; its file is written to `OUT_DIR` as `<package>.wasip2.component.wasm`.
+///
+/// # Panics
+///
+/// As for [`build_component`].
+pub fn build_component_for(
+    workspace_root: &Path,
+    package: &str,
+    package_dir: &Path,
+    target: Target,
+) -> PathBuf {
+    let triple = target.triple();
+    let suffix = match target {
+        Target::Bare => "",
+        Target::Wasip2 => "_WASIP2",
+    };
     let override_var = format!(
-        "JOBS_GUEST_WASM_{}",
+        "JOBS_GUEST_WASM_{}{suffix}",
         package.to_ascii_uppercase().replace('-', "_")
     );
     println!("cargo:rerun-if-env-changed={override_var}");
@@ -57,7 +97,7 @@ pub fn build_component(workspace_root: &Path, package: &str, package_dir: &Path)
     }
 
     let target_dir = workspace_root.join("target").join("guest");
-    ensure_wasm_target(&target_dir);
+    ensure_wasm_target(&target_dir, triple);
 
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
@@ -67,7 +107,7 @@ pub fn build_component(workspace_root: &Path, package: &str, package_dir: &Path)
             "-p",
             package,
             "--target",
-            GUEST_TARGET,
+            triple,
             "--profile",
             "guest",
         ])
@@ -96,23 +136,30 @@ pub fn build_component(workspace_root: &Path, package: &str, package_dir: &Path)
         .unwrap_or_else(|e| panic!("could not run the nested cargo build of {package}: {e}"));
     assert!(
         status.success(),
-        "building {package} for {GUEST_TARGET} failed ({status}); is the target installed? \
-         run `rustup target add {GUEST_TARGET}`"
+        "building {package} for {triple} failed ({status}); is the target installed? \
+         run `rustup target add {triple}`"
     );
 
     let module_path = target_dir
-        .join(GUEST_TARGET)
+        .join(triple)
         .join("guest")
         .join(format!("{}.wasm", package.replace('-', "_")));
-    let module = std::fs::read(&module_path)
+    let built = std::fs::read(&module_path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", module_path.display()));
-    let component = wit_component::ComponentEncoder::default()
-        .module(&module)
-        .and_then(|encoder| encoder.validate(true).encode())
-        .unwrap_or_else(|e| panic!("componentizing {package}: {e:#}"));
+    let component = match target {
+        Target::Bare => wit_component::ComponentEncoder::default()
+            .module(&built)
+            .and_then(|encoder| encoder.validate(true).encode())
+            .unwrap_or_else(|e| panic!("componentizing {package}: {e:#}")),
+        Target::Wasip2 => built,
+    };
 
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR is set for build scripts"));
-    let out = out_dir.join(format!("{}.component.wasm", package.replace('-', "_")));
+    let name = match target {
+        Target::Bare => format!("{}.component.wasm", package.replace('-', "_")),
+        Target::Wasip2 => format!("{}.wasip2.component.wasm", package.replace('-', "_")),
+    };
+    let out = out_dir.join(name);
     std::fs::write(&out, component).unwrap_or_else(|e| panic!("writing {}: {e}", out.display()));
     out
 }
@@ -122,7 +169,7 @@ pub fn build_component(workspace_root: &Path, package: &str, package_dir: &Path)
 ///
 /// Several build scripts may get here at once; a lock file in `lock_dir` makes
 /// them take turns, so rustup never installs the same target twice concurrently.
-fn ensure_wasm_target(lock_dir: &Path) {
+fn ensure_wasm_target(lock_dir: &Path, triple: &str) {
     let installed = || {
         Command::new("rustup")
             .args(["target", "list", "--installed"])
@@ -131,7 +178,7 @@ fn ensure_wasm_target(lock_dir: &Path) {
             .map(|out| {
                 String::from_utf8_lossy(&out.stdout)
                     .lines()
-                    .any(|line| line.trim() == GUEST_TARGET)
+                    .any(|line| line.trim() == triple)
             })
     };
     match installed() {
@@ -147,12 +194,12 @@ fn ensure_wasm_target(lock_dir: &Path) {
         return;
     }
     let status = Command::new("rustup")
-        .args(["target", "add", GUEST_TARGET])
+        .args(["target", "add", triple])
         .status();
     match status {
         Ok(s) if s.success() => {}
         other => panic!(
-            "the {GUEST_TARGET} target is missing and `rustup target add {GUEST_TARGET}` \
+            "the {triple} target is missing and `rustup target add {triple}` \
              failed ({other:?}); install it by hand and build again"
         ),
     }

@@ -17,3 +17,4 @@ mod registry;
 mod sandbox;
 mod teardown;
 mod tool_jobs;
+mod wasi;

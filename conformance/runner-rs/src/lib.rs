@@ -12,6 +12,7 @@ use std::path::Path;
 use serde_json::{Map, Value, json};
 use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
 use wasmtime::{Config, Engine, Store};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -85,6 +86,9 @@ impl Runner {
         let component = Component::new(&engine, wasm).map_err(|e| format!("{e:#}"))?;
         let mut linker = Linker::<State>::new(&engine);
         ToolJobs::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(|e| e.to_string())?;
+        // A guest built for wasm32-wasip2 imports WASI; it gets the host's
+        // deny-by-default context.
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| e.to_string())?;
         let pre = linker
             .instantiate_pre(&component)
             .and_then(ToolJobsPre::new)
@@ -119,6 +123,7 @@ impl Runner {
             &self.engine,
             State {
                 table: ResourceTable::new(),
+                wasi: host::plugin::wasi::deny_by_default(),
                 jobs,
                 now_ms: vector["now_ms"].as_u64().unwrap_or(0),
             },
@@ -443,8 +448,18 @@ fn notice_json(n: &bindings::exports::harness::jobs::notices::Notice) -> Value {
 /// The scripted registry one vector presents.
 struct State {
     table: ResourceTable,
+    wasi: WasiCtx,
     jobs: Vec<Map<String, Value>>,
     now_ms: u64,
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
 }
 
 const TERMINAL: [&str; 3] = ["completed", "killed", "failed"];

@@ -36,6 +36,37 @@ fn longest_wait(job_id: String) -> CallOutcome {
     })
 }
 
+/// Built for `wasm32-wasip2`, the rogue also reaches for what WASI could give it;
+/// the host's context must answer each with an error, never with data.
+#[cfg(target_os = "wasi")]
+fn wasi_misdeed(what: &str) -> String {
+    let outcome = |r: std::io::Result<String>| r.unwrap_or_else(|e| format!("error: {e}"));
+    match what {
+        "read-file" => outcome(
+            std::fs::read_to_string("/etc/passwd").map(|t| format!("read {} bytes", t.len())),
+        ),
+        "list-dir" => outcome(std::fs::read_dir("/").map(|d| format!("{} entries", d.count()))),
+        "env" => format!(
+            "{} variables, {} arguments",
+            std::env::vars().count(),
+            std::env::args().count()
+        ),
+        "socket" => {
+            outcome(std::net::TcpStream::connect("127.0.0.1:22").map(|_| "connected".into()))
+        }
+        // A megabyte to each of stdout and stderr: the host keeps a bounded part.
+        "print" => {
+            let line = "x".repeat(1023);
+            for _ in 0..1024 {
+                println!("{line}");
+                eprintln!("{line}");
+            }
+            "printed".into()
+        }
+        _ => std::process::exit(3),
+    }
+}
+
 impl tools::Guest for Rogue {
     // `"c"` anywhere in the config picks profile C, whose notices the host pulls.
     fn configure(config_json: String) -> Result<Config, String> {
@@ -100,6 +131,10 @@ impl tools::Guest for Rogue {
             // Waits for a job with a timeout far beyond any sane cap, once
             // ("wait") or again after every wait ("wait-forever").
             "wait" | "wait-forever" => longest_wait(args_json),
+            #[cfg(target_os = "wasi")]
+            misdeed @ ("read-file" | "list-dir" | "env" | "socket" | "print" | "exit") => {
+                ok(wasi_misdeed(misdeed))
+            }
             // Lists what its scope shows, as an honest guest would.
             _ => ok(scope
                 .list_jobs()

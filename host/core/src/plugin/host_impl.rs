@@ -3,6 +3,7 @@
 
 use wasmtime::StoreLimits;
 use wasmtime::component::{Resource, ResourceTable};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings;
 use super::bindings::harness::jobs::types as wit;
@@ -21,6 +22,17 @@ pub(super) struct CallState {
     pub(super) limits: StoreLimits,
     pub(super) registry: JobRegistry,
     pub(super) ticks_used: u64,
+    /// Made on first use: a guest that imports no WASI never pays for it.
+    pub(super) wasi: Option<WasiCtx>,
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: self.wasi.get_or_insert_with(super::wasi::deny_by_default),
+            table: &mut self.table,
+        }
+    }
 }
 
 impl CallState {

@@ -20,6 +20,7 @@ mod delivery;
 mod host_impl;
 pub mod mount;
 pub mod runtime;
+pub mod wasi;
 
 mod bindings {
     wasmtime::component::bindgen!({

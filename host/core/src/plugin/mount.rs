@@ -365,25 +365,37 @@ impl Mount {
     }
 
     /// Runs `f` against a fresh instance that has no caller scope.
-    async fn with_instance<T>(
+    async fn with_instance<T: Send>(
         &self,
-        f: impl FnOnce(&ToolJobs, &mut Store<CallState>) -> wasmtime::Result<T>,
+        f: impl FnOnce(&ToolJobs, &mut Store<CallState>) -> wasmtime::Result<T> + Send,
     ) -> Result<T, PluginError> {
         let mut store = self.runtime.store(&self.registry).await;
-        let jobs = instantiate(&self.runtime, &mut store)?;
-        f(&jobs, &mut store).map_err(trap)
+        self.runtime.run(|| {
+            let jobs = instantiate(&self.runtime, &mut store)?;
+            f(&jobs, &mut store).map_err(trap)
+        })
     }
 
     /// Runs `f` in a fresh store with a scope for `caller` in its table; the store
     /// (and the scope in it) is gone when this returns, whatever happens.
-    async fn with_scope<T>(
+    async fn with_scope<T: Send>(
         &self,
         caller: Option<&Owner>,
-        f: impl FnOnce(&ToolJobs, &mut Store<CallState>, Resource<ScopeHandle>) -> wasmtime::Result<T>,
+        f: impl FnOnce(&ToolJobs, &mut Store<CallState>, Resource<ScopeHandle>) -> wasmtime::Result<T>
+        + Send,
     ) -> Result<T, PluginError> {
         let _turn = self.call_turn(caller).await;
         let mut store = self.runtime.store(&self.registry).await;
-        let jobs = instantiate(&self.runtime, &mut store)?;
+        self.runtime.run(|| self.in_scope(caller, &mut store, f))
+    }
+
+    fn in_scope<T>(
+        &self,
+        caller: Option<&Owner>,
+        store: &mut Store<CallState>,
+        f: impl FnOnce(&ToolJobs, &mut Store<CallState>, Resource<ScopeHandle>) -> wasmtime::Result<T>,
+    ) -> Result<T, PluginError> {
+        let jobs = instantiate(&self.runtime, store)?;
         let scope = store
             .data_mut()
             .table
@@ -392,7 +404,7 @@ impl Mount {
             })
             .map_err(setup)?;
         let borrowed = Resource::new_borrow(scope.rep());
-        f(&jobs, &mut store, borrowed).map_err(trap)
+        f(&jobs, store, borrowed).map_err(trap)
     }
 }
 

@@ -58,6 +58,9 @@ pub struct PluginRuntime {
     component: Component,
     pre: ToolJobsPre<CallState>,
     pub(super) limits: SandboxLimits,
+    /// Whether the component imports WASI: its calls then run on a thread of
+    /// their own, where WASI's blocking streams may wait (never on a tokio worker).
+    pub(super) imports_wasi: bool,
     ticker_stop: Arc<AtomicBool>,
     /// One permit per pool slot: a call waits for a free slot instead of
     /// failing when the pool is full.
@@ -95,6 +98,13 @@ impl PluginRuntime {
         let component = load_component(&engine, wasm, cache_dir)?;
         let mut linker = Linker::<CallState>::new(&engine);
         ToolJobs::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(setup)?;
+        // Guests from the usual toolchains import WASI whether they use it or
+        // not; each interface answers from a deny-by-default context (`wasi`).
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(setup)?;
+        let imports_wasi = component
+            .component_type()
+            .imports(&engine)
+            .any(|(name, _)| name.starts_with("wasi:"));
         let pre =
             ToolJobsPre::new(linker.instantiate_pre(&component).map_err(setup)?).map_err(setup)?;
 
@@ -122,8 +132,42 @@ impl PluginRuntime {
             component,
             pre,
             limits,
+            imports_wasi,
             ticker_stop,
         })
+    }
+
+    /// Runs one guest call: inline, or, for a component that imports WASI, on a
+    /// short-lived thread of its own, since WASI's blocking streams wait with
+    /// `block_on`, which a tokio worker must not do.
+    pub(super) fn run<T: Send>(
+        &self,
+        call: impl FnOnce() -> Result<T, PluginError> + Send,
+    ) -> Result<T, PluginError> {
+        if !self.imports_wasi {
+            return call();
+        }
+        // The call logs where its caller logs.
+        let dispatch = tracing::dispatcher::get_default(Clone::clone);
+        std::thread::scope(|s| {
+            s.spawn(move || tracing::dispatcher::with_default(&dispatch, call))
+                .join()
+        })
+        .unwrap_or_else(|panic| {
+            let message = format!(
+                "the guest call's thread panicked: {}",
+                crate::registry::panic_message(&*panic)
+            );
+            Err(PluginError::Trap {
+                source: message.clone().into(),
+                message,
+            })
+        })
+    }
+
+    /// Whether the loaded component imports WASI (see [`super::wasi`]).
+    pub fn imports_wasi(&self) -> bool {
+        self.imports_wasi
     }
 
     /// The engine, for embedders that compile other components alongside.
@@ -187,6 +231,7 @@ impl PluginRuntime {
                 limits,
                 registry: registry.clone(),
                 ticks_used: 0,
+                wasi: None,
             },
         );
         store.limiter(|s| &mut s.limits);
