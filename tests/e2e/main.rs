@@ -15,6 +15,7 @@ mod randomized;
 mod randomized_c;
 mod registry;
 mod sandbox;
+mod scale;
 mod teardown;
 mod tool_jobs;
 mod wasi;
