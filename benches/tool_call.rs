@@ -257,6 +257,26 @@ fn benches(c: &mut Criterion) {
     });
     group.finish();
 
+    // What keeping pooled pages resident between calls buys: each size zeroes
+    // that much in place per call; above the guest's footprint the rest is
+    // returned to the kernel and faulted in again.
+    let mut group = c.benchmark_group("keep_resident");
+    for kib in [0usize, 64, 512, 2048] {
+        let limits = SandboxLimits {
+            keep_resident_bytes: kib << 10,
+            ..SandboxLimits::default()
+        };
+        let sized = Arc::new(PluginRuntime::new(limits, Some(&cache)).unwrap());
+        let sized_mount = rt
+            .block_on(Mount::new(sized, registry.clone(), "{}"))
+            .unwrap();
+        group.bench_function(format!("job_output_{kib}k"), |b| {
+            b.to_async(&rt)
+                .iter(|| sized_mount.invoke(Some(&owner), "job_output", &output_args))
+        });
+    }
+    group.finish();
+
     let mut group = c.benchmark_group("instance");
     group.bench_function("fresh_per_call", |b| {
         b.to_async(&rt).iter(|| runtime.fresh_instance(&registry))

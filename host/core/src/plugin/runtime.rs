@@ -38,6 +38,10 @@ pub struct SandboxLimits {
     /// wait their turn. With `memory_bytes` this bounds what one session can make
     /// the host allocate for guests: `max_calls_per_owner × memory_bytes`.
     pub max_calls_per_owner: usize,
+    /// Bytes of each pooled memory and table kept mapped between calls and
+    /// zeroed in place, instead of handed back to the kernel and faulted in
+    /// again (see BENCHMARKS.md for what sizes cost).
+    pub keep_resident_bytes: usize,
 }
 
 impl Default for SandboxLimits {
@@ -48,6 +52,7 @@ impl Default for SandboxLimits {
             tick: Duration::from_millis(10),
             pool_slots: Some(128),
             max_calls_per_owner: 4,
+            keep_resident_bytes: KEEP_RESIDENT_BYTES,
         }
     }
 }
@@ -274,7 +279,7 @@ impl std::ops::DerefMut for PooledStore {
 /// Core instances (and tables) one component instance may use from the pool.
 const CORE_INSTANCES_PER_COMPONENT: u32 = 4;
 
-/// Bytes of each pooled memory and table kept resident between calls.
+/// The default for [`SandboxLimits::keep_resident_bytes`].
 const KEEP_RESIDENT_BYTES: usize = 512 << 10;
 
 /// Compiles any component and names what it imports and exports, without
@@ -313,8 +318,8 @@ fn engine_config(limits: &SandboxLimits) -> Config {
             .max_memory_size(limits.memory_bytes)
             // Zero a small guest's pages in place instead of returning them to
             // the kernel and faulting them back in on the next call.
-            .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
-            .table_keep_resident(KEEP_RESIDENT_BYTES);
+            .linear_memory_keep_resident(limits.keep_resident_bytes)
+            .table_keep_resident(limits.keep_resident_bytes);
         cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     cfg
