@@ -4,7 +4,7 @@ completion notice reaches an MCP client, against the same command's exit seen by
 plain Python parent (the baseline), in alternating rounds.
 
     cargo build --release -p jobs-host
-    python3 benches/notice_latency.py [--jobs 200] [--bin target/release/jobs-host]
+    python3 benches/notice_latency.py [--jobs 200] [--bin target/release/jobs-host] [-- MCP ARGS]
 
 Each job runs `printf '%s\\n' $EPOCHREALTIME` (a bash builtin: the time its last
 instruction ran) and exits; latency is the moment the notice (an MCP logging
@@ -28,8 +28,8 @@ def percentiles(xs):
 
 
 class Client:
-    def __init__(self, binary):
-        self.p = subprocess.Popen([binary, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    def __init__(self, binary, extra):
+        self.p = subprocess.Popen([binary, "mcp", *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.DEVNULL, bufsize=0)
         self.next_id = 1
         self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -76,7 +76,9 @@ def ours(client):
     # The job's own output is in its spill/memory; the notice does not carry it,
     # so read it now (this does not change the measured moment).
     out, _ = client.request("tools/call", {"name": "job_output", "arguments": {"job_id": job}})
-    ran = float(out["result"]["content"][0]["text"].split("\n")[0])
+    # The notice is also placed before this result; the read is the block with the status.
+    text = next(c["text"] for c in out["result"]["content"] if not c["text"].startswith("background job"))
+    ran = float(text.split("\n")[0])
     return at - ran
 
 
@@ -92,8 +94,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=200)
     ap.add_argument("--bin", default="target/release/jobs-host")
+    ap.add_argument("host_args", nargs="*", help="more arguments for `jobs-host mcp` (after --)")
     args = ap.parse_args()
-    client = Client(args.bin)
+    client = Client(args.bin, args.host_args)
     mine, base = [], []
     for _ in range(args.jobs):
         mine.append(ours(client) * 1000)

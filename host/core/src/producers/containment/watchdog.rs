@@ -29,6 +29,7 @@ impl Watchdog {
             ActiveMode::Cgroup(root) => format!(
                 "echo 1 > {root}/cgroup.kill 2>/dev/null; \
                  for i in $(seq 1 200); do \
+                   [ -d {root} ] || break; \
                    for d in {root}/*/; do [ -d \"$d\" ] && rmdir \"$d\" 2>/dev/null; done; \
                    rmdir {root} 2>/dev/null && break; sleep 0.01; \
                  done",
