@@ -189,3 +189,22 @@ async fn a_greedy_excerpt_gets_at_most_the_host_bound_per_part() {
     let notice = mount.pull_notice(&owner).await.unwrap().unwrap();
     assert_eq!(notice.text, format!("{id}: {} bytes", 8 << 20));
 }
+
+#[test]
+fn the_pool_maps_no_fiber_stacks_and_few_regions() {
+    // Each job spawn forks the host's mappings, so the pool must stay small: a
+    // pool with (default) fiber stacks added some 2,000 regions and made 1,000
+    // spawns twice as slow.
+    let regions = || {
+        std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .count()
+    };
+    let before = regions();
+    let runtime =
+        PluginRuntime::new(SandboxLimits::default(), Some(&crate::fixture::cache_dir())).unwrap();
+    let added = regions().saturating_sub(before);
+    assert!(added < 1000, "a runtime added {added} mappings");
+    drop(runtime);
+}

@@ -32,7 +32,8 @@ pub struct SandboxLimits {
     /// (a call holds one only while the guest runs, never across a wait).
     /// `None` allocates on demand. Every slot's reservation is part of the host's
     /// address space, which each job spawn (a fork) copies: keep it to what runs
-    /// at once (128 here: 1,000 slots made 1,000 spawns 1.6 times slower).
+    /// at once (by default twice the cores, 8 to 128: 1,000 slots made 1,000
+    /// spawns 1.6 times slower).
     pub pool_slots: Option<u32>,
     /// Calls one owner (a session) may have running in the guest at once; more
     /// wait their turn. With `memory_bytes` this bounds what one session can make
@@ -50,7 +51,7 @@ impl Default for SandboxLimits {
             memory_bytes: 32 << 20,
             cpu_ticks: 200,
             tick: Duration::from_millis(10),
-            pool_slots: Some(128),
+            pool_slots: Some(default_pool_slots()),
             max_calls_per_owner: 4,
             keep_resident_bytes: KEEP_RESIDENT_BYTES,
         }
@@ -279,6 +280,15 @@ impl std::ops::DerefMut for PooledStore {
 /// Core instances (and tables) one component instance may use from the pool.
 const CORE_INSTANCES_PER_COMPONENT: u32 = 4;
 
+/// Guest calls are synchronous and hold a slot only while wasm runs, so the
+/// pool needs about as many slots as threads that can call at once: twice the
+/// cores, at least 8 and at most 128. (Every slot is mapped into the host, and
+/// each job spawn forks those mappings.)
+fn default_pool_slots() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
+    u32::try_from(cores * 2).unwrap_or(128).clamp(8, 128)
+}
+
 /// The default for [`SandboxLimits::keep_resident_bytes`].
 const KEEP_RESIDENT_BYTES: usize = 512 << 10;
 
@@ -315,6 +325,10 @@ fn engine_config(limits: &SandboxLimits) -> Config {
             .total_core_instances(slots * CORE_INSTANCES_PER_COMPONENT)
             .total_memories(slots * 2)
             .total_tables(slots * CORE_INSTANCES_PER_COMPONENT)
+            // Calls are synchronous, so no fiber stacks. (wasmtime-wasi turns on
+            // wasmtime's async support, whose default reserves 1,000 of them; every
+            // job spawn forks their mappings too: 1,000 spawns took twice as long.)
+            .total_stacks(0)
             .max_memory_size(limits.memory_bytes)
             // Zero a small guest's pages in place instead of returning them to
             // the kernel and faulting them back in on the next call.
