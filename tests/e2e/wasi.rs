@@ -141,3 +141,34 @@ fn an_import_beyond_the_linked_wasi_is_refused_by_name() {
         "{err}"
     );
 }
+
+// One thread, so the captured log sees the notice task.
+#[tokio::test]
+async fn a_wasi_guest_whose_notice_path_panics_fails_only_that_notice() {
+    // The rogue's `deliver` panics; built for WASI, its standard library prints
+    // the panic to stderr through WASI, which must happen off the tokio worker.
+    let registry = JobRegistry::default();
+    let mount = Mount::new(runtime_of(ROGUE_WASIP2), registry.clone(), "{}")
+        .await
+        .unwrap();
+    let owner = host::Owner::new("alice");
+    registry.agents().register(&owner);
+    let (id, job) = ScriptedJob::stream(Some(&owner)).start(&registry).unwrap();
+    let logs = crate::fixture::capture_logs();
+    job.settle(host::OutcomeStatus::Completed, Some("exit code: 0"), None)
+        .await;
+    mount.flush_notices().await;
+    let text = logs.text();
+    assert!(
+        text.contains(&format!(
+            "jobs: onJobDone listener threw for {id}: plugin failed"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("rogue guest refuses to deliver"), "{text}");
+    drop(logs);
+    assert_eq!(
+        mount.invoke(Some(&owner), "env", "{}").await.text,
+        "0 variables, 0 arguments"
+    );
+}

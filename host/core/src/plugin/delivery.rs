@@ -66,11 +66,14 @@ async fn deliver_one(
     };
     let snapshot = wit::JobSnapshot::from(&current);
     let mut store = runtime.store(registry).await;
-    let jobs = instantiate(runtime, &mut store).map_err(|e| e.to_string())?;
-    let decision = jobs
-        .harness_jobs_notices()
-        .call_deliver(&mut *store, config, &snapshot, Some(state))
-        .map_err(|e| trap(e).to_string())?;
+    let decision = runtime
+        .run(|| {
+            let jobs = instantiate(runtime, &mut store)?;
+            jobs.harness_jobs_notices()
+                .call_deliver(&mut *store, config, &snapshot, Some(state))
+                .map_err(trap)
+        })
+        .map_err(|e| e.to_string())?;
     // The pool slot goes back before the owner's agent is called.
     drop(store);
     let Some(delivery) = decision else {

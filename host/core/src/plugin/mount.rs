@@ -79,11 +79,13 @@ impl Mount {
     ) -> Result<Mount, PluginError> {
         let config = {
             let mut store = runtime.store(&registry).await;
-            let jobs = instantiate(&runtime, &mut store)?;
-            jobs.harness_jobs_tools()
-                .call_configure(&mut *store, config_json)
-                .map_err(trap)?
-                .map_err(PluginError::Config)?
+            runtime.run(|| {
+                let jobs = instantiate(&runtime, &mut store)?;
+                jobs.harness_jobs_tools()
+                    .call_configure(&mut *store, config_json)
+                    .map_err(trap)?
+                    .map_err(PluginError::Config)
+            })?
         };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let sender = tx.clone();
