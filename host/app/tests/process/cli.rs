@@ -594,3 +594,30 @@ async fn an_mcp_session_in_profile_c() {
     assert_eq!(texts(&unknown), ["error: agentcore: job not found"]);
     client.cancel().await.unwrap();
 }
+
+#[test]
+fn wasm_writes_the_built_in_component_for_other_hosts() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("tool-jobs.wasm");
+    let written = std::process::Command::new(BIN)
+        .args(["wasm", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        written.status.success(),
+        "{}",
+        String::from_utf8_lossy(&written.stderr)
+    );
+    assert_eq!(std::fs::read(&out).unwrap(), host::plugin::TOOL_JOBS_WASM);
+    let nowhere = std::process::Command::new(BIN)
+        .args(["wasm", "--out"])
+        .arg(dir.path().join("missing").join("x.wasm"))
+        .output()
+        .unwrap();
+    assert_eq!(nowhere.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&nowhere.stderr).starts_with("jobs-host: cannot write "),
+        "{}",
+        String::from_utf8_lossy(&nowhere.stderr)
+    );
+}
