@@ -149,6 +149,11 @@ async fn a_guest_that_keeps_asking_to_wait_is_stopped_with_an_error() {
     // Every wait was held to the rogue's 50 ms cap, and none is left behind.
     assert_eq!(registry.waiter_count(&id), 0);
     assert_eq!(mount.invoke(None, "list", "{}").await.text, id);
+    // Up to the bound, waits are honoured and the answer comes through.
+    assert_eq!(
+        mount.invoke(None, "wait-eight", "{}").await.text,
+        "waited 8 times"
+    );
 }
 
 #[tokio::test]

@@ -131,6 +131,9 @@ impl tools::Guest for Rogue {
             // Waits for a job with a timeout far beyond any sane cap, once
             // ("wait") or again after every wait ("wait-forever").
             "wait" | "wait-forever" => longest_wait(args_json),
+            // Eight waits in a row, then an answer: counted in the ids it asks
+            // for, since it remembers nothing between calls.
+            "wait-eight" => longest_wait("wait-1".into()),
             #[cfg(target_os = "wasi")]
             misdeed @ ("read-file" | "list-dir" | "env" | "socket" | "print" | "exit") => {
                 ok(wasi_misdeed(misdeed))
@@ -154,6 +157,17 @@ impl tools::Guest for Rogue {
     ) -> CallOutcome {
         match tool_name.as_str() {
             "wait-forever" => longest_wait(args_json),
+            "wait-eight" => match waited {
+                Err(RegistryError::UnknownJob(id)) => {
+                    let n: u32 = id.trim_start_matches("wait-").parse().unwrap_or(0);
+                    if n < 8 {
+                        longest_wait(format!("wait-{}", n + 1))
+                    } else {
+                        ok(format!("waited {n} times"))
+                    }
+                }
+                other => ok(format!("{other:?}")),
+            },
             _ => ok(format!("{waited:?}")),
         }
     }

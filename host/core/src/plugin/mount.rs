@@ -167,12 +167,19 @@ impl Mount {
                     .call_invoke(store, scope, self.config, tool, args_json)
             })
             .await;
-        for _ in 0..MAX_WAITS_PER_CALL {
+        let mut waits = 0;
+        loop {
             let request = match step {
                 Ok(CallOutcome::Done(result)) => return outcome_of(result),
                 Err(e) => return failed(&e),
                 Ok(CallOutcome::Wait(request)) => request,
             };
+            if waits == MAX_WAITS_PER_CALL {
+                return failed(&format!(
+                    "plugin failed: the guest asked to wait more than {MAX_WAITS_PER_CALL} times in one call"
+                ));
+            }
+            waits += 1;
             let waited = self.run_wait(caller, &request, abort).await;
             step = self
                 .with_scope(caller, |jobs, store, scope| {
@@ -187,9 +194,6 @@ impl Mount {
                 })
                 .await;
         }
-        failed(&format!(
-            "plugin failed: the guest asked to wait more than {MAX_WAITS_PER_CALL} times in one call"
-        ))
     }
 
     /// Runs a wait the guest asked for, held to this mount's cap and to what a
