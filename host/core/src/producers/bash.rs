@@ -9,19 +9,22 @@
 //! gone, whatever is left of the job is killed too, so no process of it outlives
 //! it. Background commands have no timeout.
 
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
+use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{Child, Command};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 use super::spawner::Spawner;
+use super::vfork;
 use crate::containment::{self, ActiveMode, Containment, ContainmentMode, JobContainer};
 use crate::output::{Capture, OutputLimits, SpillBudget, StreamName};
 use crate::owner::Owner;
@@ -256,12 +259,13 @@ impl BashProducer {
             .containment
             .new_job()
             .map_err(|e| format!("spawn failed: cannot create the job's container: {e}"))?;
-        let mut cmd = self.command(request, dir, &container);
-        let child = inner
+        let spec = self.spec(request, dir, &container)?;
+        let mut setup = container.pre_exec();
+        let started = inner
             .spawner
-            .run(move || containment::spawn_leader(&mut cmd))
+            .run(move || containment::start_leader(|| vfork::spawn(&spec, &mut setup)))
             .map_err(|e| format!("spawn failed: {e}"))?;
-        let pid = child.id().unwrap_or_default();
+        let pid = started.pid as u32;
         container.set_leader(pid);
 
         let capture = Arc::new(Mutex::new(Capture::with_budget(
@@ -296,7 +300,7 @@ impl BashProducer {
             _spawner: inner.spawner.clone(),
             pid,
         };
-        let done = Box::pin(async move { Ok(supervisor.run(child).await) });
+        let done = Box::pin(async move { Ok(supervisor.run(started).await) });
         let cancel_control = control;
         Ok(JobHooks {
             cancel: Box::new(move |_reason| {
@@ -309,41 +313,126 @@ impl BashProducer {
         })
     }
 
-    fn command(
+    /// What the job's leader runs: `bash --noprofile --norc -c <command>` with
+    /// the job's environment (later entries win) and working directory.
+    fn spec(
         &self,
         request: &BashRequest,
         dir: Option<PathBuf>,
         container: &JobContainer,
-    ) -> Command {
+    ) -> Result<vfork::Spec, String> {
         let config = &self.inner.config;
-        let mut cmd = Command::new(&self.inner.shell);
-        cmd.arg("--noprofile")
-            .arg("--norc")
-            .arg("-c")
-            .arg(&request.command)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(false)
-            .env_clear()
-            .envs(job_env(std::env::vars_os(), &config.pass_env))
-            .envs([
-                ("NO_COLOR", "1"),
-                ("TERM", "dumb"),
-                ("PAGER", "cat"),
-                ("GIT_PAGER", "cat"),
-            ])
-            .envs(config.set_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .envs(request.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .env(container.marker_env().0, container.marker_env().1);
-        if let Some(dir) = dir {
-            cmd.current_dir(dir);
+        let c = |bytes: &[u8]| {
+            CString::new(bytes).map_err(|_| {
+                "spawn failed: a NUL byte in the command, its environment or its directory"
+                    .to_owned()
+            })
+        };
+        let shell = self.inner.shell.as_os_str().as_encoded_bytes();
+        let argv = [
+            shell,
+            b"--noprofile",
+            b"--norc",
+            b"-c",
+            request.command.as_bytes(),
+        ]
+        .into_iter()
+        .map(c)
+        .collect::<Result<Vec<_>, _>>()?;
+        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> =
+            job_env(std::env::vars_os(), &config.pass_env);
+        let more = [
+            ("NO_COLOR", "1"),
+            ("TERM", "dumb"),
+            ("PAGER", "cat"),
+            ("GIT_PAGER", "cat"),
+        ]
+        .into_iter()
+        .chain(config.set_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .chain(request.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .chain([container.marker_env()]);
+        env.extend(more.map(|(k, v)| (k.into(), v.into())));
+        // A later entry for the same name replaces an earlier one.
+        let mut merged: Vec<(std::ffi::OsString, std::ffi::OsString)> = Vec::new();
+        for (k, v) in env {
+            match merged.iter_mut().find(|(name, _)| *name == k) {
+                Some(slot) => slot.1 = v,
+                None => merged.push((k, v)),
+            }
         }
-        // SAFETY: the hook makes only async-signal-safe calls (see JobContainer).
+        let envp = merged
+            .iter()
+            .map(|(k, v)| {
+                let mut entry = k.as_encoded_bytes().to_vec();
+                entry.push(b'=');
+                entry.extend_from_slice(v.as_encoded_bytes());
+                c(&entry)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let cwd = dir
+            .map(|d| c(d.as_os_str().as_encoded_bytes()))
+            .transpose()?;
+        Ok(vfork::Spec {
+            program: c(shell)?,
+            argv,
+            envp,
+            cwd,
+        })
+    }
+}
+
+/// A job's leader, watched through its pidfd (it is our child: the wait reaps it).
+struct Leader {
+    pidfd: AsyncFd<OwnedFd>,
+}
+
+impl Leader {
+    /// Waits until the leader exits and reaps it.
+    async fn wait(&self) -> std::io::Result<ExitStatus> {
+        use std::os::unix::process::ExitStatusExt;
+        loop {
+            let mut ready = self.pidfd.readable().await?;
+            // SAFETY: waitid on our own pidfd into a zeroed siginfo.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            let r = unsafe {
+                libc::waitid(
+                    libc::P_PIDFD,
+                    self.pidfd.get_ref().as_raw_fd() as libc::id_t,
+                    &mut info,
+                    libc::WEXITED | libc::WNOHANG,
+                )
+            };
+            if r < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: filled by waitid for an exited child.
+            let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+            if pid == 0 {
+                ready.clear_ready();
+                continue;
+            }
+            // The raw wait status, as waitpid would have written it.
+            let raw = match info.si_code {
+                libc::CLD_EXITED => (status & 0xff) << 8,
+                libc::CLD_DUMPED => status | 0x80,
+                _ => status,
+            };
+            return Ok(ExitStatus::from_raw(raw));
+        }
+    }
+
+    /// SIGKILL to the leader alone (the rest of the job is the container's).
+    fn kill(&self) {
+        // SAFETY: pidfd_send_signal on our own pidfd.
         unsafe {
-            cmd.pre_exec(container.pre_exec());
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.pidfd.get_ref().as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            );
         }
-        cmd
     }
 }
 
@@ -433,24 +522,40 @@ struct Supervisor {
 }
 
 impl Supervisor {
-    async fn run(self, mut child: Child) -> JobOutcome {
+    async fn run(self, started: vfork::Started) -> JobOutcome {
         let mut readers = Vec::new();
-        if let Some(out) = child.stdout.take() {
-            readers.push(self.pump(out, StreamName::Stdout));
+        for (fd, stream) in [
+            (started.stdout, StreamName::Stdout),
+            (started.stderr, StreamName::Stderr),
+        ] {
+            match tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
+                Ok(pipe) => readers.push(self.pump(pipe, stream)),
+                Err(e) => tracing::warn!("jobs: cannot read a job's {stream:?}: {e}"),
+            }
         }
-        if let Some(err) = child.stderr.take() {
-            readers.push(self.pump(err, StreamName::Stderr));
-        }
+        // SAFETY: an OwnedFd stays open, on the same pidfd, for as long as the
+        // AsyncFd owns it.
+        let registered = unsafe {
+            AsyncFd::register_with_interest(started.pidfd, tokio::io::Interest::READABLE)
+        };
+        let leader = match registered {
+            Ok(pidfd) => Leader { pidfd },
+            Err(e) => {
+                tracing::warn!("jobs: cannot watch job leader {}: {e}", self.pid);
+                self.kill_all().await;
+                return process_outcome(None, true);
+            }
+        };
 
         let status = tokio::select! {
-            status = child.wait() => status,
+            status = leader.wait() => status,
             () = self.control.kill.notified() => {
-                match tokio::time::timeout(self.grace, child.wait()).await {
+                match tokio::time::timeout(self.grace, leader.wait()).await {
                     Ok(status) => status,
                     Err(_) => {
                         self.kill_all().await;
-                        let _ = child.start_kill();
-                        child.wait().await
+                        leader.kill();
+                        leader.wait().await
                     }
                 }
             }

@@ -11,3 +11,4 @@ pub mod excerpt;
 pub mod inproc;
 pub mod output;
 mod spawner;
+mod vfork;

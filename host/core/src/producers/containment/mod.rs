@@ -39,7 +39,7 @@ use cgroup::{
     cgroup_pids, create_cgroup_root, join, procs_file, remove_cgroup, remove_cgroup_tree,
 };
 use procfs::{ProcInfo, find_with_descendants, sweep};
-pub(crate) use procfs::{remove_leader, spawn_leader};
+pub(crate) use procfs::{remove_leader, start_leader};
 use watchdog::Watchdog;
 
 /// The environment variable that marks every process of a job (fallback mode).
@@ -209,7 +209,7 @@ impl JobContainer {
         self.pgid = Some(Pid::from_raw(pid as i32));
     }
 
-    /// Code for the child between fork and exec: start a new session, join the
+    /// Code for the child between clone and exec: start a new session, join the
     /// job's cgroup, die with the spawner thread, and mark every inherited fd
     /// above 2 close-on-exec.
     /// Only async-signal-safe calls.
@@ -228,7 +228,7 @@ impl JobContainer {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                // The host may have died between fork and prctl.
+                // The host may have died between the clone and prctl.
                 if libc::getppid() != parent {
                     libc::_exit(137);
                 }
@@ -293,7 +293,7 @@ impl Drop for JobContainer {
 ///
 /// # Safety
 ///
-/// Async-signal-safe; for the child between fork and exec.
+/// Async-signal-safe; for the child between clone and exec.
 unsafe fn close_inherited_fds() {
     const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
     // SAFETY: plain syscalls.

@@ -137,7 +137,7 @@ pub(super) fn reap_adopted() {
         return;
     };
     // Held for the whole scan: a leader spawned meanwhile is recorded before it
-    // can be mistaken for an orphan (see `spawn_leader`).
+    // can be mistaken for an orphan (see `start_leader`).
     let leaders = lock_leaders();
     for pid in dir
         .flatten()
@@ -170,20 +170,18 @@ pub(super) fn lock_leaders() -> Leaders {
     Leaders(LEADERS.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
-/// Spawns a job leader and records its pid in one step, so the fallback's
-/// reaper never takes the leader's exit status from its supervisor.
-pub(crate) fn spawn_leader(
-    cmd: &mut tokio::process::Command,
-) -> std::io::Result<tokio::process::Child> {
+/// Starts a job leader with `start` and records its pid as a leader under the
+/// same lock, so no sweep can take it for an orphan in between.
+pub(crate) fn start_leader(
+    start: impl FnOnce() -> std::io::Result<crate::producers::vfork::Started>,
+) -> std::io::Result<crate::producers::vfork::Started> {
     let mut leaders = lock_leaders();
-    let child = cmd.spawn()?;
-    if let Some(pid) = child.id() {
-        leaders
-            .0
-            .get_or_insert_with(HashSet::new)
-            .insert(pid as i32);
-    }
-    Ok(child)
+    let started = start()?;
+    leaders
+        .0
+        .get_or_insert_with(HashSet::new)
+        .insert(started.pid);
+    Ok(started)
 }
 
 /// Records a child the host reaps itself (the watchdog), so no sweep takes it
