@@ -340,15 +340,21 @@ async fn a_drain_announces_each_job_once() {
     assert_eq!(f.mount.pull_notice(&f.alice).await.unwrap(), None);
 }
 
-#[tokio::test]
-async fn results_lose_their_middle_past_max_result_bytes() {
-    let f = profile_c(r#","maxResultBytes":200"#).await;
-    let big = "x".repeat(50_000) + &"y".repeat(50_000);
+/// What `job_status` shows below its first line for a finished export whose
+/// output is `output`, under `maxResultBytes: bound`.
+async fn result_under(bound: u64, output: String) -> String {
+    let f = profile_c(&format!(r#","maxResultBytes":{bound}"#)).await;
     let job = InProcessJob::new("export", "export").owner(f.alice.clone());
-    let id = start_final(&f.registry, job, move |_ctx| async move { Ok(big) }).unwrap();
+    let id = start_final(&f.registry, job, move |_ctx| async move { Ok(output) }).unwrap();
     f.registry.settled(&id).await;
     let status = call(&f, &f.alice, "job_status", json!({"id": id})).await;
     let (_, result) = status.text.split_once('\n').unwrap();
+    result.to_owned()
+}
+
+#[tokio::test]
+async fn results_lose_their_middle_past_max_result_bytes() {
+    let result = result_under(200, "x".repeat(50_000) + &"y".repeat(50_000)).await;
     assert!(result.len() <= 200, "{} bytes", result.len());
     assert_eq!(
         result,
@@ -362,17 +368,7 @@ async fn results_lose_their_middle_past_max_result_bytes() {
 
 #[tokio::test]
 async fn truncation_never_splits_a_character() {
-    let f = profile_c(r#","maxResultBytes":100"#).await;
-    let job = InProcessJob::new("export", "export").owner(f.alice.clone());
-    let id = start_final(
-        &f.registry,
-        job,
-        |_ctx| async move { Ok("界".repeat(1000)) },
-    )
-    .unwrap();
-    f.registry.settled(&id).await;
-    let status = call(&f, &f.alice, "job_status", json!({"id": id})).await;
-    let (_, result) = status.text.split_once('\n').unwrap();
+    let result = result_under(100, "界".repeat(1000)).await;
     assert!(result.len() <= 100);
     // 36 bytes of budget: a head of 24 (8 characters) and a tail of 12 (4).
     assert_eq!(
@@ -389,17 +385,7 @@ async fn truncation_never_splits_a_character() {
 async fn the_tail_takes_what_the_heads_cut_gave_up() {
     // 138 bytes of budget: the head's 92 come back to 90 at a character
     // boundary, and the tail may use the 2 it gave up, as the Go plugin does.
-    let f = profile_c(r#","maxResultBytes":202"#).await;
-    let job = InProcessJob::new("export", "export").owner(f.alice.clone());
-    let id = start_final(
-        &f.registry,
-        job,
-        |_ctx| async move { Ok("界".repeat(1000)) },
-    )
-    .unwrap();
-    f.registry.settled(&id).await;
-    let status = call(&f, &f.alice, "job_status", json!({"id": id})).await;
-    let (_, result) = status.text.split_once('\n').unwrap();
+    let result = result_under(202, "界".repeat(1000)).await;
     assert_eq!(
         result,
         format!(
@@ -413,15 +399,7 @@ async fn the_tail_takes_what_the_heads_cut_gave_up() {
 #[tokio::test]
 async fn a_bound_too_small_for_both_ends_keeps_a_head_and_a_marker() {
     for (bound, head) in [(1, "h"), (5, "hello")] {
-        let f = profile_c(&format!(r#","maxResultBytes":{bound}"#)).await;
-        let job = InProcessJob::new("export", "export").owner(f.alice.clone());
-        let id = start_final(&f.registry, job, |_ctx| async move {
-            Ok("hello, world".to_owned())
-        })
-        .unwrap();
-        f.registry.settled(&id).await;
-        let status = call(&f, &f.alice, "job_status", json!({"id": id})).await;
-        let (_, result) = status.text.split_once('\n').unwrap();
+        let result = result_under(bound, "hello, world".to_owned()).await;
         assert_eq!(result, format!("{head}\n\u{2026}[truncated]"));
     }
 }

@@ -1,7 +1,8 @@
 //! WASI preview 2 for guests built with the usual toolchains (`wasm32-wasip2`,
 //! componentize-py, `jco componentize`), which import WASI even when they never
 //! use it. Every interface `wasmtime-wasi` provides is linked, each behind a
-//! context that denies by default: see [`LINKED`] for what each can do.
+//! context that denies by default (the README's "Guests that import WASI" has
+//! the table of what each interface can do).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -11,45 +12,6 @@ use bytes::Bytes;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
-
-/// The WASI interfaces linked for a guest, and what each can do in the context
-/// every call gets.
-pub const LINKED: &[(&str, &str)] = &[
-    (
-        "wasi:cli/environment",
-        "no variables, no arguments, no working directory",
-    ),
-    (
-        "wasi:cli/exit",
-        "ends the call as a failure (`plugin failed: ...`)",
-    ),
-    ("wasi:cli/stdin", "an empty stream"),
-    (
-        "wasi:cli/stdout, wasi:cli/stderr",
-        "lines to the host's log (target `tool_jobs_guest`), at most 16 KiB per call, the rest dropped with one warning",
-    ),
-    ("wasi:cli/terminal-*", "no terminal"),
-    (
-        "wasi:clocks/wall-clock, wasi:clocks/monotonic-clock",
-        "the host's clocks (allowed)",
-    ),
-    (
-        "wasi:random/random, wasi:random/insecure, wasi:random/insecure-seed",
-        "random bytes (allowed)",
-    ),
-    (
-        "wasi:filesystem/types, wasi:filesystem/preopens",
-        "no preopened directory: nothing can be opened",
-    ),
-    (
-        "wasi:sockets/*",
-        "no network: TCP, UDP and name lookup are refused, no address is allowed",
-    ),
-    (
-        "wasi:io/error, wasi:io/poll, wasi:io/streams",
-        "the streams above",
-    ),
-];
 
 /// Bytes of guest stdout and stderr one call may write to the host's log.
 pub const LOG_BYTES_PER_CALL: usize = 16 << 10;
