@@ -49,6 +49,10 @@ fn to_model_error(e: host::RegistryError) -> model::RegistryError {
         host::RegistryError::InvalidTimeout(v) => model::RegistryError::InvalidTimeout(v),
         host::RegistryError::WaitAborted => model::RegistryError::WaitAborted,
         host::RegistryError::ProducerFailed(m) => model::RegistryError::ProducerFailed(m),
+        host::RegistryError::InvalidPattern(m) => model::RegistryError::InvalidPattern(m),
+        host::RegistryError::NoInput => model::RegistryError::NoInput,
+        host::RegistryError::InputClosed => model::RegistryError::InputClosed,
+        host::RegistryError::Unsupported(m) => model::RegistryError::Unsupported(m),
     }
 }
 
@@ -129,6 +133,7 @@ fn chatty_job(registry: &JobRegistry, owner: &Owner) -> String {
             },
             || {
                 Ok(JobHooks {
+                    control: None,
                     cancel: Box::new(|_| Ok(())),
                     read_output: Some(Box::new(|| Ok("compiling crate ok\n".repeat(20)))),
                     output_excerpt: Some(Box::new(|window| {
@@ -156,6 +161,7 @@ fn finished_job(registry: &JobRegistry, owner: &Owner, output: String) -> String
             },
             move || {
                 Ok(JobHooks {
+                    control: None,
                     cancel: Box::new(|_| Ok(())),
                     read_output: None,
                     output_excerpt: None,

@@ -88,6 +88,47 @@ class Scripted {
     }
     return { head: h, tail: t, omittedBytes: size - enc.encode(h).length - enc.encode(t).length, job: Scripted.view(job) };
   }
+  writeInput(_c, id, data, close) {
+    const job = this.visible(id);
+    if (TERMINAL.has(job.status)) throw new RegistryError('input-closed');
+    if (job.input === 'closed') throw new RegistryError('input-closed');
+    if (job.input !== 'open') throw new RegistryError('no-input');
+    job.written = (job.written ?? '') + data;
+    if (close) job.input = 'closed';
+    return enc.encode(data).length;
+  }
+  signal(_c, id, name) {
+    const job = this.visible(id);
+    if (TERMINAL.has(job.status)) throw new RegistryError('producer-failed', `job ${id} has already finished`);
+    job.signals = [...(job.signals ?? []), name.toUpperCase()];
+  }
+  lines(_c, id, query) {
+    const job = this.visible(id);
+    const v = query.val;
+    job.last_query = query.tag === 'search'
+      ? { search: { stream: v.stream ?? null, pattern: v.pattern, context: v.context, max_matches: v.maxMatches } }
+      : query.tag === 'range'
+        ? { range: { stream: v.stream, start: v.start, count: v.count } }
+        : { last: { stream: v.stream, count: v.count } };
+    const page = job.lines ?? {};
+    if (page.invalid_pattern != null) throw new RegistryError('invalid-pattern', page.invalid_pattern);
+    const line = (l) => ({ stream: l.stream, number: l.number, text: l.text });
+    return {
+      lines: (page.lines ?? []).map(line),
+      hits: page.hits ?? [],
+      totalMatches: page.total_matches ?? 0,
+      extents: (page.extents ?? []).map((e) => ({
+        stream: e.stream, totalBytes: e.total_bytes ?? 0, droppedBytes: e.dropped_bytes ?? 0,
+        firstLine: e.first_line ?? 1, lastLine: e.last_line ?? 0,
+      })),
+      job: Scripted.view(job),
+    };
+  }
+  ports(_c, id) {
+    const job = this.visible(id);
+    if (TERMINAL.has(job.status)) return [];
+    return (job.ports ?? []).map((p) => ({ address: p.address, port: p.port }));
+  }
   wait(id, then) {
     if (then.error) {
       const [tag, payload] = Object.entries(then.error)[0];
@@ -101,7 +142,7 @@ class Scripted {
     }
     Object.assign(job, then.settle ?? {});
     if (TERMINAL.has(job.status)) job.reported = true;
-    return Scripted.view(job);
+    return { job: Scripted.view(job), end: then.end, matched: then.matched };
   }
 }
 
@@ -113,6 +154,10 @@ const configJson = (c) => ({
   max_consecutive_wakes: Number(c.maxConsecutiveWakes),
   max_result_bytes: Number(c.maxResultBytes),
   suppress_completion_notice: c.suppressCompletionNotice,
+  extensions: [...c.extensions],
+  limits: Object.fromEntries(['timeoutMs', 'cpuSeconds', 'memoryBytes', 'outputBytes'].map((k) => [
+    k.replace(/[A-Z]/g, (m) => `_${m.toLowerCase()}`), c.limits[k] === undefined ? null : Number(c.limits[k]),
+  ])),
 });
 const noticeJson = (n) => ({ text: n.text, summary: n.summary ?? null, plugin: n.plugin, form: n.form ?? null });
 
@@ -132,7 +177,9 @@ function step(guest, scripted, config, s) {
     const requests = [];
     let out = guest.invokeStep(null, config, s.invoke, s.args);
     while (out.wait) {
-      requests.push({ job_id: out.wait.jobId, timeout_ms: out.wait.timeoutMs });
+      const asked = { job_id: out.wait.jobId, timeout_ms: out.wait.timeoutMs };
+      if (out.wait.until) asked.until = { pattern: out.wait.until.pattern ?? null, quiet_ms: out.wait.until.quietMs ?? null };
+      requests.push(asked);
       if (!waits.length) throw new GuestError(`the guest asked to wait (${out.wait.jobId}, ${out.wait.timeoutMs} ms), and the vector has no wait left`);
       const waited = scripted.wait(out.wait.jobId, waits.shift().then);
       out = guest.invokeStep(null, config, s.invoke, s.args, waited);

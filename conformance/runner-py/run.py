@@ -109,7 +109,53 @@ class Scripted:
         job.update(then.get("settle", {}))
         if job["status"] in TERMINAL:
             job["reported"] = True
-        return job
+        return {"job": job, "end": then.get("end"), "matched": then.get("matched")}
+
+    def write_input(self, caller, job_id, data, close):
+        job = self.visible(job_id)
+        if job["status"] in TERMINAL or job.get("input") == "closed":
+            raise RegistryError("input-closed")
+        if job.get("input") != "open":
+            raise RegistryError("no-input")
+        job["written"] = job.get("written", "") + data
+        if close:
+            job["input"] = "closed"
+        return len(data.encode())
+
+    def signal(self, caller, job_id, name):
+        job = self.visible(job_id)
+        if job["status"] in TERMINAL:
+            raise RegistryError("producer-failed", f"job {job_id} has already finished")
+        job["signals"] = job.get("signals", []) + [name.upper()]
+
+    def lines(self, caller, job_id, query):
+        job = self.visible(job_id)
+        tag, v = query["tag"], query["payload"]
+        if tag == "search":
+            job["last_query"] = {"search": {"stream": v["stream"], "pattern": v["pattern"],
+                                            "context": v["context"], "max_matches": v["max_matches"]}}
+        elif tag == "range":
+            job["last_query"] = {"range": {"stream": v["stream"], "start": v["start"], "count": v["count"]}}
+        else:
+            job["last_query"] = {"last": {"stream": v["stream"], "count": v["count"]}}
+        page = job.get("lines") or {}
+        if page.get("invalid_pattern") is not None:
+            raise RegistryError("invalid-pattern", page["invalid_pattern"])
+        return {
+            "lines": page.get("lines", []),
+            "hits": page.get("hits", []),
+            "total_matches": page.get("total_matches", 0),
+            "extents": [{"stream": e["stream"], "total_bytes": e.get("total_bytes", 0),
+                         "dropped_bytes": e.get("dropped_bytes", 0), "first_line": e.get("first_line", 1),
+                         "last_line": e.get("last_line", 0)} for e in page.get("extents", [])],
+            "job": job,
+        }
+
+    def ports(self, caller, job_id):
+        job = self.visible(job_id)
+        if job["status"] in TERMINAL:
+            return []
+        return job.get("ports", [])
 
 
 def step(guest, scripted, config, s):
@@ -127,7 +173,10 @@ def step(guest, scripted, config, s):
         requests = []
         kind, out = guest.invoke_step(None, config, s["invoke"], s["args"])
         while kind == "wait":
-            requests.append({"job_id": out["job_id"], "timeout_ms": out["timeout_ms"]})
+            asked = {"job_id": out["job_id"], "timeout_ms": out["timeout_ms"]}
+            if out.get("until") is not None:
+                asked["until"] = out["until"]
+            requests.append(asked)
             if not waits:
                 raise GuestError(f"the guest asked to wait ({out['job_id']}, {out['timeout_ms']} ms), "
                                  "and the vector has no wait left")

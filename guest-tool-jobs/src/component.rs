@@ -1,8 +1,8 @@
 //! The wasm export shim: converts between the WIT bindings and the plain logic.
 
 use crate::config::{
-    CompletionDelivery as PlainDelivery, Config as PlainConfig, Profile as PlainProfile,
-    parse_config,
+    CompletionDelivery as PlainDelivery, Config as PlainConfig, Extensions as PlainExtensions,
+    JobLimits as PlainLimits, Profile as PlainProfile, parse_config,
 };
 use crate::model::{self, JobsView};
 use crate::{model as logic, notice, surface};
@@ -14,12 +14,15 @@ wit_bindgen::generate!({
 
 use exports::harness::jobs::notices::{self, AgentStatus, Delivery, Lane, Notice, OwnerState};
 use exports::harness::jobs::tools::{
-    self, CallOutcome, CompletionDelivery, Config, ContentBlock, OwnerScope, Profile,
-    PromptSection, ToolDefinition, ToolResult, UiCard, WaitRequest,
+    self, CallOutcome, CompletionDelivery, Config, ContentBlock, Extension, JobLimits, OwnerScope,
+    Profile, PromptSection, ToolDefinition, ToolResult, UiCard, WaitRequest,
 };
 use harness::jobs::clock::now_ms;
 use harness::jobs::diag::{Level, log};
-use harness::jobs::types::{ExcerptWindow, JobSnapshot, JobStatus, KillOutcome, RegistryError};
+use harness::jobs::types::{
+    ExcerptWindow, JobSignal, JobSnapshot, JobStatus, KillOutcome, LineCount, LineQuery, LineRange,
+    LineSearch, OutputLine, OutputStream, RegistryError, WaitEnd, WaitUntil, Waited,
+};
 
 struct Component;
 
@@ -65,6 +68,48 @@ fn error_from(error: RegistryError) -> model::RegistryError {
         RegistryError::ForeignJob(id) => model::RegistryError::ForeignJob(id),
         RegistryError::WaitAborted => model::RegistryError::WaitAborted,
         RegistryError::ProducerFailed(m) => model::RegistryError::ProducerFailed(m),
+        RegistryError::InvalidPattern(m) => model::RegistryError::InvalidPattern(m),
+        RegistryError::NoInput => model::RegistryError::NoInput,
+        RegistryError::InputClosed => model::RegistryError::InputClosed,
+        RegistryError::Unsupported(m) => model::RegistryError::Unsupported(m),
+    }
+}
+
+fn stream_from(stream: OutputStream) -> model::OutputStream {
+    match stream {
+        OutputStream::Stdout => model::OutputStream::Stdout,
+        OutputStream::Stderr => model::OutputStream::Stderr,
+    }
+}
+
+fn stream_to(stream: model::OutputStream) -> OutputStream {
+    match stream {
+        model::OutputStream::Stdout => OutputStream::Stdout,
+        model::OutputStream::Stderr => OutputStream::Stderr,
+    }
+}
+
+fn line_from(line: OutputLine) -> model::OutputLine {
+    model::OutputLine {
+        stream: stream_from(line.stream),
+        number: line.number,
+        text: line.text,
+    }
+}
+
+fn waited_from(waited: Waited) -> model::WaitOutcome {
+    model::WaitOutcome {
+        job: snapshot_from(waited.job),
+        end: match waited.end {
+            WaitEnd::Settled => model::WaitEnd::Settled,
+            WaitEnd::TimedOut => model::WaitEnd::TimedOut,
+            WaitEnd::Matched => model::WaitEnd::Matched,
+            WaitEnd::Quiet => model::WaitEnd::Quiet,
+        },
+        matched: waited.matched.map(|m| model::LineMatch {
+            line: line_from(m.line),
+            before: m.before.into_iter().map(line_from).collect(),
+        }),
     }
 }
 
@@ -122,6 +167,90 @@ impl JobsView for Scope<'_> {
             .map_err(error_from)
     }
 
+    fn write_input(&self, id: &str, data: &str, close: bool) -> Result<u64, model::RegistryError> {
+        self.0.write_input(id, data, close).map_err(error_from)
+    }
+
+    fn signal(&self, id: &str, signal: model::JobSignal) -> Result<(), model::RegistryError> {
+        let signal = match signal {
+            model::JobSignal::Int => JobSignal::Int,
+            model::JobSignal::Term => JobSignal::Term,
+            model::JobSignal::Hup => JobSignal::Hup,
+            model::JobSignal::Kill => JobSignal::Kill,
+            model::JobSignal::Stop => JobSignal::Stop,
+            model::JobSignal::Cont => JobSignal::Cont,
+        };
+        self.0.signal(id, signal).map_err(error_from)
+    }
+
+    fn lines(
+        &self,
+        id: &str,
+        query: &model::LineQuery,
+    ) -> Result<model::LinePage, model::RegistryError> {
+        let query = match query {
+            model::LineQuery::Range {
+                stream,
+                start,
+                count,
+            } => LineQuery::Range(LineRange {
+                stream: stream_to(*stream),
+                start: *start,
+                count: *count,
+            }),
+            model::LineQuery::Last { stream, count } => LineQuery::Last(LineCount {
+                stream: stream_to(*stream),
+                count: *count,
+            }),
+            model::LineQuery::Search {
+                stream,
+                pattern,
+                context,
+                max_matches,
+            } => LineQuery::Search(LineSearch {
+                stream: stream.map(stream_to),
+                pattern: pattern.clone(),
+                context: *context,
+                max_matches: *max_matches,
+            }),
+        };
+        self.0
+            .lines(id, &query)
+            .map(|page| model::LinePage {
+                lines: page.lines.into_iter().map(line_from).collect(),
+                hits: page.hits,
+                total_matches: page.total_matches,
+                extents: page
+                    .extents
+                    .into_iter()
+                    .map(|e| model::StreamExtent {
+                        stream: stream_from(e.stream),
+                        total_bytes: e.total_bytes,
+                        dropped_bytes: e.dropped_bytes,
+                        first_line: e.first_line,
+                        last_line: e.last_line,
+                    })
+                    .collect(),
+                job: snapshot_from(page.job),
+            })
+            .map_err(error_from)
+    }
+
+    fn ports(&self, id: &str) -> Result<Vec<model::ListeningPort>, model::RegistryError> {
+        self.0
+            .ports(id)
+            .map(|ports| {
+                ports
+                    .into_iter()
+                    .map(|p| model::ListeningPort {
+                        address: p.address,
+                        port: p.port,
+                    })
+                    .collect()
+            })
+            .map_err(error_from)
+    }
+
     fn now_ms(&self) -> u64 {
         now_ms()
     }
@@ -147,6 +276,25 @@ fn config_from(config: Config) -> PlainConfig {
         max_consecutive_wakes: config.max_consecutive_wakes,
         max_result_bytes: config.max_result_bytes,
         suppress_completion_notice: config.suppress_completion_notice,
+        extensions: {
+            let mut set = PlainExtensions::default();
+            for e in config.extensions {
+                match e {
+                    Extension::Ready => set.ready = true,
+                    Extension::Input => set.input = true,
+                    Extension::Log => set.log = true,
+                    Extension::Limits => set.limits = true,
+                    Extension::Ports => set.ports = true,
+                }
+            }
+            set
+        },
+        limits: PlainLimits {
+            timeout_ms: config.limits.timeout_ms,
+            cpu_seconds: config.limits.cpu_seconds,
+            memory_bytes: config.limits.memory_bytes,
+            output_bytes: config.limits.output_bytes,
+        },
     }
 }
 
@@ -169,12 +317,28 @@ impl tools::Guest for Component {
             max_consecutive_wakes: c.max_consecutive_wakes,
             max_result_bytes: c.max_result_bytes,
             suppress_completion_notice: c.suppress_completion_notice,
+            extensions: [
+                (c.extensions.ready, Extension::Ready),
+                (c.extensions.input, Extension::Input),
+                (c.extensions.log, Extension::Log),
+                (c.extensions.limits, Extension::Limits),
+                (c.extensions.ports, Extension::Ports),
+            ]
+            .into_iter()
+            .filter_map(|(on, e)| on.then_some(e))
+            .collect(),
+            limits: JobLimits {
+                timeout_ms: c.limits.timeout_ms,
+                cpu_seconds: c.limits.cpu_seconds,
+                memory_bytes: c.limits.memory_bytes,
+                output_bytes: c.limits.output_bytes,
+            },
         })
     }
 
     fn tool_definitions(config: Config) -> Vec<ToolDefinition> {
         install_panic_hook();
-        surface::tool_definitions(config_from(config).profile)
+        surface::tool_definitions(&config_from(config))
             .into_iter()
             .map(|d| ToolDefinition {
                 name: d.name.to_owned(),
@@ -187,7 +351,7 @@ impl tools::Guest for Component {
 
     fn describe_call(config: Config, tool_name: String, args_json: String) -> Option<UiCard> {
         install_panic_hook();
-        surface::ui_card(config_from(config).profile, &tool_name, &args_json).map(|c| UiCard {
+        surface::ui_card(&config_from(config), &tool_name, &args_json).map(|c| UiCard {
             title: c.title,
             kind: c.kind.to_owned(),
             raw_input: c.raw_input,
@@ -223,10 +387,10 @@ impl tools::Guest for Component {
         config: Config,
         tool_name: String,
         args_json: String,
-        waited: Result<JobSnapshot, RegistryError>,
+        waited: Result<Waited, RegistryError>,
     ) -> CallOutcome {
         install_panic_hook();
-        let waited = waited.map(snapshot_from).map_err(error_from);
+        let waited = waited.map(waited_from).map_err(error_from);
         outcome_from(surface::invoke(
             &Scope(scope),
             &config_from(config),
@@ -277,6 +441,10 @@ fn outcome_from(step: model::Step<model::ToolResult>) -> CallOutcome {
         model::Step::Wait(request) => CallOutcome::Wait(WaitRequest {
             job_id: request.job_id,
             timeout_ms: request.timeout_ms,
+            until: request.until.map(|u| WaitUntil {
+                pattern: u.pattern,
+                quiet_ms: u.quiet_ms,
+            }),
         }),
     }
 }

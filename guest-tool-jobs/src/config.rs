@@ -56,7 +56,162 @@ pub struct Config {
     pub max_result_bytes: u64,
     /// Profile C: no batched completion notices.
     pub suppress_completion_notice: bool,
+    /// The enabled extensions (none by default).
+    pub extensions: Extensions,
+    /// Per-job limits' maxima (extension `limits`).
+    pub limits: JobLimits,
 }
+
+/// The opt-in extensions a mount enables (see the WIT `extension`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Extensions {
+    /// Waits that end on a ready line or on quiet output.
+    pub ready: bool,
+    /// Input and signals.
+    pub input: bool,
+    /// Paging and searching retained output.
+    pub log: bool,
+    /// Per-job limits.
+    pub limits: bool,
+    /// Listening ports and named jobs.
+    pub ports: bool,
+}
+
+impl Extensions {
+    /// The names, in the order the config and the WIT list them.
+    pub const NAMES: [&'static str; 5] = ["ready", "input", "log", "limits", "ports"];
+
+    /// Every extension.
+    pub const ALL: Extensions = Extensions {
+        ready: true,
+        input: true,
+        log: true,
+        limits: true,
+        ports: true,
+    };
+
+    /// Whether the extension called `name` is enabled.
+    pub fn has(&self, name: &str) -> bool {
+        match name {
+            "ready" => self.ready,
+            "input" => self.input,
+            "log" => self.log,
+            "limits" => self.limits,
+            "ports" => self.ports,
+            _ => false,
+        }
+    }
+
+    fn set(&mut self, name: &str) -> bool {
+        let slot = match name {
+            "ready" => &mut self.ready,
+            "input" => &mut self.input,
+            "log" => &mut self.log,
+            "limits" => &mut self.limits,
+            "ports" => &mut self.ports,
+            _ => return false,
+        };
+        *slot = true;
+        true
+    }
+
+    /// Whether any extension is enabled.
+    pub fn any(&self) -> bool {
+        Extensions::NAMES.iter().any(|n| self.has(n))
+    }
+}
+
+/// The maxima of per-job limits; `None` is no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct JobLimits {
+    /// Wall-clock milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// CPU seconds per process.
+    pub cpu_seconds: Option<u64>,
+    /// Address-space bytes per process.
+    pub memory_bytes: Option<u64>,
+    /// Output bytes, both streams together.
+    pub output_bytes: Option<u64>,
+}
+
+/// The config keys of the extensions, accepted under every profile. They are
+/// left out of the `known:` list of the unknown-key error, which stays as the
+/// seed surfaces word it.
+const EXTENSION_KEYS: &[&str] = &["extensions", "limits"];
+const LIMIT_KEYS: [&str; 4] = ["timeoutMs", "cpuSeconds", "memoryBytes", "outputBytes"];
+
+fn parse_extensions(value: &Value) -> Result<Extensions, String> {
+    let wrong = || {
+        format!(
+            "extensions must be true, false or a list of names ({}), got {value}",
+            Extensions::NAMES.join(", ")
+        )
+    };
+    match value {
+        Value::Bool(true) => Ok(Extensions::ALL),
+        Value::Bool(false) => Ok(Extensions::default()),
+        Value::Array(names) => {
+            let mut set = Extensions::default();
+            for name in names {
+                let Some(text) = name.as_str() else {
+                    return Err(wrong());
+                };
+                if set.has(text) {
+                    return Err(format!("extensions names \"{text}\" twice"));
+                }
+                if !set.set(text) {
+                    return Err(format!(
+                        "unknown extension \"{text}\" (known: {})",
+                        Extensions::NAMES.join(", ")
+                    ));
+                }
+            }
+            Ok(set)
+        }
+        _ => Err(wrong()),
+    }
+}
+
+fn parse_limits(value: &Value) -> Result<JobLimits, String> {
+    let Value::Object(map) = value else {
+        return Err(format!("limits must be an object, got {value}"));
+    };
+    if let Some(unknown) = map.keys().find(|k| !LIMIT_KEYS.contains(&k.as_str())) {
+        return Err(format!(
+            "unknown limit \"{unknown}\" (known: {})",
+            LIMIT_KEYS.join(", ")
+        ));
+    }
+    let limit = |key: &str| -> Result<Option<u64>, String> {
+        match map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => match v
+                .as_u64()
+                .filter(|n| *n >= 1 && *n as f64 <= MAX_SAFE_INTEGER)
+            {
+                Some(n) => Ok(Some(n)),
+                None => Err(format!(
+                    "limits.{key} must be a whole number of at least 1, got {v}"
+                )),
+            },
+        }
+    };
+    let limits = JobLimits {
+        timeout_ms: limit("timeoutMs")?,
+        cpu_seconds: limit("cpuSeconds")?,
+        memory_bytes: limit("memoryBytes")?,
+        output_bytes: limit("outputBytes")?,
+    };
+    if limits.timeout_ms.is_some_and(|ms| ms > MAX_TIMER_MS) {
+        return Err(format!(
+            "limits.timeoutMs must be at most {MAX_TIMER_MS} (the longest a timer holds)"
+        ));
+    }
+    Ok(limits)
+}
+
+/// The longest a timer holds, in milliseconds.
+const MAX_TIMER_MS: u64 = 2_147_483_647;
 
 impl Default for Config {
     fn default() -> Self {
@@ -68,6 +223,8 @@ impl Default for Config {
             max_consecutive_wakes: 3,
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
             suppress_completion_notice: false,
+            extensions: Extensions::default(),
+            limits: JobLimits::default(),
         }
     }
 }
@@ -141,7 +298,10 @@ fn parse_for(profile: Profile, map: &Map<String, Value>) -> Result<Config, Strin
         Profile::B => KEYS_B,
         Profile::C => KEYS_C,
     };
-    if let Some(unknown) = map.keys().find(|k| !keys.contains(&k.as_str())) {
+    if let Some(unknown) = map
+        .keys()
+        .find(|k| !keys.contains(&k.as_str()) && !EXTENSION_KEYS.contains(&k.as_str()))
+    {
         return Err(format!(
             "unknown config key \"{unknown}\" (known: {})",
             keys.join(", ")
@@ -151,6 +311,17 @@ fn parse_for(profile: Profile, map: &Map<String, Value>) -> Result<Config, Strin
         profile,
         ..Config::default()
     };
+    if let Some(v) = map.get("extensions") {
+        config.extensions = parse_extensions(v)?;
+    }
+    if let Some(v) = map.get("limits") {
+        if !config.extensions.limits {
+            return Err(
+                "limits needs the \"limits\" extension (\"extensions\": [\"limits\"])".to_owned(),
+            );
+        }
+        config.limits = parse_limits(v)?;
+    }
     // Compared as written (so the error quotes the operator's numbers), then
     // kept as whole milliseconds, the unit host and guest share.
     let wait = match map.get("waitTimeoutMs") {

@@ -13,6 +13,7 @@
 
 pub mod caps;
 pub mod config;
+pub mod extensions;
 pub mod model;
 pub mod notice;
 pub mod profile_c;

@@ -83,6 +83,204 @@ pub struct WaitRequest {
     pub job_id: String,
     /// Whole milliseconds, 1 to [`MAX_TIMER_MS`].
     pub timeout_ms: u32,
+    /// Other ends for the wait (extension `ready`).
+    pub until: Option<WaitUntil>,
+}
+
+/// What besides settlement and the timeout ends a wait (see the WIT
+/// `wait-until`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitUntil {
+    /// A regular expression tried against each unread line.
+    pub pattern: Option<String>,
+    /// Quiet output for this many milliseconds.
+    pub quiet_ms: Option<u32>,
+}
+
+/// Why a wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitEnd {
+    /// The job is terminal.
+    Settled,
+    /// The timeout came first.
+    TimedOut,
+    /// A line matched the pattern.
+    Matched,
+    /// The job was quiet long enough.
+    Quiet,
+}
+
+/// One output stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputStream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+impl OutputStream {
+    /// `stdout` or `stderr`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutputStream::Stdout => "stdout",
+            OutputStream::Stderr => "stderr",
+        }
+    }
+}
+
+/// One numbered line of output (see the WIT `output-line`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputLine {
+    /// Its stream.
+    pub stream: OutputStream,
+    /// Its number in the stream, from 1.
+    pub number: u64,
+    /// Its text, without the line ending.
+    pub text: String,
+}
+
+/// The line that ended a wait, and the lines before it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineMatch {
+    /// The matching line.
+    pub line: OutputLine,
+    /// Up to two lines before it, oldest first.
+    pub before: Vec<OutputLine>,
+}
+
+/// What a wait came to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WaitOutcome {
+    /// The job when the wait ended.
+    pub job: JobSnapshot,
+    /// Which end came first.
+    pub end: WaitEnd,
+    /// The matching line, when `end` is [`WaitEnd::Matched`].
+    pub matched: Option<LineMatch>,
+}
+
+/// A signal from the allowlist (see the WIT `job-signal`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobSignal {
+    /// SIGINT.
+    Int,
+    /// SIGTERM.
+    Term,
+    /// SIGHUP.
+    Hup,
+    /// SIGKILL.
+    Kill,
+    /// SIGSTOP.
+    Stop,
+    /// SIGCONT.
+    Cont,
+}
+
+impl JobSignal {
+    /// Every signal the model may send, in the order the schema lists them.
+    pub const ALL: [JobSignal; 6] = [
+        JobSignal::Int,
+        JobSignal::Term,
+        JobSignal::Hup,
+        JobSignal::Kill,
+        JobSignal::Stop,
+        JobSignal::Cont,
+    ];
+
+    /// The name without `SIG`: `INT`, `TERM`, ...
+    pub fn name(self) -> &'static str {
+        match self {
+            JobSignal::Int => "INT",
+            JobSignal::Term => "TERM",
+            JobSignal::Hup => "HUP",
+            JobSignal::Kill => "KILL",
+            JobSignal::Stop => "STOP",
+            JobSignal::Cont => "CONT",
+        }
+    }
+}
+
+/// Lines of retained output to fetch (see the WIT `line-query`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LineQuery {
+    /// `count` lines of `stream` from line `start` on.
+    Range {
+        /// The stream.
+        stream: OutputStream,
+        /// First line wanted, from 1.
+        start: u64,
+        /// At most this many.
+        count: u32,
+    },
+    /// The last `count` lines of `stream`.
+    Last {
+        /// The stream.
+        stream: OutputStream,
+        /// At most this many.
+        count: u32,
+    },
+    /// Matching lines with context.
+    Search {
+        /// One stream, or both.
+        stream: Option<OutputStream>,
+        /// The regular expression.
+        pattern: String,
+        /// Context lines before and after each match.
+        context: u32,
+        /// Matches returned at most.
+        max_matches: u32,
+    },
+}
+
+/// How much of one stream is retained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamExtent {
+    /// The stream.
+    pub stream: OutputStream,
+    /// Bytes ever written.
+    pub total_bytes: u64,
+    /// Bytes from the start no longer retained.
+    pub dropped_bytes: u64,
+    /// Number of the first retained line.
+    pub first_line: u64,
+    /// Number of the last line; 0 when empty.
+    pub last_line: u64,
+}
+
+/// An answer to a [`LineQuery`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinePage {
+    /// The lines, in stream order.
+    pub lines: Vec<OutputLine>,
+    /// Indexes into `lines` of the matching lines (search).
+    pub hits: Vec<u32>,
+    /// Every match in the retained output (search).
+    pub total_matches: u64,
+    /// The extent of each stream looked at.
+    pub extents: Vec<StreamExtent>,
+    /// The job at the moment of the answer.
+    pub job: JobSnapshot,
+}
+
+/// A listening TCP socket of a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListeningPort {
+    /// The bound address as text.
+    pub address: String,
+    /// The port.
+    pub port: u16,
+}
+
+impl ListeningPort {
+    /// `127.0.0.1:8000`, or `[::]:8000` for an IPv6 address.
+    pub fn display(&self) -> String {
+        if self.address.contains(':') {
+            format!("[{}]:{}", self.address, self.port)
+        } else {
+            format!("{}:{}", self.address, self.port)
+        }
+    }
 }
 
 /// One step of a call: its answer, or a wait the host runs before the call
@@ -95,8 +293,13 @@ pub enum Step<T> {
     Wait(WaitRequest),
 }
 
-/// What a wait came to: the job's snapshot then, or why there was none.
-pub type Waited = Result<JobSnapshot, RegistryError>;
+/// What a wait came to: the job's snapshot then and which end came, or why
+/// there was none.
+pub type Waited = Result<WaitOutcome, RegistryError>;
+
+/// The largest line number an argument may name (the largest integer a JSON
+/// number holds exactly).
+pub const MAX_SAFE_LINE: u64 = 9_007_199_254_740_991;
 
 /// The longest wait a timer holds, in milliseconds (2^31 - 1).
 pub const MAX_TIMER_MS: u32 = 2_147_483_647;
@@ -270,6 +473,14 @@ pub enum RegistryError {
     WaitAborted,
     /// A producer hook failed with this message.
     ProducerFailed(String),
+    /// A pattern did not compile; the compiler's message.
+    InvalidPattern(String),
+    /// The job was started without open input.
+    NoInput,
+    /// The job's input is closed.
+    InputClosed,
+    /// The host does not offer the call; what was asked for.
+    Unsupported(String),
 }
 
 /// Which part of a job's whole output to fetch.
@@ -309,6 +520,27 @@ pub trait JobsView {
     /// The whole output so far, non-consuming, or its two ends (see the WIT
     /// `owner-scope.output`).
     fn output(&self, id: &str, window: ExcerptWindow) -> Result<Excerpt, RegistryError>;
+    /// Writes to the job's stdin, then closes it when `close` (extension
+    /// `input`). A host without the extension answers `unsupported`.
+    fn write_input(&self, id: &str, data: &str, close: bool) -> Result<u64, RegistryError> {
+        let _ = (id, data, close);
+        Err(RegistryError::Unsupported("input".to_owned()))
+    }
+    /// Sends a signal to the job's tree (extension `input`).
+    fn signal(&self, id: &str, signal: JobSignal) -> Result<(), RegistryError> {
+        let _ = (id, signal);
+        Err(RegistryError::Unsupported("input".to_owned()))
+    }
+    /// Retained lines, non-consuming (extension `log`).
+    fn lines(&self, id: &str, query: &LineQuery) -> Result<LinePage, RegistryError> {
+        let _ = (id, query);
+        Err(RegistryError::Unsupported("log".to_owned()))
+    }
+    /// Listening TCP ports of the job's processes (extension `ports`).
+    fn ports(&self, id: &str) -> Result<Vec<ListeningPort>, RegistryError> {
+        let _ = id;
+        Err(RegistryError::Unsupported("ports".to_owned()))
+    }
     /// Milliseconds since the Unix epoch, from the host's clock.
     fn now_ms(&self) -> u64;
     /// Writes a diagnostic line to the host's log.

@@ -197,6 +197,12 @@ fn message(error: &RegistryError) -> String {
         RegistryError::WaitAborted => "context canceled".to_owned(),
         RegistryError::InvalidTimeout(ms) => format!("invalid wait timeout: {ms} ms"),
         RegistryError::ProducerFailed(m) => m.clone(),
+        RegistryError::InvalidPattern(m) => format!("invalid pattern: {m}"),
+        RegistryError::NoInput => "the job was started without open input".to_owned(),
+        RegistryError::InputClosed => "the input of the job is closed".to_owned(),
+        RegistryError::Unsupported(what) => {
+            format!("this host does not support the \"{what}\" extension")
+        }
     }
 }
 
@@ -212,7 +218,12 @@ fn status_text(view: &dyn JobsView, config: &Config, job: &JobSnapshot) -> Resul
         duration(job, now)
     );
     match job.status {
-        JobStatus::Running | JobStatus::Stopping => {}
+        JobStatus::Running | JobStatus::Stopping => {
+            if let Some(ports) = crate::extensions::ports_of(view, config, job) {
+                text.push('\n');
+                text.push_str(&ports);
+            }
+        }
         JobStatus::Completed => {
             let result = result_text(view, config, job)?;
             text.push('\n');
@@ -234,7 +245,14 @@ fn status_text(view: &dyn JobsView, config: &Config, job: &JobSnapshot) -> Resul
 
 /// The four tools with their exact descriptions and schemas. They return text
 /// only, so they have no output schema.
-pub fn tool_definitions() -> Vec<ToolDefinition> {
+pub fn tool_definitions(config: &Config) -> Vec<ToolDefinition> {
+    let mut wait_properties = json!({
+        "id": {"type": "string", "description": "The job id."},
+        "timeout_seconds": {"type": "integer", "description": TIMEOUT_DESCRIPTION}
+    });
+    for (name, schema) in crate::extensions::ready_properties(config, &crate::extensions::C) {
+        wait_properties[name] = schema;
+    }
     let id = || json!({"type": "string", "description": "The job id."});
     let tool = |name, description, input_schema| ToolDefinition {
         name,
@@ -242,7 +260,7 @@ pub fn tool_definitions() -> Vec<ToolDefinition> {
         input_schema,
         output_schema: None,
     };
-    vec![
+    let mut tools = vec![
         tool(
             LIST,
             LIST_DESCRIPTION,
@@ -258,10 +276,7 @@ pub fn tool_definitions() -> Vec<ToolDefinition> {
             WAIT_DESCRIPTION,
             json!({
                 "type": "object",
-                "properties": {
-                    "id": id(),
-                    "timeout_seconds": {"type": "integer", "description": TIMEOUT_DESCRIPTION}
-                },
+                "properties": wait_properties,
                 "required": ["id"]
             }),
         ),
@@ -270,11 +285,19 @@ pub fn tool_definitions() -> Vec<ToolDefinition> {
             CANCEL_DESCRIPTION,
             json!({"type": "object", "properties": {"id": id()}, "required": ["id"]}),
         ),
-    ]
+    ];
+    tools.extend(crate::extensions::tool_definitions(
+        config,
+        &crate::extensions::C,
+    ));
+    tools
 }
 
 /// The card for a call, or `None` for a tool this profile does not have.
-pub fn ui_card(tool: &str, args_json: &str) -> Option<UiCard> {
+pub fn ui_card(config: &Config, tool: &str, args_json: &str) -> Option<UiCard> {
+    if let Some(card) = crate::extensions::ui_card(config, &crate::extensions::C, tool, args_json) {
+        return Some(card);
+    }
     let id = serde_json::from_str::<Value>(args_json)
         .ok()
         .and_then(|v| v.get("id").and_then(Value::as_str).map(str::to_owned));
@@ -362,6 +385,11 @@ pub fn invoke(
     args_json: &str,
     waited: Option<&Waited>,
 ) -> Step<ToolResult> {
+    if let Some(result) =
+        crate::extensions::invoke(view, config, &crate::extensions::C, tool, args_json)
+    {
+        return Step::Done(result);
+    }
     let outcome = match tool {
         LIST => Ok(Step::Done(list_text(view))),
         STATUS => job_status(view, config, args_json).map(Step::Done),
@@ -430,6 +458,12 @@ fn job_wait(
 ) -> Result<Step<String>, String> {
     let args = parse_args(args_json, true)?;
     let id = required_id(&args)?;
+    let ready = match serde_json::from_str::<Value>(args_json) {
+        Ok(Value::Object(map)) => {
+            crate::extensions::ready_args(config, &crate::extensions::C, &map)?
+        }
+        _ => None,
+    };
     // The config holds the cap in whole seconds' worth of milliseconds.
     let max_seconds = i64::try_from(config.max_wait_timeout_ms / 1000).unwrap_or(i64::MAX);
     let seconds = if args.timeout_seconds > 0 {
@@ -446,12 +480,34 @@ fn job_wait(
                 job_id: id.to_owned(),
                 // The config bounds the seconds to what a timer holds.
                 timeout_ms: u32::try_from(waited_ms).unwrap_or(MAX_TIMER_MS),
+                until: ready.as_ref().map(crate::extensions::ReadyArgs::until),
             }));
         }
         Some(outcome) => outcome.as_ref().map_err(message)?,
     };
+    let (job, end, matched) = (&job.job, job.end, job.matched.as_ref());
     if job.status.is_terminal() {
         return status_text(view, config, job).map(Step::Done);
+    }
+    let now = view.now_ms();
+    match (end, matched, &ready) {
+        (crate::model::WaitEnd::Matched, Some(m), Some(_)) => {
+            return Ok(Step::Done(format!(
+                "Job {id} is ready after {}: {} line {} matched.\n{}\nIt keeps running \u{2014} check job_status, or job_cancel it when done.",
+                duration(job, now),
+                m.line.stream.as_str(),
+                m.line.number,
+                crate::extensions::matched_lines(m)
+            )));
+        }
+        (crate::model::WaitEnd::Quiet, _, Some(ready)) => {
+            return Ok(Step::Done(format!(
+                "Job {id} has written nothing for {} (running for {}). It keeps running \u{2014} check job_status later.",
+                go_duration(u64::from(ready.quiet_ms.unwrap_or_default())),
+                duration(job, now)
+            )));
+        }
+        _ => {}
     }
     Ok(Step::Done(format!(
         "Job {id} is still running after {}. It was not cancelled \u{2014} continue with other work and check job_status later.",

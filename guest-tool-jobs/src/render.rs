@@ -68,6 +68,12 @@ pub fn registry_error_message(error: &RegistryError, words: &Wording) -> String 
         ),
         RegistryError::WaitAborted => "wait aborted".to_owned(),
         RegistryError::ProducerFailed(message) => message.clone(),
+        RegistryError::InvalidPattern(message) => format!("invalid pattern: {message}"),
+        RegistryError::NoInput => format!("the {noun} was started without open input"),
+        RegistryError::InputClosed => format!("the input of the {noun} is closed"),
+        RegistryError::Unsupported(what) => {
+            format!("this host does not support the \"{what}\" extension")
+        }
     }
 }
 

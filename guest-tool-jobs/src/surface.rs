@@ -61,18 +61,18 @@ pub struct NoticeParts {
 }
 
 /// The profile's tools with their exact descriptions and schemas.
-pub fn tool_definitions(profile: Profile) -> Vec<ToolDefinition> {
-    match Surface::of(profile) {
-        Surface::Worded(w) => tools::tool_definitions(w),
-        Surface::GoStyle => profile_c::tool_definitions(),
+pub fn tool_definitions(config: &Config) -> Vec<ToolDefinition> {
+    match Surface::of(config.profile) {
+        Surface::Worded(w) => tools::tool_definitions(config, w),
+        Surface::GoStyle => profile_c::tool_definitions(config),
     }
 }
 
 /// The card for a call, or `None` for a tool the profile does not have.
-pub fn ui_card(profile: Profile, tool: &str, args_json: &str) -> Option<UiCard> {
-    match Surface::of(profile) {
-        Surface::Worded(w) => tools::ui_card(w, tool, args_json),
-        Surface::GoStyle => profile_c::ui_card(tool, args_json),
+pub fn ui_card(config: &Config, tool: &str, args_json: &str) -> Option<UiCard> {
+    match Surface::of(config.profile) {
+        Surface::Worded(w) => tools::ui_card(config, w, tool, args_json),
+        Surface::GoStyle => profile_c::ui_card(config, tool, args_json),
     }
 }
 

@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 
 use crate::caps::cap_result;
 use crate::config::Config;
+use crate::extensions::{self, ReadyArgs, Vocab};
 use crate::model::{
     ContentBlock, JobSnapshot, JobsView, KillOutcome, RegistryError, Step, ToolDefinition,
     ToolResult, UiCard, WaitRequest, Waited, timer_ms,
@@ -52,19 +53,33 @@ fn public_job_schema() -> Value {
     })
 }
 
-/// A profile's tools with their exact descriptions and schemas.
-pub fn tool_definitions(w: &'static Wording) -> Vec<ToolDefinition> {
-    vec![
+/// The extension words of a worded surface.
+pub fn vocab(w: &Wording) -> &'static Vocab {
+    if w.noun == crate::wording::B.noun {
+        &extensions::B
+    } else {
+        &extensions::A
+    }
+}
+
+/// A profile's tools with their exact descriptions and schemas, then the
+/// extension tools the config enables.
+pub fn tool_definitions(config: &Config, w: &'static Wording) -> Vec<ToolDefinition> {
+    let mut output_properties = json!({
+        w.id_param: {"type": "string", "description": w.id_description},
+        "wait": {"type": "boolean", "description": w.wait_description},
+        "timeout_ms": {"type": "number", "description": "Max wait in milliseconds (only meaningful with wait: true). Defaults to the configured wait timeout; capped by the configured maximum."}
+    });
+    for (name, schema) in extensions::ready_properties(config, vocab(w)) {
+        output_properties[name] = schema;
+    }
+    let mut tools = vec![
         ToolDefinition {
             name: w.output_tool,
             description: w.output_description,
             input_schema: json!({
                 "type": "object",
-                "properties": {
-                    w.id_param: {"type": "string", "description": w.id_description},
-                    "wait": {"type": "boolean", "description": w.wait_description},
-                    "timeout_ms": {"type": "number", "description": "Max wait in milliseconds (only meaningful with wait: true). Defaults to the configured wait timeout; capped by the configured maximum."}
-                },
+                "properties": output_properties,
                 "required": [w.id_param]
             }),
             output_schema: Some(json!({
@@ -101,11 +116,16 @@ pub fn tool_definitions(w: &'static Wording) -> Vec<ToolDefinition> {
                 "additionalProperties": false
             })),
         },
-    ]
+    ];
+    tools.extend(extensions::tool_definitions(config, vocab(w)));
+    tools
 }
 
 /// The card for a call, or `None` for a tool the profile does not have.
-pub fn ui_card(w: &Wording, tool: &str, args_json: &str) -> Option<UiCard> {
+pub fn ui_card(config: &Config, w: &Wording, tool: &str, args_json: &str) -> Option<UiCard> {
+    if let Some(card) = extensions::ui_card(config, vocab(w), tool, args_json) {
+        return Some(card);
+    }
     let id = serde_json::from_str::<Value>(args_json)
         .ok()
         .and_then(|v| v.get(w.id_param).and_then(Value::as_str).map(str::to_owned));
@@ -140,8 +160,15 @@ enum ParamType {
     Number,
 }
 
-fn params(tool: Tool, w: &Wording) -> Vec<(&'static str, ParamType, bool)> {
+fn params(tool: Tool, w: &Wording, config: &Config) -> Vec<(&'static str, ParamType, bool)> {
     match tool {
+        Tool::Output if config.extensions.ready => vec![
+            (w.id_param, ParamType::String, true),
+            ("wait", ParamType::Boolean, false),
+            ("timeout_ms", ParamType::Number, false),
+            ("until", ParamType::String, false),
+            ("quiet_ms", ParamType::Number, false),
+        ],
         Tool::Output => vec![
             (w.id_param, ParamType::String, true),
             ("wait", ParamType::Boolean, false),
@@ -254,6 +281,9 @@ pub fn invoke(
     args_json: &str,
     waited: Option<&Waited>,
 ) -> Step<ToolResult> {
+    if let Some(result) = extensions::invoke(view, config, vocab(w), tool, args_json) {
+        return Step::Done(result);
+    }
     let Some(which) = which(tool, w) else {
         return Step::Done(error_result(&format!("unknown tool \"{tool}\""), None));
     };
@@ -261,10 +291,10 @@ pub fn invoke(
     let parsed = serde_json::from_str::<Value>(args_json)
         .map_err(|e| format!("invalid arguments: not valid JSON ({e})"));
     let cap = cap_for(view, Some(which), w, parsed.as_ref().ok());
-    let args = parsed.and_then(|value| check_args(&params(which, w), value));
+    let args = parsed.and_then(|value| check_args(&params(which, w, config), value));
     let outcome = args.and_then(|args| match which {
         Tool::Output => job_output(view, config, w, &args, cap, waited),
-        Tool::List => Ok(Step::Done(job_list(view, w))),
+        Tool::List => Ok(Step::Done(job_list(view, config, w))),
         Tool::Kill => job_kill(view, w, &args, cap).map(Step::Done),
     });
     outcome.unwrap_or_else(|message| Step::Done(error_result(&message, cap)))
@@ -279,7 +309,9 @@ fn job_output(
     waited: Option<&Waited>,
 ) -> Result<Step<ToolResult>, String> {
     let id = job_id(args, w)?;
-    if args.get("wait") == Some(&Value::Bool(true)) {
+    let ready = extensions::ready_args(config, vocab(w), args)?;
+    let mut ended = None;
+    if args.get("wait") == Some(&Value::Bool(true)) || ready.is_some() {
         let asked = args
             .get("timeout_ms")
             .and_then(Value::as_f64)
@@ -300,14 +332,26 @@ fn job_output(
                 return Ok(Step::Wait(WaitRequest {
                     job_id: id.to_owned(),
                     timeout_ms,
+                    until: ready.as_ref().map(ReadyArgs::until),
                 }));
             }
             Some(Err(e)) => return Err(registry_error_message(e, w)),
-            Some(Ok(_)) => {}
+            Some(Ok(outcome)) => ended = Some((outcome, timeout_ms)),
         }
     }
     let (text, job) = view.read(id).map_err(|e| registry_error_message(&e, w))?;
-    let rendered = read_text(&text, &job, cap);
+    let shown = with_ports(view, config, &job);
+    let rendered = match (&ready, ended) {
+        (Some(ready), Some((outcome, timeout_ms))) => {
+            let note = extensions::wait_note(vocab(w), outcome, timeout_ms, ready);
+            let budget = cap.map(|c| c.saturating_sub(note.len() as u64 + 1));
+            cap_result(
+                &format!("{note}\n{}", read_text(&text, &shown, budget)),
+                cap,
+            )
+        }
+        _ => read_text(&text, &shown, cap),
+    };
     Ok(Step::Done(ToolResult {
         value: Some(json!({"text": text, w.value_key: job.public()})),
         text: rendered,
@@ -315,11 +359,32 @@ fn job_output(
     }))
 }
 
-fn job_list(view: &dyn JobsView, w: &Wording) -> ToolResult {
+/// The job as its status line shows it: a live job's listening ports take the
+/// place of the detail (extension `ports`).
+fn with_ports(view: &dyn JobsView, config: &Config, job: &JobSnapshot) -> JobSnapshot {
+    let mut shown = job.clone();
+    if shown.detail.is_none()
+        && let Some(ports) = extensions::ports_of(view, config, job)
+    {
+        shown.detail = Some(ports);
+    }
+    shown
+}
+
+fn job_list(view: &dyn JobsView, config: &Config, w: &Wording) -> ToolResult {
     let (jobs, left_out) = crate::model::bounded_list(view.list_jobs());
     let public: Vec<_> = jobs.iter().map(JobSnapshot::public).collect();
+    let text = if config.extensions.ports {
+        let rows: Vec<JobSnapshot> = jobs
+            .iter()
+            .map(|job| with_list_ports(view, config, job))
+            .collect();
+        list_text(&rows, left_out, w)
+    } else {
+        list_text(&jobs, left_out, w)
+    };
     ToolResult {
-        text: list_text(&jobs, left_out, w),
+        text,
         is_error: false,
         value: Some(json!(public)),
     }
@@ -357,6 +422,15 @@ fn job_kill(
         is_error: false,
         value: Some(json!({"outcome": word, w.value_key: job.public()})),
     })
+}
+
+/// A list row's job: a live job's listening ports follow its label.
+fn with_list_ports(view: &dyn JobsView, config: &Config, job: &JobSnapshot) -> JobSnapshot {
+    let mut shown = job.clone();
+    if let Some(ports) = extensions::ports_of(view, config, job) {
+        shown.label = format!("{} ({ports})", shown.label);
+    }
+    shown
 }
 
 /// Caps a harness-produced result for this call: a lone text block goes through the

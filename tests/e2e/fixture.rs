@@ -165,6 +165,7 @@ impl ScriptedJob {
         let stream = self.stream;
         let id = registry.start(self.spec, move || {
             Ok(JobHooks {
+                control: None,
                 cancel: Box::new(move |reason| {
                     if let Some(e) = cancel_error.lock().unwrap().clone() {
                         return Err(e);

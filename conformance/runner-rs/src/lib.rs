@@ -25,7 +25,7 @@ mod bindings {
 
 use bindings::exports::harness::jobs::notices::{AgentStatus, OwnerState};
 use bindings::exports::harness::jobs::tools::{
-    CallOutcome, CompletionDelivery, Config as GuestConfig, ContentBlock, Profile,
+    CallOutcome, CompletionDelivery, Config as GuestConfig, ContentBlock, Extension, Profile,
 };
 use bindings::harness::jobs::types as wit;
 use bindings::{ToolJobs, ToolJobsPre};
@@ -141,7 +141,7 @@ impl Runner {
         };
         for (n, step) in vector["steps"].as_array().into_iter().flatten().enumerate() {
             let got = self
-                .step(&mut store, config, step)
+                .step(&mut store, config.as_ref(), step)
                 .map_err(|e| format!("step {n}: {e}"))?;
             actual.push(got.clone());
             check(step, &got).map_err(|e| format!("step {n}: {e}"))?;
@@ -157,7 +157,7 @@ impl Runner {
     fn step(
         &self,
         store: &mut Store<State>,
-        config: Option<GuestConfig>,
+        config: Option<&GuestConfig>,
         step: &Value,
     ) -> Result<Value, String> {
         let need = || config.ok_or_else(|| "the vector has no config".to_owned());
@@ -206,9 +206,13 @@ impl Runner {
                         }));
                     }
                     CallOutcome::Wait(request) => {
-                        requests.push(
-                            json!({"job_id": request.job_id, "timeout_ms": request.timeout_ms}),
-                        );
+                        let mut asked =
+                            json!({"job_id": request.job_id, "timeout_ms": request.timeout_ms});
+                        if let Some(until) = &request.until {
+                            asked["until"] =
+                                json!({"pattern": until.pattern, "quiet_ms": until.quiet_ms});
+                        }
+                        requests.push(asked);
                         let Some(wait) = waits.next() else {
                             return Err(format!(
                                 "the guest asked to wait ({}, {} ms), and the vector has no wait left",
@@ -438,6 +442,19 @@ fn config_json(c: &GuestConfig) -> Value {
         "max_consecutive_wakes": c.max_consecutive_wakes,
         "max_result_bytes": c.max_result_bytes,
         "suppress_completion_notice": c.suppress_completion_notice,
+        "extensions": c.extensions.iter().map(|e| match e {
+            Extension::Ready => "ready",
+            Extension::Input => "input",
+            Extension::Log => "log",
+            Extension::Limits => "limits",
+            Extension::Ports => "ports",
+        }).collect::<Vec<_>>(),
+        "limits": {
+            "timeout_ms": c.limits.timeout_ms,
+            "cpu_seconds": c.limits.cpu_seconds,
+            "memory_bytes": c.limits.memory_bytes,
+            "output_bytes": c.limits.output_bytes,
+        },
     })
 }
 
@@ -513,7 +530,7 @@ impl State {
         &mut self,
         id: &str,
         then: &Value,
-    ) -> Result<Result<wit::JobSnapshot, wit::RegistryError>, String> {
+    ) -> Result<Result<wit::Waited, wit::RegistryError>, String> {
         if let Some(error) = then.get("error").and_then(Value::as_object) {
             let (tag, payload) = error.iter().next().ok_or("an empty wait error")?;
             let payload = payload.as_str().unwrap_or_default().to_owned();
@@ -522,6 +539,8 @@ impl State {
                 "foreign-job" => wit::RegistryError::ForeignJob(payload),
                 "wait-aborted" => wit::RegistryError::WaitAborted,
                 "producer-failed" => wit::RegistryError::ProducerFailed(payload),
+                "invalid-pattern" => wit::RegistryError::InvalidPattern(payload),
+                "unsupported" => wit::RegistryError::Unsupported(payload),
                 other => return Err(format!("unknown wait error {other}")),
             }));
         }
@@ -537,7 +556,68 @@ impl State {
         if is_terminal(job) {
             job.insert("reported".into(), Value::Bool(true));
         }
-        Ok(Ok(snapshot(job)))
+        let end = match then.get("end").and_then(Value::as_str) {
+            Some("matched") => wit::WaitEnd::Matched,
+            Some("quiet") => wit::WaitEnd::Quiet,
+            Some("settled") => wit::WaitEnd::Settled,
+            Some("timed-out") => wit::WaitEnd::TimedOut,
+            Some(other) => return Err(format!("unknown wait end {other}")),
+            None if is_terminal(job) => wit::WaitEnd::Settled,
+            None => wit::WaitEnd::TimedOut,
+        };
+        let matched = then.get("matched").map(|m| wit::LineMatch {
+            line: line_of(&m["line"]),
+            before: m["before"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(line_of)
+                .collect(),
+        });
+        Ok(Ok(wit::Waited {
+            job: snapshot(job),
+            end,
+            matched,
+        }))
+    }
+}
+
+fn stream_of(value: &Value) -> wit::OutputStream {
+    match value.as_str() {
+        Some("stderr") => wit::OutputStream::Stderr,
+        _ => wit::OutputStream::Stdout,
+    }
+}
+
+fn stream_name(stream: wit::OutputStream) -> &'static str {
+    match stream {
+        wit::OutputStream::Stdout => "stdout",
+        wit::OutputStream::Stderr => "stderr",
+    }
+}
+
+/// An `output-line` from its JSON form `{"stream", "number", "text"}`.
+fn line_of(value: &Value) -> wit::OutputLine {
+    wit::OutputLine {
+        stream: stream_of(&value["stream"]),
+        number: value["number"].as_u64().unwrap_or(0),
+        text: value["text"].as_str().unwrap_or_default().to_owned(),
+    }
+}
+
+/// The JSON form of a line query, as the vectors' `last_query` states it.
+fn query_json(query: &wit::LineQuery) -> Value {
+    match query {
+        wit::LineQuery::Range(r) => {
+            json!({"range": {"stream": stream_name(r.stream), "start": r.start, "count": r.count}})
+        }
+        wit::LineQuery::Last(l) => {
+            json!({"last": {"stream": stream_name(l.stream), "count": l.count}})
+        }
+        wit::LineQuery::Search(s) => json!({"search": {
+            "stream": s.stream.map(stream_name), "pattern": s.pattern,
+            "context": s.context, "max_matches": s.max_matches
+        }}),
     }
 }
 
@@ -664,6 +744,118 @@ impl bindings::harness::jobs::registry::HostOwnerScope for State {
                 omitted_bytes: (out.len() - h.len() - t.len()) as u64,
                 job: snapshot(job),
             }
+        }))
+    }
+
+    fn write_input(
+        &mut self,
+        _: Resource<ScopeRep>,
+        id: String,
+        data: String,
+        close: bool,
+    ) -> wasmtime::Result<Result<u64, wit::RegistryError>> {
+        Ok(self.visible(&id).and_then(|job| {
+            if is_terminal(job) {
+                return Err(wit::RegistryError::InputClosed);
+            }
+            match text_of(job, "input") {
+                "open" => {}
+                "closed" => return Err(wit::RegistryError::InputClosed),
+                _ => return Err(wit::RegistryError::NoInput),
+            }
+            let written = format!("{}{data}", text_of(job, "written"));
+            job.insert("written".into(), Value::String(written));
+            if close {
+                job.insert("input".into(), Value::String("closed".into()));
+            }
+            Ok(data.len() as u64)
+        }))
+    }
+
+    fn signal(
+        &mut self,
+        _: Resource<ScopeRep>,
+        id: String,
+        signal: wit::JobSignal,
+    ) -> wasmtime::Result<Result<(), wit::RegistryError>> {
+        Ok(self.visible(&id).and_then(|job| {
+            if is_terminal(job) {
+                return Err(wit::RegistryError::ProducerFailed(format!(
+                    "job {id} has already finished"
+                )));
+            }
+            let name = match signal {
+                wit::JobSignal::Int => "INT",
+                wit::JobSignal::Term => "TERM",
+                wit::JobSignal::Hup => "HUP",
+                wit::JobSignal::Kill => "KILL",
+                wit::JobSignal::Stop => "STOP",
+                wit::JobSignal::Cont => "CONT",
+            };
+            let mut sent = job
+                .get("signals")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            sent.push(Value::String(name.into()));
+            job.insert("signals".into(), Value::Array(sent));
+            Ok(())
+        }))
+    }
+
+    fn lines(
+        &mut self,
+        _: Resource<ScopeRep>,
+        id: String,
+        query: wit::LineQuery,
+    ) -> wasmtime::Result<Result<wit::LinePage, wit::RegistryError>> {
+        Ok(self.visible(&id).and_then(|job| {
+            job.insert("last_query".into(), query_json(&query));
+            let page = job.get("lines").cloned().unwrap_or(Value::Null);
+            if let Some(message) = page.get("invalid_pattern").and_then(Value::as_str) {
+                return Err(wit::RegistryError::InvalidPattern(message.to_owned()));
+            }
+            let list = |key: &str| page[key].as_array().cloned().unwrap_or_default();
+            Ok(wit::LinePage {
+                lines: list("lines").iter().map(line_of).collect(),
+                hits: list("hits")
+                    .iter()
+                    .filter_map(|h| h.as_u64().map(|h| h as u32))
+                    .collect(),
+                total_matches: page["total_matches"].as_u64().unwrap_or(0),
+                extents: list("extents")
+                    .iter()
+                    .map(|e| wit::StreamExtent {
+                        stream: stream_of(&e["stream"]),
+                        total_bytes: e["total_bytes"].as_u64().unwrap_or(0),
+                        dropped_bytes: e["dropped_bytes"].as_u64().unwrap_or(0),
+                        first_line: e["first_line"].as_u64().unwrap_or(1),
+                        last_line: e["last_line"].as_u64().unwrap_or(0),
+                    })
+                    .collect(),
+                job: snapshot(job),
+            })
+        }))
+    }
+
+    fn ports(
+        &mut self,
+        _: Resource<ScopeRep>,
+        id: String,
+    ) -> wasmtime::Result<Result<Vec<wit::ListeningPort>, wit::RegistryError>> {
+        Ok(self.visible(&id).map(|job| {
+            if is_terminal(job) {
+                return Vec::new();
+            }
+            job.get("ports")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|p| wit::ListeningPort {
+                    address: p["address"].as_str().unwrap_or_default().to_owned(),
+                    port: p["port"].as_u64().unwrap_or(0) as u16,
+                })
+                .collect()
         }))
     }
 

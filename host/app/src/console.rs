@@ -36,7 +36,11 @@ commands (one per line):
   job_status <id>                             (profile c)
   job_wait <id> [--timeout-seconds N]         (profile c)
   job_cancel <id>                             (profile c)
-  <tool> <json-arguments>               any tool, with raw JSON arguments
+  <tool> <json-arguments>               any tool, with raw JSON arguments; with
+                                        --extensions also job_input, job_signal,
+                                        job_log (task_* in profile b), `until`
+                                        and `quiet_ms` on waits, and `stdin`,
+                                        `name` and limits on bash
   settle                                wait until every job has settled
   help | exit";
 

@@ -385,12 +385,12 @@ fn check(path: &Path, cache_dir: Option<&Path>) -> ExitCode {
     match PluginRuntime::from_component_bytes(&bytes, SandboxLimits::default(), cache_dir) {
         Ok(runtime) if runtime.imports_wasi() => {
             println!(
-                "runnable: yes (world harness:jobs/tool-jobs@0.3.0; its WASI imports get a deny-by-default context)"
+                "runnable: yes (world harness:jobs/tool-jobs@0.4.0; its WASI imports get a deny-by-default context)"
             );
             ExitCode::SUCCESS
         }
         Ok(_) => {
-            println!("runnable: yes (world harness:jobs/tool-jobs@0.3.0)");
+            println!("runnable: yes (world harness:jobs/tool-jobs@0.4.0)");
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -45,6 +45,22 @@ pub struct Settings {
     /// Profile c: no `Background job update:` notices.
     #[arg(long)]
     pub suppress_completion_notice: Option<bool>,
+    /// Opt-in extensions: `all`, or a comma-separated list of `ready`,
+    /// `input`, `log`, `limits`, `ports` [default: none].
+    #[arg(long, value_name = "LIST")]
+    pub extensions: Option<String>,
+    /// With the `limits` extension: wall-clock maximum per job, in ms.
+    #[arg(long, value_name = "MS")]
+    pub job_timeout_ms: Option<u64>,
+    /// With the `limits` extension: CPU seconds per process of a job.
+    #[arg(long, value_name = "SECONDS")]
+    pub job_cpu_seconds: Option<u64>,
+    /// With the `limits` extension: address space per process of a job.
+    #[arg(long, value_name = "BYTES")]
+    pub job_memory_bytes: Option<u64>,
+    /// With the `limits` extension: output bytes per job, then it is killed.
+    #[arg(long, value_name = "BYTES")]
+    pub job_output_bytes: Option<u64>,
     /// Live background jobs one owner may have [default: 10].
     #[arg(long, value_name = "N")]
     pub max_jobs_per_owner: Option<u64>,
@@ -176,6 +192,11 @@ impl Settings {
             suppress_completion_notice: over
                 .suppress_completion_notice
                 .or(self.suppress_completion_notice),
+            extensions: over.extensions.or(self.extensions),
+            job_timeout_ms: over.job_timeout_ms.or(self.job_timeout_ms),
+            job_cpu_seconds: over.job_cpu_seconds.or(self.job_cpu_seconds),
+            job_memory_bytes: over.job_memory_bytes.or(self.job_memory_bytes),
+            job_output_bytes: over.job_output_bytes.or(self.job_output_bytes),
             max_jobs_per_owner: over.max_jobs_per_owner.or(self.max_jobs_per_owner),
             max_retained_jobs: over.max_retained_jobs.or(self.max_retained_jobs),
             output_tail_bytes: over.output_tail_bytes.or(self.output_tail_bytes),
@@ -225,6 +246,27 @@ impl Settings {
         set(
             "suppressCompletionNotice",
             self.suppress_completion_notice.map(|v| json!(v)),
+        );
+        set(
+            "extensions",
+            self.extensions.as_deref().map(|list| match list.trim() {
+                "all" => json!(true),
+                "none" | "" => json!(false),
+                names => json!(names.split(',').map(str::trim).collect::<Vec<_>>()),
+            }),
+        );
+        let limits: serde_json::Map<String, serde_json::Value> = [
+            ("timeoutMs", self.job_timeout_ms),
+            ("cpuSeconds", self.job_cpu_seconds),
+            ("memoryBytes", self.job_memory_bytes),
+            ("outputBytes", self.job_output_bytes),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k.to_owned(), json!(v))))
+        .collect();
+        set(
+            "limits",
+            (!limits.is_empty()).then(|| serde_json::Value::Object(limits)),
         );
         serde_json::Value::Object(config).to_string()
     }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use crate::bash::{BashProducer, BashRequest, started_text};
+use crate::bash::{BashProducer, BashRequest, JobLimits, Started, started_text};
 use crate::owner::{Agent, AgentStatus, DeliveryError, Lane, NoticeMessage, Owner};
 use crate::plugin::{Mount, ToolDefinition, ToolOutcome};
 use crate::registry::JobRegistry;
@@ -33,6 +33,26 @@ pub fn bash_description(profile: crate::plugin::Profile) -> &'static str {
     }
 }
 
+/// The `bash` tool's description under a config: with the `limits` extension,
+/// the sentence about timeouts says what applies instead.
+pub fn bash_description_for(config: &crate::plugin::PluginConfig) -> String {
+    let base = bash_description(config.profile);
+    if !has_extension(config, Extension::Limits) {
+        return base.to_owned();
+    }
+    base.replace(
+        "No timeout applies.",
+        "Optional limits (timeout_ms, cpu_seconds, memory_bytes, max_output_bytes) stop it when reached; the session's maxima apply to every job and cannot be raised.",
+    )
+}
+
+/// Whether a mount's config enables `extension`.
+pub fn has_extension(config: &crate::plugin::PluginConfig, extension: Extension) -> bool {
+    config.extensions.contains(&extension)
+}
+
+pub use crate::plugin::Extension;
+
 /// The `bash` tool's JSON Schema.
 pub fn bash_schema() -> Value {
     json!({
@@ -44,6 +64,29 @@ pub fn bash_schema() -> Value {
         },
         "required": ["command"]
     })
+}
+
+/// The `bash` tool's JSON Schema under a config: the extensions add `stdin`
+/// (input), `name` (ports) and the limits (limits).
+pub fn bash_schema_for(config: &crate::plugin::PluginConfig) -> Value {
+    let mut schema = bash_schema();
+    let properties = &mut schema["properties"];
+    if has_extension(config, Extension::Input) {
+        properties["stdin"] = json!({"type": "boolean", "description": "Keep stdin open so the job can be written to (default: stdin is /dev/null)."});
+    }
+    if has_extension(config, Extension::Ports) {
+        properties["name"] = json!({"type": "string", "description": "A name for the job; starting a name whose job is still running returns that job instead of a second one."});
+    }
+    if has_extension(config, Extension::Limits) {
+        let limit = |what: &str| json!({"type": "integer", "description": what});
+        properties["timeout_ms"] = limit("Kill the job after this many milliseconds.");
+        properties["cpu_seconds"] = limit("CPU seconds each process of the job may use.");
+        properties["memory_bytes"] =
+            limit("Address space each process of the job may use, in bytes.");
+        properties["max_output_bytes"] =
+            limit("Kill the job once it has written this many bytes of output.");
+    }
+    schema
 }
 
 /// The agent side of a session: it is always mid-conversation (a client model
@@ -167,8 +210,8 @@ impl Session {
     pub async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>, crate::PluginError> {
         let mut tools = vec![ToolDefinition {
             name: BASH_TOOL.to_owned(),
-            description: bash_description(self.mount.config().profile).to_owned(),
-            input_schema: bash_schema().to_string(),
+            description: bash_description_for(self.mount.config()),
+            input_schema: bash_schema_for(self.mount.config()).to_string(),
             output_schema: Some(
                 json!({
                     "type": "object",
@@ -205,13 +248,22 @@ impl Session {
             is_error: true,
             value: None,
         };
-        let request = match bash_request(args) {
+        let request = match bash_request(args, self.mount.config()) {
             Ok(request) => request,
             Err(message) => return error(message),
         };
-        match self.bash.start(Some(self.owner.clone()), request) {
-            Ok(id) => ToolOutcome {
+        let name = request.name.clone();
+        match self.bash.start_named(Some(self.owner.clone()), request) {
+            Ok(Started::New(id)) => ToolOutcome {
                 text: started_text(&id),
+                is_error: false,
+                value: Some(json!({"kind": "background", "jobId": id})),
+            },
+            Ok(Started::Existing(id)) => ToolOutcome {
+                text: format!(
+                    "background job {id} named \"{}\" is already running; not started again",
+                    name.unwrap_or_default()
+                ),
                 is_error: false,
                 value: Some(json!({"kind": "background", "jobId": id})),
             },
@@ -227,8 +279,9 @@ impl Session {
     }
 }
 
-/// Checks the `bash` tool's arguments.
-fn bash_request(args: &Value) -> Result<BashRequest, String> {
+/// Checks the `bash` tool's arguments; the extension arguments only where
+/// `config` enables them (elsewhere they are ignored, as any unknown key).
+fn bash_request(args: &Value, config: &crate::plugin::PluginConfig) -> Result<BashRequest, String> {
     let Value::Object(map) = args else {
         return Err("invalid arguments: expected an object".to_owned());
     };
@@ -256,9 +309,67 @@ fn bash_request(args: &Value) -> Result<BashRequest, String> {
     if description.as_deref().is_some_and(|d| d.trim().is_empty()) {
         return Err("invalid description: expected a non-blank string".to_owned());
     }
-    Ok(BashRequest {
+    let mut request = BashRequest {
         command: command.unwrap_or_default(),
         workdir: workdir.map(PathBuf::from),
-        env: Vec::new(),
-    })
+        ..BashRequest::default()
+    };
+    if has_extension(config, Extension::Input) {
+        request.stdin = match map.get("stdin") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err("invalid arguments: \"stdin\" must be a boolean".to_owned()),
+        };
+    }
+    if has_extension(config, Extension::Ports) {
+        request.name = match map.get("name") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(name)) if name.trim().is_empty() => {
+                return Err("invalid name: expected a non-blank string".to_owned());
+            }
+            Some(Value::String(name)) if name.len() > 128 => {
+                return Err(format!(
+                    "invalid name: {} bytes is more than the limit of 128 bytes",
+                    name.len()
+                ));
+            }
+            Some(Value::String(name)) => Some(name.clone()),
+            Some(_) => return Err("invalid arguments: \"name\" must be a string".to_owned()),
+        };
+    }
+    if has_extension(config, Extension::Limits) {
+        let max = &config.limits;
+        request.limits = JobLimits {
+            timeout_ms: limit(map, "timeout_ms", max.timeout_ms)?,
+            cpu_seconds: limit(map, "cpu_seconds", max.cpu_seconds)?,
+            memory_bytes: limit(map, "memory_bytes", max.memory_bytes)?,
+            output_bytes: limit(map, "max_output_bytes", max.output_bytes)?,
+        };
+    }
+    Ok(request)
+}
+
+/// One limit: what the call asks for (a whole number of at least 1, at most
+/// the session's maximum), or else the maximum.
+fn limit(map: &Map<String, Value>, key: &str, max: Option<u64>) -> Result<Option<u64>, String> {
+    let asked = match map.get(key) {
+        None | Some(Value::Null) => return Ok(max),
+        Some(v) => v
+            .as_u64()
+            .filter(|n| *n >= 1 && *n <= crate::registry::MAX_SAFE_INTEGER)
+            .ok_or_else(|| {
+                format!("invalid {key}: expected a whole number of at least 1, got {v}")
+            })?,
+    };
+    if key == "timeout_ms" && asked > crate::registry::MAX_TIMER_DELAY_MS as u64 {
+        return Err(format!(
+            "invalid timeout_ms: expected at most 2147483647, got {asked}"
+        ));
+    }
+    match max {
+        Some(max) if asked > max => Err(format!(
+            "invalid {key}: {asked} is more than this session's limit of {max}"
+        )),
+        _ => Ok(Some(asked)),
+    }
 }

@@ -1,4 +1,4 @@
-// The tool-jobs component (WIT `harness:jobs@0.3.0`), transpiled by jco
+// The tool-jobs component (WIT `harness:jobs@0.4.0`), transpiled by jco
 // (`--instantiation sync`) and linked to a JavaScript backend.
 //
 // `Guest` is the low-level binding. Calls share one instance: instantiating
@@ -15,6 +15,13 @@
 //   output(caller, jobId, window) -> { head, tail, omittedBytes, job }
 //   nowMs() -> number
 //
+// and, for the opt-in extensions (a backend without them answers `unsupported`):
+//
+//   writeInput(caller, jobId, data, close) -> number of bytes
+//   signal(caller, jobId, name)                       ('int', 'term', 'hup', ...)
+//   lines(caller, jobId, query) -> { lines, hits, totalMatches, extents, job }
+//   ports(caller, jobId) -> [{ address, port }]
+//
 // A Job is a plain object with the WIT `job-snapshot` fields in camel case; times
 // and sizes are numbers here and BigInt only at the boundary.
 
@@ -23,15 +30,17 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-export const VERSION = '0.3.0';
+export const VERSION = '0.4.0';
 
-/** An expected registry failure: `tag` is unknown-job, foreign-job, wait-aborted or producer-failed. */
+const BARE_ERRORS = new Set(['wait-aborted', 'no-input', 'input-closed']);
+
+/** An expected registry failure: `tag` is a WIT `registry-error` case (unknown-job, foreign-job, wait-aborted, producer-failed, invalid-pattern, no-input, input-closed, unsupported). */
 export class RegistryError extends Error {
   constructor(tag, val) {
     super(val === undefined ? tag : `${tag}: ${val}`);
     // jco turns a thrown object's `payload` into the WIT error value.
     Object.defineProperty(this, 'payload', {
-      value: tag === 'wait-aborted' ? { tag } : { tag, val: String(val ?? '') },
+      value: BARE_ERRORS.has(tag) ? { tag } : { tag, val: String(val ?? '') },
     });
     this.tag = tag;
     this.val = val;
@@ -56,6 +65,28 @@ export function toWitJob(job) {
     outputLimitBytes: big(job.outputLimitBytes),
     reported: Boolean(job.reported),
   };
+}
+
+const witLine = (l) => ({ stream: l.stream, number: BigInt(l.number), text: l.text });
+
+function unsupported(what) {
+  throw new RegistryError('unsupported', what);
+}
+
+/** A query as plain numbers: `{ tag: 'range' | 'last' | 'search', val }`. */
+function fromWitQuery(q) {
+  const v = { ...q.val };
+  if ('start' in v) v.start = Number(v.start);
+  return { tag: q.tag, val: v };
+}
+
+/** A wait's outcome for `resume`: a Job (ended by settling or the timeout) or `{ job, end, matched }`. */
+function toWitWaited(waited) {
+  const job = waited.job ?? waited;
+  const terminal = ['completed', 'killed', 'failed'].includes(job.status);
+  const end = waited.end ?? (terminal ? 'settled' : 'timed-out');
+  const matched = waited.matched ? { line: witLine(waited.matched.line), before: waited.matched.before.map(witLine) } : undefined;
+  return { job: toWitJob(job), end, matched };
 }
 
 export function fromWitJob(job) {
@@ -108,6 +139,27 @@ export class Guest {
         const out = b.output(caller, id, { wholeUpTo: Number(w.wholeUpTo), headBytes: Number(w.headBytes), tailBytes: Number(w.tailBytes) });
         return { head: out.head, tail: out.tail, omittedBytes: BigInt(out.omittedBytes), job: toWitJob(out.job) };
       }),
+      writeInput: guarded((b, caller, id, data, close) =>
+        BigInt(b.writeInput ? b.writeInput(caller, id, data, close) : unsupported('input'))),
+      signal: guarded((b, caller, id, name) => (b.signal ? b.signal(caller, id, name) : unsupported('input'))),
+      lines: guarded((b, caller, id, query) => {
+        if (!b.lines) unsupported('log');
+        const page = b.lines(caller, id, fromWitQuery(query));
+        return {
+          lines: page.lines.map(witLine),
+          hits: page.hits,
+          totalMatches: BigInt(page.totalMatches),
+          extents: page.extents.map((e) => ({
+            stream: e.stream,
+            totalBytes: BigInt(e.totalBytes),
+            droppedBytes: BigInt(e.droppedBytes),
+            firstLine: BigInt(e.firstLine),
+            lastLine: BigInt(e.lastLine),
+          })),
+          job: toWitJob(page.job),
+        };
+      }),
+      ports: guarded((b, caller, id) => (b.ports ? b.ports(caller, id) : unsupported('ports'))),
     });
     const imports = {
       registry: { OwnerScope: this.OwnerScope },
@@ -170,21 +222,23 @@ export class Guest {
   }
 
   /**
-   * One step of a call: `{ done: result }` or `{ wait: { jobId, timeoutMs } }`.
-   * `waited` is absent on the first step, then a Job or a RegistryError.
+   * One step of a call: `{ done: result }` or `{ wait: { jobId, timeoutMs, until } }`
+   * (`until`: `{ pattern, quietMs }` for a ready wait, else undefined).
+   * `waited` is absent on the first step, then a Job, `{ job, end, matched }`
+   * or a RegistryError.
    */
   invokeStep(caller, config, tool, argsJson, waited) {
     const scope = new this.OwnerScope(caller);
     const out = this.call((t) => {
       if (waited === undefined) return t.invoke(scope, config, tool, argsJson);
-      const outcome = waited instanceof RegistryError ? { tag: 'err', val: waited.payload } : { tag: 'ok', val: toWitJob(waited) };
+      const outcome = waited instanceof RegistryError ? { tag: 'err', val: waited.payload } : { tag: 'ok', val: toWitWaited(waited) };
       return t.resume(scope, config, tool, argsJson, outcome);
     });
     if (out.tag === 'done') {
       const r = out.val;
       return { done: { text: r.text, isError: r.isError, value: r.value === undefined ? null : JSON.parse(r.value) } };
     }
-    if (out.tag === 'wait') return { wait: { jobId: out.val.jobId, timeoutMs: out.val.timeoutMs } };
+    if (out.tag === 'wait') return { wait: { jobId: out.val.jobId, timeoutMs: out.val.timeoutMs, until: out.val.until } };
     throw new GuestError(`unexpected call outcome ${out.tag}`);
   }
 

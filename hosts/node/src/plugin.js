@@ -20,6 +20,11 @@ export class Plugin {
     this.guest = guest;
     this.registry = registry;
     this.config = guest.configure(typeof configJson === 'string' ? configJson : JSON.stringify(configJson));
+    // This reference host runs the seed surfaces only; the extensions need a
+    // registry with input, retained lines and ports (the Rust host has them).
+    if (this.config.extensions.length > 0) {
+      throw new Error(`this host does not support extensions (asked for: ${this.config.extensions.join(', ')})`);
+    }
     this.onNotice = onNotice ?? (() => {});
     this.ownerStatus = ownerStatus ?? (() => 'running');
     this.wakes = new Map();

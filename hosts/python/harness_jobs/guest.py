@@ -1,4 +1,4 @@
-"""The tool-jobs component (WIT `harness:jobs@0.3.0`) loaded with wasmtime-py.
+"""The tool-jobs component (WIT `harness:jobs@0.4.0`) loaded with wasmtime-py.
 
 `Guest` is the low-level binding: it links the imports the component needs
 (the owner-scoped registry, the clock and the log) to a Python *backend* and
@@ -16,6 +16,13 @@ A backend is any object with these methods, each answering for one caller
     output(caller, job_id, window) -> dict(head=, tail=, omitted_bytes=, job=)
     now_ms() -> int
 
+and, for the opt-in extensions (a backend without them answers ``unsupported``):
+
+    write_input(caller, job_id, data, close) -> int
+    signal(caller, job_id, name)                     # "int", "term", "hup", ...
+    lines(caller, job_id, query) -> dict(lines=, hits=, total_matches=, extents=, job=)
+    ports(caller, job_id) -> list[dict(address=, port=)]
+
 where ``job`` is a dict with the WIT `job-snapshot` fields in snake case
 (``id, kind, label, status, detail, started_at, finished_at,
 output_limit_bytes, reported``).
@@ -30,14 +37,15 @@ from wasmtime import component as wc
 from wasmtime.component import Record, ResourceHost, ResourceType, Variant
 
 PACKAGE = "harness:jobs"
-VERSION = "0.3.0"
+VERSION = "0.4.0"
 SCOPE_TYPE = 1
 log = logging.getLogger("harness_jobs.guest")
 
 
 class RegistryError(Exception):
-    """An expected registry failure: ``kind`` is one of ``unknown-job``,
-    ``foreign-job``, ``wait-aborted`` or ``producer-failed``."""
+    """An expected registry failure: ``kind`` is a WIT ``registry-error`` case
+    (``unknown-job``, ``foreign-job``, ``wait-aborted``, ``producer-failed``,
+    ``invalid-pattern``, ``no-input``, ``input-closed``, ``unsupported``)."""
 
     def __init__(self, kind, payload=None):
         super().__init__(f"{kind}: {payload}" if payload is not None else kind)
@@ -76,10 +84,30 @@ def snapshot_record(job):
     )
 
 
+BARE_ERRORS = {"wait-aborted", "no-input", "input-closed"}
+
+
 def error_variant(error):
-    if error.kind == "wait-aborted":
-        return Variant("wait-aborted")
+    if error.kind in BARE_ERRORS:
+        return Variant(error.kind)
     return Variant(error.kind, str(error.payload or ""))
+
+
+def line_record(line):
+    return _record(stream=line["stream"], number=int(line["number"]), text=line["text"])
+
+
+def waited_record(waited):
+    """A wait's outcome for ``resume``: a job dict (ended by settling or the
+    timeout), or a dict with ``job``, ``end`` and ``matched``."""
+    job = waited.get("job", waited) if "end" in waited or "job" in waited else waited
+    terminal = job["status"] in ("completed", "killed", "failed")
+    end = waited.get("end") or ("settled" if terminal else "timed-out")
+    matched = waited.get("matched")
+    if matched is not None:
+        matched = _record(line=line_record(matched["line"]),
+                          before=[line_record(x) for x in matched["before"]])
+    return _record(job=snapshot_record(job), end=end, matched=matched)
 
 
 class Guest:
@@ -135,6 +163,35 @@ class Guest:
             return _record(head=out["head"], tail=out["tail"], omitted_bytes=int(out["omitted_bytes"]),
                            job=snapshot_record(out["job"]))
 
+        def optional(name, extension):
+            method = getattr(self.backend, name, None)
+            if method is None:
+                raise RegistryError("unsupported", extension)
+            return method
+
+        def write_input(caller, job_id, data, close):
+            return int(optional("write_input", "input")(caller, job_id, data, close))
+
+        def signal(caller, job_id, name):
+            optional("signal", "input")(caller, job_id, name)
+            return None
+
+        def lines(caller, job_id, query):
+            page = optional("lines", "log")(caller, job_id, _plain(query))
+            return _record(
+                lines=[line_record(x) for x in page["lines"]],
+                hits=[int(h) for h in page["hits"]],
+                total_matches=int(page["total_matches"]),
+                extents=[_record(stream=e["stream"], total_bytes=int(e["total_bytes"]),
+                                 dropped_bytes=int(e["dropped_bytes"]), first_line=int(e["first_line"]),
+                                 last_line=int(e["last_line"])) for e in page["extents"]],
+                job=snapshot_record(page["job"]),
+            )
+
+        def ports(caller, job_id):
+            return [_record(address=p["address"], port=int(p["port"]))
+                    for p in optional("ports", "ports")(caller, job_id)]
+
         def list_jobs(store, this):
             caller = self._caller(store, this)
             return [snapshot_record(j) for j in b.list_jobs(caller)]
@@ -150,6 +207,10 @@ class Guest:
                 reg.add_func("[method]owner-scope.read", guarded(read))
                 reg.add_func("[method]owner-scope.kill", guarded(kill))
                 reg.add_func("[method]owner-scope.output", guarded(output))
+                reg.add_func("[method]owner-scope.write-input", guarded(write_input))
+                reg.add_func("[method]owner-scope.signal", guarded(signal))
+                reg.add_func("[method]owner-scope.lines", guarded(lines))
+                reg.add_func("[method]owner-scope.ports", guarded(ports))
             with root.add_instance(f"{PACKAGE}/clock@{VERSION}") as clock:
                 clock.add_func("now-ms", lambda store: int(b.now_ms()))
             with root.add_instance(f"{PACKAGE}/diag@{VERSION}") as d:
@@ -201,11 +262,12 @@ class Guest:
 
     def invoke_step(self, caller, config, tool, args_json, waited=None):
         """One step of a call: ``("done", result)`` or ``("wait", request)``.
-        `waited` is absent on the first step, then a job dict or a RegistryError."""
+        `waited` is absent on the first step, then a job dict, a dict with
+        ``job``, ``end`` and ``matched``, or a RegistryError."""
         if waited is None:
             out = self._call("tools", "invoke", config, tool, args_json, caller=caller, scoped=True)
         else:
-            outcome = error_variant(waited) if isinstance(waited, RegistryError) else snapshot_record(waited)
+            outcome = error_variant(waited) if isinstance(waited, RegistryError) else waited_record(waited)
             out = self._call("tools", "resume", config, tool, args_json, outcome, caller=caller, scoped=True)
         if out.tag == "done":
             r = _plain(out.payload)

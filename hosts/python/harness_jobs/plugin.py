@@ -20,6 +20,11 @@ class Plugin:
         self.registry = registry
         self.guest = Guest(wasm, registry)
         self.config = self.guest.configure(config_json)
+        # This reference host runs the seed surfaces only; the extensions need a
+        # registry with input, retained lines and ports (the Rust host has them).
+        if self.config.extensions:
+            raise ValueError("this host does not support extensions (asked for: "
+                             + ", ".join(self.config.extensions) + ")")
         self.profile = self.config.profile
         self.on_notice = on_notice or (lambda owner, lane, notice: None)
         self.owner_status = owner_status or (lambda owner: "running")

@@ -14,7 +14,7 @@ use exports::harness::jobs::tools::{
     self, CallOutcome, CompletionDelivery, Config, ContentBlock, OwnerScope, Profile,
     PromptSection, ToolDefinition, ToolResult, UiCard, WaitRequest,
 };
-use harness::jobs::types::{JobSnapshot, RegistryError};
+use harness::jobs::types::{JobSnapshot, RegistryError, Waited};
 
 struct Rogue;
 
@@ -33,6 +33,7 @@ fn longest_wait(job_id: String) -> CallOutcome {
     CallOutcome::Wait(WaitRequest {
         job_id,
         timeout_ms: u32::MAX,
+        until: None,
     })
 }
 
@@ -82,6 +83,13 @@ impl tools::Guest for Rogue {
             max_consecutive_wakes: 1,
             max_result_bytes: 100,
             suppress_completion_notice: false,
+            extensions: Vec::new(),
+            limits: tools::JobLimits {
+                timeout_ms: None,
+                cpu_seconds: None,
+                memory_bytes: None,
+                output_bytes: None,
+            },
         })
     }
 
@@ -153,7 +161,7 @@ impl tools::Guest for Rogue {
         _config: Config,
         tool_name: String,
         args_json: String,
-        waited: Result<JobSnapshot, RegistryError>,
+        waited: Result<Waited, RegistryError>,
     ) -> CallOutcome {
         match tool_name.as_str() {
             "wait-forever" => longest_wait(args_json),

@@ -461,10 +461,10 @@ fn check_accepts_the_built_in_plugin() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("  harness:jobs/registry@0.3.0\n"), "{text}");
-    assert!(text.contains("  harness:jobs/tools@0.3.0\n"), "{text}");
+    assert!(text.contains("  harness:jobs/registry@0.4.0\n"), "{text}");
+    assert!(text.contains("  harness:jobs/tools@0.4.0\n"), "{text}");
     assert!(
-        text.ends_with("runnable: yes (world harness:jobs/tool-jobs@0.3.0)\n"),
+        text.ends_with("runnable: yes (world harness:jobs/tool-jobs@0.4.0)\n"),
         "{text}"
     );
 }

@@ -31,7 +31,7 @@ pub(super) async fn deliver_notices(
                 let _ = done.send(());
             }
             NoticeWork::Settled(job, owner) => {
-                if let Err(e) = deliver_one(&runtime, &registry, config, &job, owner).await {
+                if let Err(e) = deliver_one(&runtime, &registry, &config, &job, owner).await {
                     tracing::warn!("jobs: onJobDone listener threw for {}: {e}", job.id);
                 }
             }
@@ -42,7 +42,7 @@ pub(super) async fn deliver_notices(
 async fn deliver_one(
     runtime: &PluginRuntime,
     registry: &JobRegistry,
-    config: PluginConfig,
+    config: &PluginConfig,
     job: &registry::JobSnapshot,
     owner: Option<Owner>,
 ) -> Result<(), String> {

@@ -122,6 +122,74 @@ impl bindings::harness::jobs::registry::HostOwnerScope for CallState {
             .map_err(wit::RegistryError::from))
     }
 
+    fn write_input(
+        &mut self,
+        scope: Resource<ScopeHandle>,
+        job_id: String,
+        data: String,
+        close: bool,
+    ) -> wasmtime::Result<Result<u64, wit::RegistryError>> {
+        let caller = self.caller(&scope)?;
+        Ok(self
+            .registry
+            .write_input(&job_id, caller.as_ref(), data.as_bytes(), close)
+            .map_err(wit::RegistryError::from))
+    }
+
+    fn signal(
+        &mut self,
+        scope: Resource<ScopeHandle>,
+        job_id: String,
+        signal: wit::JobSignal,
+    ) -> wasmtime::Result<Result<(), wit::RegistryError>> {
+        let caller = self.caller(&scope)?;
+        Ok(self
+            .registry
+            .signal(&job_id, caller.as_ref(), signal.into())
+            .map_err(wit::RegistryError::from))
+    }
+
+    fn lines(
+        &mut self,
+        scope: Resource<ScopeHandle>,
+        job_id: String,
+        query: wit::LineQuery,
+    ) -> wasmtime::Result<Result<wit::LinePage, wit::RegistryError>> {
+        let caller = self.caller(&scope)?;
+        Ok(self
+            .registry
+            .lines(&job_id, caller.as_ref(), &query.into())
+            .map(|(page, job)| wit::LinePage {
+                lines: page.lines.into_iter().map(Into::into).collect(),
+                hits: page.hits,
+                total_matches: page.total_matches,
+                extents: page.extents.into_iter().map(Into::into).collect(),
+                job: wit::JobSnapshot::from(&job),
+            })
+            .map_err(wit::RegistryError::from))
+    }
+
+    fn ports(
+        &mut self,
+        scope: Resource<ScopeHandle>,
+        job_id: String,
+    ) -> wasmtime::Result<Result<Vec<wit::ListeningPort>, wit::RegistryError>> {
+        let caller = self.caller(&scope)?;
+        Ok(self
+            .registry
+            .ports(&job_id, caller.as_ref())
+            .map(|ports| {
+                ports
+                    .into_iter()
+                    .map(|p| wit::ListeningPort {
+                        address: p.address,
+                        port: p.port,
+                    })
+                    .collect()
+            })
+            .map_err(wit::RegistryError::from))
+    }
+
     fn drop(&mut self, scope: Resource<ScopeHandle>) -> wasmtime::Result<()> {
         self.table.delete(scope)?;
         Ok(())

@@ -36,8 +36,8 @@ mod bindings {
 
 pub use bindings::exports::harness::jobs::notices::Notice;
 pub use bindings::exports::harness::jobs::tools::{
-    CompletionDelivery, Config as PluginConfig, ContentBlock, Profile, PromptSection,
-    ToolDefinition, UiCard, WaitRequest,
+    CompletionDelivery, Config as PluginConfig, ContentBlock, Extension, JobLimits as PluginLimits,
+    Profile, PromptSection, ToolDefinition, UiCard, WaitRequest,
 };
 
 pub use mount::{Mount, ToolOutcome};

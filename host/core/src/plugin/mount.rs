@@ -101,7 +101,7 @@ impl Mount {
         tokio::spawn(deliver_notices(
             runtime.clone(),
             registry.clone(),
-            config,
+            config.clone(),
             rx,
         ));
         let controller = registry.attach_controller_in(scope);
@@ -164,7 +164,7 @@ impl Mount {
         let mut step = self
             .with_scope(caller, |jobs, store, scope| {
                 jobs.harness_jobs_tools()
-                    .call_invoke(store, scope, self.config, tool, args_json)
+                    .call_invoke(store, scope, &self.config, tool, args_json)
             })
             .await;
         let mut waits = 0;
@@ -186,7 +186,7 @@ impl Mount {
                     jobs.harness_jobs_tools().call_resume(
                         store,
                         scope,
-                        self.config,
+                        &self.config,
                         tool,
                         args_json,
                         waited.as_ref(),
@@ -203,16 +203,29 @@ impl Mount {
         caller: Option<&Owner>,
         request: &WaitRequest,
         abort: &CancellationToken,
-    ) -> Result<wit::JobSnapshot, wit::RegistryError> {
+    ) -> Result<wit::Waited, wit::RegistryError> {
         let cap = self
             .config
             .max_wait_timeout_ms
             .clamp(1, registry::MAX_TIMER_DELAY_MS as u64);
         let timeout_ms = u64::from(request.timeout_ms).clamp(1, cap);
+        let until = request
+            .until
+            .as_ref()
+            .map(|u| registry::control::WaitUntil {
+                pattern: u.pattern.clone(),
+                // Held like the timeout: at least 1 ms.
+                quiet_ms: u.quiet_ms.map(|ms| ms.max(1)),
+            })
+            .unwrap_or_default();
         self.registry
-            .wait(&request.job_id, timeout_ms as f64, caller, abort)
+            .wait_until(&request.job_id, timeout_ms as f64, caller, abort, &until)
             .await
-            .map(|job| wit::JobSnapshot::from(&job))
+            .map(|(job, end, matched)| wit::Waited {
+                job: wit::JobSnapshot::from(&job),
+                end: end.into(),
+                matched: matched.map(Into::into),
+            })
             .map_err(wit::RegistryError::from)
     }
 
@@ -233,7 +246,7 @@ impl Mount {
             jobs.harness_jobs_tools().call_finalize(
                 store,
                 scope,
-                self.config,
+                &self.config,
                 tool,
                 args_json,
                 &blocks,
@@ -250,7 +263,7 @@ impl Mount {
     pub async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>, PluginError> {
         self.with_instance(|jobs, store| {
             jobs.harness_jobs_tools()
-                .call_tool_definitions(store, self.config)
+                .call_tool_definitions(store, &self.config)
         })
         .await
     }
@@ -267,7 +280,7 @@ impl Mount {
     ) -> Result<Option<UiCard>, PluginError> {
         self.with_instance(|jobs, store| {
             jobs.harness_jobs_tools()
-                .call_describe_call(store, self.config, tool, args_json)
+                .call_describe_call(store, &self.config, tool, args_json)
         })
         .await
     }
@@ -280,7 +293,7 @@ impl Mount {
     pub async fn prompt_section(&self) -> Result<Option<PromptSection>, PluginError> {
         self.with_instance(|jobs, store| {
             jobs.harness_jobs_tools()
-                .call_system_prompt(store, self.config)
+                .call_system_prompt(store, &self.config)
         })
         .await
     }
@@ -297,7 +310,7 @@ impl Mount {
         let job = wit::JobSnapshot::from(job);
         self.with_instance(|jobs, store| {
             jobs.harness_jobs_notices()
-                .call_completion_notice(store, self.config, &job)
+                .call_completion_notice(store, &self.config, &job)
         })
         .await
     }
@@ -336,7 +349,7 @@ impl Mount {
             .with_scope(Some(owner), |guest, store, scope| {
                 guest
                     .harness_jobs_notices()
-                    .call_batch_notice(store, scope, self.config, &jobs)
+                    .call_batch_notice(store, scope, &self.config, &jobs)
             })
             .await?;
         Ok(notice.map(|n| NoticeMessage {

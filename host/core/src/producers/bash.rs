@@ -23,11 +23,16 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
+use super::lines::{self, Retained};
 use super::spawner::Spawner;
 use super::vfork;
 use crate::containment::{self, ActiveMode, Containment, ContainmentMode, JobContainer};
 use crate::output::{Capture, OutputLimits, SpillBudget, StreamName};
 use crate::owner::Owner;
+use crate::registry::control::{
+    ControlError, JobControl, JobSignal, LineMatch, LinePage, LineQuery, ListeningPort,
+    OutputStream, ScanState,
+};
 use crate::registry::{JobHooks, JobOutcome, JobRegistry, JobStart, OutcomeStatus, StartError};
 
 /// The kind every shell job is registered under.
@@ -93,7 +98,41 @@ pub struct BashRequest {
     pub workdir: Option<PathBuf>,
     /// Extra environment from a trusted caller; applied last.
     pub env: Vec<(String, String)>,
+    /// A pipe for stdin the caller can write to (`write_input`), instead of
+    /// `/dev/null`.
+    pub stdin: bool,
+    /// A name: a start whose name is held by a live job of the same owner
+    /// answers with that job instead.
+    pub name: Option<String>,
+    /// Limits on this job (none by default).
+    pub limits: JobLimits,
 }
+
+/// Limits on one job; `None` is no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobLimits {
+    /// Wall-clock milliseconds, then the job is killed.
+    pub timeout_ms: Option<u64>,
+    /// CPU seconds per process (`RLIMIT_CPU`).
+    pub cpu_seconds: Option<u64>,
+    /// Address space per process in bytes (`RLIMIT_AS`).
+    pub memory_bytes: Option<u64>,
+    /// Output bytes (both streams), then the job is killed.
+    pub output_bytes: Option<u64>,
+}
+
+/// What a start did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Started {
+    /// A new job with this id.
+    New(String),
+    /// The live job that already holds the requested name.
+    Existing(String),
+}
+
+/// The most bytes of input a job may have waiting (written, not yet read by
+/// the job); a write beyond it is refused whole.
+pub const MAX_PENDING_INPUT_BYTES: u64 = 1 << 20;
 
 /// Starts shell commands as background jobs in a registry.
 #[derive(Clone)]
@@ -113,6 +152,9 @@ struct Inner {
     budget: Arc<SpillBudget>,
     next_spawn: AtomicU64,
     containment: Containment,
+    /// Live names per owner session (`None`: unowned) to job ids.
+    names: Mutex<std::collections::HashMap<(Option<String>, String), String>>,
+    handle: tokio::runtime::Handle,
     spill_dir: tempfile::TempDir,
 }
 
@@ -142,7 +184,9 @@ impl BashProducer {
         Ok(BashProducer {
             inner: Arc::new(Inner {
                 registry,
-                spawner: Spawner::start(handle)?,
+                spawner: Spawner::start(handle.clone())?,
+                names: Mutex::new(std::collections::HashMap::new()),
+                handle,
                 shell,
                 live: Mutex::new(Vec::new()),
                 budget: SpillBudget::new(config.spill_total_bytes),
@@ -177,6 +221,69 @@ impl BashProducer {
     /// is not a directory, a failed spawn, or a [`StartError`] from the
     /// registry's preflight. Nothing is registered and no process is left.
     pub fn start(&self, owner: Option<Owner>, request: BashRequest) -> Result<String, StartError> {
+        self.start_named(owner, request)
+            .map(|started| match started {
+                Started::New(id) | Started::Existing(id) => id,
+            })
+    }
+
+    /// [`BashProducer::start`], saying whether the request's name was held by
+    /// a live job of the same owner (which is then answered instead).
+    ///
+    /// # Errors
+    ///
+    /// As [`BashProducer::start`]; a blank name.
+    pub fn start_named(
+        &self,
+        owner: Option<Owner>,
+        request: BashRequest,
+    ) -> Result<Started, StartError> {
+        let key = match &request.name {
+            Some(name) if name.trim().is_empty() => {
+                return Err(StartError::Producer(
+                    "invalid name: expected a non-blank string".to_owned(),
+                ));
+            }
+            Some(name) => Some((
+                owner.as_ref().map(|o| o.session_id().to_owned()),
+                name.clone(),
+            )),
+            None => None,
+        };
+        // Held from the lookup to the registration, so two starts of one name
+        // cannot both start.
+        let mut names = key.as_ref().map(|_| lock_any(&self.inner.names));
+        if let (Some(names), Some(key)) = (names.as_mut(), &key)
+            && let Some(id) = names.get(key)
+        {
+            let live = self
+                .inner
+                .registry
+                .inspect(id)
+                .is_some_and(|job| !job.status.is_terminal());
+            if live {
+                return Ok(Started::Existing(id.clone()));
+            }
+            names.remove(key);
+        }
+        let id = self.start_unnamed(owner, request)?;
+        if let (Some(names), Some(key)) = (names.as_mut(), key) {
+            names.retain(|_, held| {
+                self.inner
+                    .registry
+                    .inspect(held)
+                    .is_some_and(|job| !job.status.is_terminal())
+            });
+            names.insert(key, id.clone());
+        }
+        Ok(Started::New(id))
+    }
+
+    fn start_unnamed(
+        &self,
+        owner: Option<Owner>,
+        request: BashRequest,
+    ) -> Result<String, StartError> {
         if request.command.trim().is_empty() {
             return Err(StartError::Producer(
                 "invalid command: expected a non-blank string".to_owned(),
@@ -261,12 +368,13 @@ impl BashProducer {
             .map_err(|e| format!("spawn failed: cannot create the job's container: {e}"))?;
         let spec = self.spec(request, dir, &container)?;
         let mut setup = container.pre_exec();
-        let started = inner
+        let mut started = inner
             .spawner
             .run(move || containment::start_leader(|| vfork::spawn(&spec, &mut setup)))
             .map_err(|e| format!("spawn failed: {e}"))?;
         let pid = started.pid as u32;
         container.set_leader(pid);
+        let stdin = started.stdin.take();
 
         let capture = Arc::new(Mutex::new(Capture::with_budget(
             &inner.spill_dir.path().join(format!("spawn-{n}")),
@@ -279,6 +387,29 @@ impl BashProducer {
             kill: Notify::new(),
             container: Mutex::new(container),
             exited,
+            limit_hit: Mutex::new(None),
+        });
+        let (changes, _) = watch::channel(0u64);
+        let changes = Arc::new(changes);
+        let input = stdin.and_then(|fd| {
+            let _guard = inner.handle.enter();
+            match tokio::net::unix::pipe::Sender::from_owned_fd(fd) {
+                Ok(pipe) => Some(InputWriter::start(pipe, &inner.handle)),
+                Err(e) => {
+                    tracing::warn!("jobs: cannot write to a job's stdin: {e}");
+                    None
+                }
+            }
+        });
+        let extras = Arc::new(BashControl {
+            capture: capture.clone(),
+            process: control.clone(),
+            changes: changes.clone(),
+            input: Mutex::new(match input {
+                Some(writer) => InputState::Open(writer),
+                None if request.stdin => InputState::Closed,
+                None => InputState::None,
+            }),
         });
         {
             // Jobs the registry dropped are gone; keep the list to the others.
@@ -299,6 +430,8 @@ impl BashProducer {
             budget: inner.budget.clone(),
             _spawner: inner.spawner.clone(),
             pid,
+            changes,
+            limits: request.limits,
         };
         let done = Box::pin(async move { Ok(supervisor.run(started).await) });
         let cancel_control = control;
@@ -309,6 +442,7 @@ impl BashProducer {
             }),
             read_output: Some(read_output),
             output_excerpt: Some(output_excerpt),
+            control: Some(extras),
             done,
         })
     }
@@ -372,11 +506,20 @@ impl BashProducer {
         let cwd = dir
             .map(|d| c(d.as_os_str().as_encoded_bytes()))
             .transpose()?;
+        let mut rlimits = Vec::new();
+        if let Some(seconds) = request.limits.cpu_seconds {
+            rlimits.push((libc::RLIMIT_CPU, seconds as libc::rlim_t));
+        }
+        if let Some(bytes) = request.limits.memory_bytes {
+            rlimits.push((libc::RLIMIT_AS, bytes as libc::rlim_t));
+        }
         Ok(vfork::Spec {
             program: c(shell)?,
             argv,
             envp,
             cwd,
+            open_stdin: request.stdin,
+            rlimits,
         })
     }
 }
@@ -490,6 +633,8 @@ struct ProcessControl {
     container: Mutex<JobContainer>,
     /// True once the leader has exited.
     exited: watch::Sender<bool>,
+    /// The limit that stopped the job, in the words its status shows.
+    limit_hit: Mutex<Option<String>>,
 }
 
 impl ProcessControl {
@@ -509,6 +654,19 @@ impl ProcessControl {
     fn signal(&self, signal: Signal) {
         lock_any(&self.container).signal(signal);
     }
+
+    /// Stops the job because it reached a limit: the first limit is the one
+    /// its status names.
+    fn stop_for_limit(&self, why: String) {
+        {
+            let mut hit = lock_any(&self.limit_hit);
+            if hit.is_some() {
+                return;
+            }
+            *hit = Some(why);
+        }
+        self.request_kill(Signal::SIGTERM);
+    }
 }
 
 struct Supervisor {
@@ -519,6 +677,9 @@ struct Supervisor {
     /// Keeps the spawner thread (and so the jobs' death signal) alive.
     _spawner: Arc<Spawner>,
     pid: u32,
+    /// Bumped on every chunk of output (for ready waits).
+    changes: Arc<watch::Sender<u64>>,
+    limits: JobLimits,
 }
 
 impl Supervisor {
@@ -547,19 +708,46 @@ impl Supervisor {
             }
         };
 
-        let status = tokio::select! {
-            status = leader.wait() => status,
-            () = self.control.kill.notified() => {
-                match tokio::time::timeout(self.grace, leader.wait()).await {
-                    Ok(status) => status,
-                    Err(_) => {
-                        self.kill_all().await;
-                        leader.kill();
-                        leader.wait().await
-                    }
-                }
+        let time_limit = async {
+            match self.limits.timeout_ms {
+                Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                None => std::future::pending().await,
             }
         };
+        tokio::pin!(time_limit);
+        let status = tokio::select! {
+            biased;
+            status = leader.wait() => status,
+            () = self.control.kill.notified() => {
+                self.stopped(&leader).await
+            }
+            () = &mut time_limit => {
+                let ms = self.limits.timeout_ms.unwrap_or_default();
+                self.control.stop_for_limit(format!("time limit reached ({ms} ms)"));
+                self.stopped(&leader).await
+            }
+        };
+        self.finish(status, readers).await
+    }
+
+    /// After a kill request: the leader's end, within the grace period or by
+    /// SIGKILL to the whole job.
+    async fn stopped(&self, leader: &Leader) -> std::io::Result<ExitStatus> {
+        match tokio::time::timeout(self.grace, leader.wait()).await {
+            Ok(status) => status,
+            Err(_) => {
+                self.kill_all().await;
+                leader.kill();
+                leader.wait().await
+            }
+        }
+    }
+
+    async fn finish(
+        &self,
+        status: std::io::Result<ExitStatus>,
+        mut readers: Vec<JoinHandle<()>>,
+    ) -> JobOutcome {
         containment::remove_leader(self.pid);
         let kill_requested = {
             let mut state = lock_any(&self.control.state);
@@ -580,8 +768,21 @@ impl Supervisor {
             }
         }
         lock(&self.capture).closed = true;
+        self.changes.send_modify(|n| *n += 1);
         self.budget.finished(&self.capture);
-        process_outcome(status.ok(), kill_requested)
+        let mut outcome = process_outcome(status.ok(), kill_requested);
+        if let Some(why) = lock_any(&self.control.limit_hit).take() {
+            outcome.status = OutcomeStatus::Killed;
+            outcome.detail = Some(match outcome.detail {
+                Some(detail) => format!("{why}, {detail}"),
+                None => why,
+            });
+        } else if let (Some(seconds), Some("signal: SIGXCPU")) =
+            (self.limits.cpu_seconds, outcome.detail.as_deref())
+        {
+            outcome.detail = Some(format!("CPU limit reached ({seconds} s), signal: SIGXCPU"));
+        }
+        outcome
     }
 
     /// SIGKILL to every process of the job, off the async workers (the fallback
@@ -597,14 +798,192 @@ impl Supervisor {
         stream: StreamName,
     ) -> JoinHandle<()> {
         let capture = self.capture.clone();
+        let changes = self.changes.clone();
+        let control = self.control.clone();
+        let ceiling = self.limits.output_bytes;
         tokio::spawn(async move {
             let mut buf = vec![0u8; 64 * 1024];
             loop {
                 match pipe.read(&mut buf).await {
                     Ok(0) | Err(_) => break,
-                    Ok(n) => lock(&capture).push(stream, &buf[..n]),
+                    Ok(n) => {
+                        let written = {
+                            let mut capture = lock(&capture);
+                            capture.push(stream, &buf[..n]);
+                            capture.stdout.total() + capture.stderr.total()
+                        };
+                        changes.send_replace(written);
+                        if let Some(limit) = ceiling
+                            && written > limit
+                        {
+                            control.stop_for_limit(format!("output limit reached ({limit} bytes)"));
+                        }
+                    }
                 }
             }
+        })
+    }
+}
+
+/// Whether a job's stdin can still be written to.
+enum InputState {
+    /// Started with `/dev/null`.
+    None,
+    /// Open, through this writer.
+    Open(InputWriter),
+    /// Closed by the caller, or the job stopped reading for good.
+    Closed,
+}
+
+enum InputChunk {
+    Data(Vec<u8>),
+    Close,
+}
+
+/// Writes queued input to a job's stdin from a task of its own, so a job that
+/// does not read never blocks the caller; what waits is bounded by
+/// [`MAX_PENDING_INPUT_BYTES`].
+struct InputWriter {
+    queue: tokio::sync::mpsc::UnboundedSender<InputChunk>,
+    pending: Arc<AtomicU64>,
+    /// Set when the pipe broke (the job closed its stdin or ended).
+    broken: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl InputWriter {
+    fn start(
+        mut pipe: tokio::net::unix::pipe::Sender,
+        handle: &tokio::runtime::Handle,
+    ) -> InputWriter {
+        use tokio::io::AsyncWriteExt;
+        let (queue, mut chunks) = tokio::sync::mpsc::unbounded_channel();
+        let pending = Arc::new(AtomicU64::new(0));
+        let broken = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (left, failed) = (pending.clone(), broken.clone());
+        handle.spawn(async move {
+            while let Some(chunk) = chunks.recv().await {
+                match chunk {
+                    InputChunk::Data(bytes) => {
+                        let written = pipe.write_all(&bytes).await;
+                        left.fetch_sub(bytes.len() as u64, Ordering::SeqCst);
+                        if written.is_err() {
+                            failed.store(true, Ordering::SeqCst);
+                            return;
+                        }
+                    }
+                    // Dropping the pipe is the job's EOF.
+                    InputChunk::Close => return,
+                }
+            }
+        });
+        InputWriter {
+            queue,
+            pending,
+            broken,
+        }
+    }
+}
+
+/// The shell job's answers to the extension calls.
+struct BashControl {
+    capture: Arc<Mutex<Capture>>,
+    process: Arc<ProcessControl>,
+    changes: Arc<watch::Sender<u64>>,
+    input: Mutex<InputState>,
+}
+
+impl JobControl for BashControl {
+    fn write_input(&self, data: &[u8], close: bool) -> Result<u64, ControlError> {
+        let mut input = lock_any(&self.input);
+        let writer = match &*input {
+            InputState::None => return Err(ControlError::NoInput),
+            InputState::Closed => return Err(ControlError::InputClosed),
+            InputState::Open(writer) => writer,
+        };
+        if writer.broken.load(Ordering::SeqCst) || lock_any(&self.process.state).exited {
+            *input = InputState::Closed;
+            return Err(ControlError::InputClosed);
+        }
+        let waiting = writer.pending.load(Ordering::SeqCst);
+        if waiting + data.len() as u64 > MAX_PENDING_INPUT_BYTES {
+            return Err(ControlError::Failed(format!(
+                "the job is not reading its input: {waiting} bytes are still waiting (at most {MAX_PENDING_INPUT_BYTES}); nothing was written"
+            )));
+        }
+        if !data.is_empty() {
+            writer
+                .pending
+                .fetch_add(data.len() as u64, Ordering::SeqCst);
+            if writer.queue.send(InputChunk::Data(data.to_vec())).is_err() {
+                *input = InputState::Closed;
+                return Err(ControlError::InputClosed);
+            }
+        }
+        if close {
+            let _ = writer.queue.send(InputChunk::Close);
+            *input = InputState::Closed;
+        }
+        Ok(data.len() as u64)
+    }
+
+    fn signal(&self, signal: JobSignal) -> Result<(), ControlError> {
+        let signal = match signal {
+            JobSignal::Int => Signal::SIGINT,
+            JobSignal::Term => Signal::SIGTERM,
+            JobSignal::Hup => Signal::SIGHUP,
+            JobSignal::Kill => Signal::SIGKILL,
+            JobSignal::Stop => Signal::SIGSTOP,
+            JobSignal::Cont => Signal::SIGCONT,
+        };
+        if lock_any(&self.process.state).exited {
+            return Err(ControlError::Failed(
+                "the job has already finished".to_owned(),
+            ));
+        }
+        self.process.signal(signal);
+        Ok(())
+    }
+
+    fn lines(&self, query: &LineQuery, pattern: Option<&regex::Regex>) -> LinePage {
+        let retained = {
+            let capture = lock(&self.capture);
+            [
+                Retained::of(&capture.stdout, OutputStream::Stdout),
+                Retained::of(&capture.stderr, OutputStream::Stderr),
+            ]
+        };
+        // Spill files are read after the lock, so the job's output keeps flowing.
+        lines::query(&retained, query, pattern)
+    }
+
+    fn ports(&self) -> Vec<ListeningPort> {
+        let pids = lock_any(&self.process.container).pids();
+        super::ports::listening_ports(&pids)
+    }
+
+    fn output_changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn last_output(&self) -> Option<std::time::Instant> {
+        lock(&self.capture).last_output
+    }
+
+    fn find_unread(&self, pattern: &regex::Regex, scan: &mut ScanState) -> Option<LineMatch> {
+        let capture = lock(&self.capture);
+        lines::find_unread(
+            &capture.stdout,
+            OutputStream::Stdout,
+            pattern,
+            &mut scan.stdout,
+        )
+        .or_else(|| {
+            lines::find_unread(
+                &capture.stderr,
+                OutputStream::Stderr,
+                pattern,
+                &mut scan.stderr,
+            )
         })
     }
 }

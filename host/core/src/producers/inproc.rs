@@ -205,6 +205,7 @@ where
             })
         };
         Ok(JobHooks {
+            control: None,
             cancel: Box::new(move |reason| {
                 *cancel_ctx.reason.lock().unwrap_or_else(|p| p.into_inner()) =
                     reason.map(str::to_owned);

@@ -9,6 +9,8 @@ pub mod bash;
 pub mod containment;
 pub mod excerpt;
 pub mod inproc;
+mod lines;
 pub mod output;
+pub mod ports;
 mod spawner;
 mod vfork;

@@ -132,11 +132,16 @@ enum Spill {
 
 /// One stream's bounded buffer and read cursor.
 pub struct StreamBuffer {
-    tail: VecDeque<u8>,
+    pub(crate) tail: VecDeque<u8>,
     /// Bytes ever written to the stream.
-    total: u64,
+    pub(crate) total: u64,
     /// Absolute offset of the next unread byte.
-    cursor: u64,
+    pub(crate) cursor: u64,
+    /// Line endings ever written, for line numbers past what is retained.
+    pub(crate) newlines: u64,
+    /// Whether the tail's first byte starts a line (the byte before it, now
+    /// dropped, was a line ending).
+    pub(crate) tail_starts_line: bool,
     spill: Spill,
     spill_path: PathBuf,
     limits: OutputLimits,
@@ -160,6 +165,8 @@ impl StreamBuffer {
             tail: VecDeque::new(),
             total: 0,
             cursor: 0,
+            newlines: 0,
+            tail_starts_line: true,
             spill: Spill::NotStarted,
             spill_path,
             limits,
@@ -183,8 +190,12 @@ impl StreamBuffer {
             self.write_spill(bytes);
         }
         self.total = new_total;
+        self.newlines += bytes.iter().filter(|b| **b == b'\n').count() as u64;
         self.tail.extend(bytes);
         let excess = self.tail.len().saturating_sub(self.limits.max_output_bytes);
+        if excess > 0 {
+            self.tail_starts_line = self.tail[excess - 1] == b'\n';
+        }
         self.tail.drain(..excess);
     }
 
@@ -250,6 +261,11 @@ impl StreamBuffer {
         if let Some(budget) = &self.budget {
             budget.release(std::mem::take(&mut self.spilled));
         }
+    }
+
+    /// Whether the spill file holds the whole stream.
+    pub(crate) fn spilled_whole(&self) -> bool {
+        matches!(self.spill, Spill::Writing(..))
     }
 
     /// The spill file holding the whole stream, if there is one.
@@ -374,6 +390,8 @@ pub struct Capture {
     pub stderr: StreamBuffer,
     /// Whether the process is done writing (no more bytes will arrive).
     pub closed: bool,
+    /// When the process last wrote anything.
+    pub last_output: Option<std::time::Instant>,
 }
 
 impl Capture {
@@ -397,11 +415,21 @@ impl Capture {
             stdout: StreamBuffer::new(with_ext(".stdout"), limits).with_budget(budget.clone()),
             stderr: StreamBuffer::new(with_ext(".stderr"), limits).with_budget(budget),
             closed: false,
+            last_output: None,
+        }
+    }
+
+    /// One stream.
+    pub fn stream(&self, stream: StreamName) -> &StreamBuffer {
+        match stream {
+            StreamName::Stdout => &self.stdout,
+            StreamName::Stderr => &self.stderr,
         }
     }
 
     /// Appends to one stream.
     pub fn push(&mut self, stream: StreamName, bytes: &[u8]) {
+        self.last_output = Some(std::time::Instant::now());
         match stream {
             StreamName::Stdout => self.stdout.push(bytes),
             StreamName::Stderr => self.stderr.push(bytes),

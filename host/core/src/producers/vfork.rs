@@ -23,6 +23,11 @@ pub(crate) struct Spec {
     pub envp: Vec<CString>,
     /// The working directory, if not the host's.
     pub cwd: Option<CString>,
+    /// A pipe for stdin whose write end the host keeps; else `/dev/null`.
+    pub open_stdin: bool,
+    /// Resource limits set in the child before `execve` (`RLIMIT_*`, soft and
+    /// hard alike).
+    pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t)>,
 }
 
 /// A started leader: its pid, a pidfd to wait on, and the read ends of its
@@ -32,6 +37,8 @@ pub(crate) struct Started {
     pub pidfd: OwnedFd,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
+    /// The write end of stdin, when [`Spec::open_stdin`] (non-blocking).
+    pub stdin: Option<OwnedFd>,
 }
 
 struct ChildArgs<'a> {
@@ -42,6 +49,7 @@ struct ChildArgs<'a> {
     stdin: libc::c_int,
     stdout: libc::c_int,
     stderr: libc::c_int,
+    rlimits: &'a [(libc::__rlimit_resource_t, libc::rlim_t)],
     setup: &'a mut (dyn FnMut() -> std::io::Result<()> + Send),
     /// The errno of the step that failed, for the parent.
     error: AtomicI32,
@@ -78,11 +86,16 @@ pub(crate) fn spawn(
 ) -> std::io::Result<Started> {
     let (out_read, out_write) = pipe()?;
     let (err_read, err_write) = pipe()?;
-    // SAFETY: a plain open of a constant path.
-    let devnull =
-        cvt(unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) })?;
-    // SAFETY: just opened, owned here.
-    let devnull = unsafe { OwnedFd::from_raw_fd(devnull) };
+    let (stdin_read, stdin_write) = if spec.open_stdin {
+        let (read, write) = pipe()?;
+        (read, Some(write))
+    } else {
+        // SAFETY: a plain open of a constant path.
+        let devnull =
+            cvt(unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) })?;
+        // SAFETY: just opened, owned here.
+        (unsafe { OwnedFd::from_raw_fd(devnull) }, None)
+    };
 
     let mut argv: Vec<*const libc::c_char> = spec.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
@@ -93,9 +106,10 @@ pub(crate) fn spawn(
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
         cwd: spec.cwd.as_ref().map(|c| c.as_ptr()),
-        stdin: devnull.as_raw_fd(),
+        stdin: stdin_read.as_raw_fd(),
         stdout: out_write.as_raw_fd(),
         stderr: err_write.as_raw_fd(),
+        rlimits: &spec.rlimits,
         setup,
         error: AtomicI32::new(0),
     };
@@ -141,7 +155,7 @@ pub(crate) fn spawn(
         }
         return Err(std::io::Error::from_raw_os_error(failed));
     }
-    drop((out_write, err_write, devnull));
+    drop((out_write, err_write, stdin_read));
     // SAFETY: pidfd_open on our own, not yet reaped child.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if pidfd < 0 {
@@ -155,7 +169,10 @@ pub(crate) fn spawn(
     }
     // SAFETY: a fresh descriptor owned by nobody else.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as libc::c_int) };
-    for fd in [&out_read, &err_read] {
+    for fd in [Some(&out_read), Some(&err_read), stdin_write.as_ref()]
+        .into_iter()
+        .flatten()
+    {
         // SAFETY: fcntl on our own descriptors.
         unsafe {
             let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
@@ -167,6 +184,7 @@ pub(crate) fn spawn(
         pidfd,
         stdout: out_read,
         stderr: err_read,
+        stdin: stdin_write,
     })
 }
 
@@ -202,6 +220,15 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             && libc::chdir(cwd) < 0
         {
             fail(args, *libc::__errno_location());
+        }
+        for (resource, value) in args.rlimits {
+            let limit = libc::rlimit {
+                rlim_cur: *value,
+                rlim_max: *value,
+            };
+            if libc::setrlimit(*resource, &limit) < 0 {
+                fail(args, *libc::__errno_location());
+            }
         }
     }
     if let Err(e) = (args.setup)() {

@@ -6,6 +6,10 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::control::{
+    JobControl, JobSignal, LineMatch, LinePage, LineQuery, ListeningPort, ScanState, WaitEnd,
+    WaitUntil, compile_pattern,
+};
 use super::{
     JobRecord, JobRegistry, JobSnapshot, JobStatus, KillOutcome, MAX_TIMER_DELAY_MS, RegistryError,
     WaiterSlot, lock, notify_changed,
@@ -165,12 +169,48 @@ impl JobRegistry {
         caller: Option<&Owner>,
         abort: &CancellationToken,
     ) -> Result<JobSnapshot, RegistryError> {
+        self.wait_until(id, timeout_ms, caller, abort, &WaitUntil::default())
+            .await
+            .map(|(job, _, _)| job)
+    }
+
+    /// [`JobRegistry::wait`], which may also end when an unread line matches
+    /// `until.pattern` or when the job has written nothing for `until.quiet_ms`
+    /// (extension `ready`). Answers the snapshot, which end came first, and the
+    /// matching line.
+    ///
+    /// # Errors
+    ///
+    /// As [`JobRegistry::wait`]; then an `until` pattern that does not compile
+    /// ([`RegistryError::InvalidPattern`]), or `until` for a job whose producer
+    /// has no output watch ([`RegistryError::Unsupported`]).
+    pub async fn wait_until(
+        &self,
+        id: &str,
+        timeout_ms: f64,
+        caller: Option<&Owner>,
+        abort: &CancellationToken,
+        until: &WaitUntil,
+    ) -> Result<(JobSnapshot, WaitEnd, Option<LineMatch>), RegistryError> {
         let key = self.shared.next_listener.fetch_add(1, Ordering::Relaxed);
         let counted = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let mut settled = self.with_visible(id, caller, |r| {
+        let ready = until.pattern.is_some() || until.quiet_ms.is_some();
+        let pattern = until
+            .pattern
+            .as_deref()
+            .map(compile_pattern)
+            .transpose()
+            .map_err(RegistryError::InvalidPattern);
+        let mut watched = self.with_visible(id, caller, |r| {
             if !timeout_ms.is_finite() || timeout_ms <= 0.0 || timeout_ms > MAX_TIMER_DELAY_MS {
                 return Err(RegistryError::InvalidTimeout(timeout_ms));
             }
+            let pattern = pattern?;
+            let control = match (&r.control, ready) {
+                (_, false) => None,
+                (Some(control), true) => Some(control.clone()),
+                (None, true) => return Err(RegistryError::Unsupported("ready".to_owned())),
+            };
             if r.status.is_terminal() {
                 return Ok(None);
             }
@@ -182,20 +222,68 @@ impl JobRegistry {
                 abort: abort.clone(),
                 counted: counted.clone(),
             });
-            Ok(Some(r.settled.subscribe()))
+            Ok(Some((r.settled.subscribe(), control, pattern)))
         })?;
-        if let Some(rx) = settled.as_mut() {
+        let mut end = WaitEnd::Settled;
+        let mut matched = None;
+        if let Some((rx, control, pattern)) = watched.as_mut() {
             let guard = WaiterGuard {
                 registry: self,
                 id,
                 key,
             };
-            let deadline = Duration::from_secs_f64(timeout_ms / 1000.0);
-            tokio::select! {
-                biased;
-                _ = rx.wait_for(|done| *done) => {}
-                () = tokio::time::sleep(deadline) => {}
-                () = abort.cancelled() => {}
+            let start = tokio::time::Instant::now();
+            let deadline = start + Duration::from_secs_f64(timeout_ms / 1000.0);
+            let mut changes = control.as_ref().map(|c| c.output_changes());
+            let mut scan = ScanState::default();
+            loop {
+                if let (Some(control), Some(pattern)) = (control.as_ref(), pattern.as_ref())
+                    && let Some(found) = control.find_unread(pattern, &mut scan)
+                {
+                    end = WaitEnd::Matched;
+                    matched = Some(found);
+                    break;
+                }
+                let quiet_at = until.quiet_ms.and_then(|ms| {
+                    let last = control
+                        .as_ref()?
+                        .last_output()
+                        .map(tokio::time::Instant::from_std);
+                    Some(
+                        last.map_or(start, |l| l.max(start)) + Duration::from_millis(u64::from(ms)),
+                    )
+                });
+                let output = async {
+                    if let Some(rx) = changes.as_mut()
+                        && rx.changed().await.is_ok()
+                    {
+                        return;
+                    }
+                    // No watch, or its producer is gone: only the other ends remain.
+                    std::future::pending::<()>().await
+                };
+                let quiet = async {
+                    match quiet_at {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    _ = rx.wait_for(|done| *done) => break,
+                    () = tokio::time::sleep_until(deadline) => {
+                        end = WaitEnd::TimedOut;
+                        break;
+                    }
+                    () = abort.cancelled() => break,
+                    () = output => {}
+                    // Output that came meanwhile won the race above (`biased`),
+                    // so the quiet mark this timer was set from still holds.
+                    () = quiet => {
+                        end = WaitEnd::Quiet;
+                        break;
+                    }
+                }
             }
             drop(guard);
             // An abort that came before settlement wins; one that came after it does
@@ -204,12 +292,114 @@ impl JobRegistry {
                 return Err(RegistryError::WaitAborted);
             }
         }
-        self.with_visible(id, caller, |r| {
+        let job = self.with_visible(id, caller, |r| {
             if r.status.is_terminal() {
                 r.reported = true;
             }
             Ok(r.snapshot())
+        })?;
+        if job.status.is_terminal() && end != WaitEnd::Matched {
+            end = WaitEnd::Settled;
+        }
+        Ok((job, end, matched))
+    }
+
+    /// The producer's control of a visible job, with its snapshot.
+    fn control(
+        &self,
+        id: &str,
+        caller: Option<&Owner>,
+        extension: &str,
+    ) -> Result<(Arc<dyn JobControl>, JobSnapshot), RegistryError> {
+        self.with_visible(id, caller, |r| match &r.control {
+            Some(control) => Ok((control.clone(), r.snapshot())),
+            None => Err(RegistryError::Unsupported(extension.to_owned())),
         })
+    }
+
+    /// Writes `data` to a live job's stdin, then closes it when `close`
+    /// (extension `input`). Called outside the registry lock.
+    ///
+    /// # Errors
+    ///
+    /// Unknown or foreign job; `input-closed` for a terminal job; the
+    /// producer's [`ControlError`].
+    pub fn write_input(
+        &self,
+        id: &str,
+        caller: Option<&Owner>,
+        data: &[u8],
+        close: bool,
+    ) -> Result<u64, RegistryError> {
+        let (control, job) = self.control(id, caller, "input")?;
+        if job.status.is_terminal() {
+            return Err(RegistryError::InputClosed);
+        }
+        control
+            .write_input(data, close)
+            .map_err(RegistryError::from)
+    }
+
+    /// Sends `signal` to every process of a live job (extension `input`).
+    ///
+    /// # Errors
+    ///
+    /// Unknown or foreign job; a terminal job; the producer's failure.
+    pub fn signal(
+        &self,
+        id: &str,
+        caller: Option<&Owner>,
+        signal: JobSignal,
+    ) -> Result<(), RegistryError> {
+        let (control, job) = self.control(id, caller, "input")?;
+        if job.status.is_terminal() {
+            return Err(RegistryError::ProducerFailed(format!(
+                "job {id} has already finished"
+            )));
+        }
+        control.signal(signal).map_err(RegistryError::from)
+    }
+
+    /// Retained lines of a job, without consuming anything (extension `log`).
+    ///
+    /// # Errors
+    ///
+    /// Unknown or foreign job; a search pattern that does not compile.
+    pub fn lines(
+        &self,
+        id: &str,
+        caller: Option<&Owner>,
+        query: &LineQuery,
+    ) -> Result<(LinePage, JobSnapshot), RegistryError> {
+        let pattern = match query {
+            LineQuery::Search { pattern, .. } => {
+                Some(compile_pattern(pattern).map_err(RegistryError::InvalidPattern)?)
+            }
+            _ => None,
+        };
+        let (control, _) = self.control(id, caller, "log")?;
+        let page = control.lines(query, pattern.as_ref());
+        // The snapshot after the page, so a job that ended meanwhile says so.
+        let job = self.with_visible(id, caller, |r| Ok(r.snapshot()))?;
+        Ok((page, job))
+    }
+
+    /// Listening TCP ports of a job's live processes (extension `ports`);
+    /// empty for a terminal job.
+    ///
+    /// # Errors
+    ///
+    /// Unknown or foreign job.
+    pub fn ports(
+        &self,
+        id: &str,
+        caller: Option<&Owner>,
+    ) -> Result<Vec<ListeningPort>, RegistryError> {
+        let (control, job) = self.control(id, caller, "ports")?;
+        if job.status.is_terminal() {
+            return Ok(Vec::new());
+        }
+        Ok(control.ports())
     }
 
     /// Returns once job `id` has settled and every completion listener has heard

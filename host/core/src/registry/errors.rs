@@ -52,6 +52,30 @@ pub enum RegistryError {
     /// The producer's hook failed.
     #[error("{0}")]
     ProducerFailed(String),
+    /// A pattern did not compile.
+    #[error("invalid pattern: {0}")]
+    InvalidPattern(String),
+    /// The job was started without open input.
+    #[error("the job was started without open input")]
+    NoInput,
+    /// The job's input is closed.
+    #[error("the input of the job is closed")]
+    InputClosed,
+    /// The producer does not offer this extension.
+    #[error("this host does not support the \"{0}\" extension")]
+    Unsupported(String),
+}
+
+impl From<super::control::ControlError> for RegistryError {
+    fn from(e: super::control::ControlError) -> Self {
+        use super::control::ControlError;
+        match e {
+            ControlError::InvalidPattern(m) => RegistryError::InvalidPattern(m),
+            ControlError::NoInput => RegistryError::NoInput,
+            ControlError::InputClosed => RegistryError::InputClosed,
+            ControlError::Failed(m) => RegistryError::ProducerFailed(m),
+        }
+    }
 }
 
 /// Invalid registry configuration.

@@ -30,6 +30,9 @@ pub struct JobHooks {
     /// full result (profile C's `job_status`). A stream job without it answers
     /// such a request with an error; a final-output job needs none.
     pub output_excerpt: Option<ExcerptHook>,
+    /// Input, signals, retained lines, ports and the output watch (the opt-in
+    /// extensions); absent for a producer that offers none of them.
+    pub control: Option<std::sync::Arc<dyn super::control::JobControl>>,
     /// Settles the job.
     pub done: DoneFuture,
 }

@@ -112,6 +112,7 @@ impl JobRegistry {
                 cancel: hooks.cancel,
                 read_output: hooks.read_output,
                 output_excerpt: hooks.output_excerpt,
+                control: hooks.control,
                 settled,
                 announced: Arc::new(announced),
             },

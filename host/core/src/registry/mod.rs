@@ -15,6 +15,7 @@
 
 mod access;
 mod config;
+pub mod control;
 mod errors;
 mod hooks;
 mod lifecycle;
@@ -59,6 +60,8 @@ struct JobRecord {
     cancel: CancelHook,
     read_output: Option<ReadHook>,
     output_excerpt: Option<ExcerptHook>,
+    /// The producer's extension controls, shared so calls run outside the lock.
+    control: Option<Arc<dyn control::JobControl>>,
     settled: watch::Sender<bool>,
     /// Set once the completion listeners of the settlement have returned.
     announced: Arc<watch::Sender<bool>>,

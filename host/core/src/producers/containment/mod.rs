@@ -241,6 +241,19 @@ impl JobContainer {
         }
     }
 
+    /// Every live process of the job now: its cgroup's members, or (fallback)
+    /// its process group, its marked processes and their descendants.
+    pub(crate) fn pids(&self) -> Vec<i32> {
+        match &self.cgroup {
+            Some(dir) => cgroup_pids(dir).into_iter().map(Pid::as_raw).collect(),
+            None => {
+                let entry = format!("{JOB_MARKER_VAR}={}", self.marker);
+                let pgid = self.pgid.map(Pid::as_raw);
+                find_with_descendants(|p: &ProcInfo| Some(p.pgrp) == pgid || p.env_is(&entry))
+            }
+        }
+    }
+
     /// Sends `signal` to every process of the job.
     pub(crate) fn signal(&self, signal: Signal) {
         if let Some(pgid) = self.pgid {
