@@ -8,6 +8,7 @@ mod bad_input;
 mod bash;
 mod containment;
 mod delivery;
+mod extensions;
 mod inproc;
 mod profile_b;
 mod profile_c;

@@ -508,10 +508,16 @@ impl BashProducer {
             .transpose()?;
         let mut rlimits = Vec::new();
         if let Some(seconds) = request.limits.cpu_seconds {
-            rlimits.push((libc::RLIMIT_CPU, seconds as libc::rlim_t));
+            // At the soft limit the kernel sends SIGXCPU, which names the
+            // cause; at the hard one, a second later, SIGKILL.
+            let soft = seconds as libc::rlim_t;
+            rlimits.push((libc::RLIMIT_CPU, soft, soft.saturating_add(1)));
+            // SIGXCPU dumps core by default; a job's limit leaves no core file.
+            rlimits.push((libc::RLIMIT_CORE, 0, 0));
         }
         if let Some(bytes) = request.limits.memory_bytes {
-            rlimits.push((libc::RLIMIT_AS, bytes as libc::rlim_t));
+            let bytes = bytes as libc::rlim_t;
+            rlimits.push((libc::RLIMIT_AS, bytes, bytes));
         }
         Ok(vfork::Spec {
             program: c(shell)?,

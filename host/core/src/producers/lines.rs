@@ -147,9 +147,11 @@ pub(crate) fn query(streams: &[Retained], query: &LineQuery, pattern: Option<&Re
                 return page;
             };
             let count = u64::from((*count).clamp(1, MAX_QUERY_LINES));
+            // Lines no longer kept are skipped: the page starts at the first kept.
+            let start = (*start).max(r.extent.first_line);
             let end = start.saturating_add(count);
             r.for_each_line(|n, bytes| {
-                if n >= *start {
+                if n >= start {
                     page.lines.push(r.line(n, bytes));
                 }
                 n + 1 < end

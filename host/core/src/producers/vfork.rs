@@ -25,9 +25,9 @@ pub(crate) struct Spec {
     pub cwd: Option<CString>,
     /// A pipe for stdin whose write end the host keeps; else `/dev/null`.
     pub open_stdin: bool,
-    /// Resource limits set in the child before `execve` (`RLIMIT_*`, soft and
-    /// hard alike).
-    pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t)>,
+    /// Resource limits set in the child before `execve`: `RLIMIT_*`, soft and
+    /// hard limit.
+    pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t)>,
 }
 
 /// A started leader: its pid, a pidfd to wait on, and the read ends of its
@@ -49,7 +49,7 @@ struct ChildArgs<'a> {
     stdin: libc::c_int,
     stdout: libc::c_int,
     stderr: libc::c_int,
-    rlimits: &'a [(libc::__rlimit_resource_t, libc::rlim_t)],
+    rlimits: &'a [(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t)],
     setup: &'a mut (dyn FnMut() -> std::io::Result<()> + Send),
     /// The errno of the step that failed, for the parent.
     error: AtomicI32,
@@ -221,10 +221,10 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         {
             fail(args, *libc::__errno_location());
         }
-        for (resource, value) in args.rlimits {
+        for (resource, soft, hard) in args.rlimits {
             let limit = libc::rlimit {
-                rlim_cur: *value,
-                rlim_max: *value,
+                rlim_cur: *soft,
+                rlim_max: *hard,
             };
             if libc::setrlimit(*resource, &limit) < 0 {
                 fail(args, *libc::__errno_location());
