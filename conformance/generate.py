@@ -893,9 +893,256 @@ def profile_c():
             config=cfg("c"))
 
 
+# ---------------------------------------------------------------------------
+# The opt-in extensions (README "Extensions"): their texts, written here from
+# the README's rules.
+
+
+def line(stream, number, text):
+    return {"stream": stream, "number": number, "text": text}
+
+
+def grep_row(ln, hit, both):
+    mark = ":" if hit else "-"
+    prefix = f"{ln['stream']}{mark}" if both else ""
+    return f"{prefix}{ln['number']}{mark}{ln['text']}"
+
+
+def matched_lines(m):
+    rows = [f"{b['number']}-{b['text']}" for b in m["before"]]
+    return "\n".join(rows + [f"{m['line']['number']}:{m['line']['text']}"])
+
+
+def extent_note(e):
+    if e.get("dropped_bytes", 0) > 0:
+        return f"{e['stream']} before line {e['first_line']} ({e['dropped_bytes']} bytes) is no longer kept"
+    return None
+
+
+def page_text(page, stream):
+    ext = next((e for e in page["extents"] if e["stream"] == stream), None)
+    last = ext["last_line"] if ext else 0
+    lines = page["lines"]
+    if lines:
+        out = f"[{stream} lines {lines[0]['number']}-{lines[-1]['number']} of {last}"
+    elif last == 0:
+        out = f"[{stream} is empty"
+    else:
+        out = f"[no {stream} lines there; it has lines up to {last}"
+    note = extent_note(ext) if ext else None
+    if note:
+        out += "; " + note
+    out += "]"
+    for ln in lines:
+        out += f"\n{ln['number']}:{ln['text']}"
+    return out
+
+
+def search_text(page, pattern, both):
+    streams = " and ".join(e["stream"] for e in page["extents"])
+    total = page["total_matches"]
+    out = f"[search /{pattern}/ in {streams}: {total} match{'' if total == 1 else 'es'}"
+    if len(page["hits"]) < total:
+        out += f", first {len(page['hits'])} shown"
+    notes = [n for n in (extent_note(e) for e in page["extents"]) if n]
+    if notes:
+        out += "; " + "; ".join(notes)
+    out += "]"
+    prev = None
+    for i, ln in enumerate(page["lines"]):
+        if prev and (prev["stream"] != ln["stream"] or prev["number"] + 1 != ln["number"]):
+            out += "\n--"
+        out += "\n" + grep_row(ln, i in page["hits"], both)
+        prev = ln
+    return out
+
+
+def listening(ports):
+    shown = [f"[{p['address']}]:{p['port']}" if ":" in p["address"] else f"{p['address']}:{p['port']}"
+             for p in ports]
+    return "listening on " + ", ".join(shown)
+
+
+def extensions():
+    ready = ["ready"]
+    for p in "ab":
+        w = WORDS[p]
+        noun = w["noun"]
+        j = job("bash-1", pending="booting\nready on 8000\n")
+        m = {"line": line("stdout", 2, "ready on 8000"), "before": [line("stdout", 1, "booting")]}
+        until = {"pattern": "ready", "quiet_ms": None}
+        expect = ok_read("booting\nready on 8000\n", j, p=p)
+        expect["text"] = "[wait ended: stdout line 2 matched]\n" + matched_lines(m) + "\n" + expect["text"]
+        vec("extensions", f"{p}-ready-matched", "README Extensions: ready", [
+            invoke(w["output"], {w["id"]: "bash-1", "until": "ready"}, expect,
+                   waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 30000, "until": until},
+                           "then": {"stay": True, "end": "matched", "matched": m}}]),
+        ], config=cfg(p, extensions=ready), jobs=[j])
+        quiet = job("bash-1", pending="")
+        expect = ok_read("", quiet, p=p)
+        expect["text"] = "[wait ended: no output for 251 ms]\n" + expect["text"]
+        vec("extensions", f"{p}-ready-quiet", "README Extensions: ready (quiet_ms rounds up)", [
+            invoke(w["output"], {w["id"]: "bash-1", "quiet_ms": 250.5, "timeout_ms": 5000}, expect,
+                   waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 5000,
+                                      "until": {"pattern": None, "quiet_ms": 251}},
+                           "then": {"stay": True, "end": "quiet"}}]),
+        ], config=cfg(p, extensions=ready), jobs=[quiet])
+        expect = ok_read("", quiet, p=p)
+        expect["text"] = "[wait ended: timed out after 5000 ms]\n" + expect["text"]
+        vec("extensions", f"{p}-ready-timed-out", "README Extensions: ready", [
+            invoke(w["output"], {w["id"]: "bash-1", "until": "x", "timeout_ms": 5000}, expect,
+                   waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 5000,
+                                      "until": {"pattern": "x", "quiet_ms": None}},
+                           "then": {"stay": True}}]),
+        ], config=cfg(p, extensions=ready), jobs=[quiet])
+        done = settled(quiet, status="completed", detail="exit code: 0", finished_at=T0 + 3000)
+        expect = ok_read("built\n", done, p=p)
+        expect["text"] = f"[wait ended: the {noun} finished]\n" + expect["text"]
+        vec("extensions", f"{p}-ready-settled", "README Extensions: ready", [
+            invoke(w["output"], {w["id"]: "bash-1", "until": "x"}, expect,
+                   waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 30000,
+                                      "until": {"pattern": "x", "quiet_ms": None}},
+                           "then": {"settle": {"status": "completed", "detail": "exit code: 0",
+                                               "finished_at": T0 + 3000, "pending": "built\n"}}}]),
+        ], config=cfg(p, extensions=ready), jobs=[quiet])
+        vec("extensions", f"{p}-ready-invalid-pattern", "README Extensions: ready; WIT invalid-pattern", [
+            invoke(w["output"], {w["id"]: "bash-1", "until": "("}, err("invalid pattern: unclosed group"),
+                   waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 30000,
+                                      "until": {"pattern": "(", "quiet_ms": None}},
+                           "then": {"error": {"invalid-pattern": "unclosed group"}}}]),
+        ], config=cfg(p, extensions=ready), jobs=[quiet])
+        vec("extensions", f"{p}-ready-off", "README Extensions: a mount without them", [
+            invoke(w["output"], {w["id"]: "bash-1", "until": "x"}, ok_read("", quiet, p=p)),
+            invoke(f"{noun}_input", {w["id"]: "bash-1", "text": "x"},
+                   err(f"unknown tool \"{noun}_input\"")),
+        ], config=cfg(p), jobs=[quiet])
+
+        # Input and signals.
+        open_ = dict(job("bash-1"), input="open")
+        closed = dict(job("bash-2"), input="closed")
+        plain = job("bash-3")
+        fin = job("bash-4", "completed", detail="exit code: 0")
+        vec("extensions", f"{p}-input", "README Extensions: input", [
+            invoke(f"{noun}_input", {w["id"]: "bash-1", "text": "y"},
+                   {"text": f"wrote 2 bytes to {noun} bash-1\n[status: running]", "is_error": False, "value": None}),
+            invoke(f"{noun}_input", {w["id"]: "bash-1", "text": "界", "newline": False, "close": True},
+                   {"text": f"wrote 3 bytes to {noun} bash-1 and closed its input\n[status: running]",
+                    "is_error": False, "value": None}),
+            {"state": {"bash-1": {"written": "y\n界", "input": "closed"}}},
+            invoke(f"{noun}_input", {w["id"]: "bash-1", "close": True},
+                   err(f"the input of {noun} bash-1 is closed")),
+            invoke(f"{noun}_input", {w["id"]: "bash-2", "text": "z"}, err(f"the input of {noun} bash-2 is closed")),
+            invoke(f"{noun}_input", {w["id"]: "bash-3", "text": "z"},
+                   err(f"{noun} bash-3 was started without open input (start it with \"stdin\": true)")),
+            invoke(f"{noun}_input", {w["id"]: "bash-4", "text": "z"}, err(f"the input of {noun} bash-4 is closed")),
+            invoke(f"{noun}_input", {w["id"]: "bash-3"},
+                   err("invalid arguments: give \"text\", \"close\": true, or both")),
+            invoke(f"{noun}_input", {w["id"]: "bash-9", "text": "z"}, err(f"unknown {noun} bash-9")),
+        ], config=cfg(p, extensions=["input"]), jobs=[open_, closed, plain, fin])
+        vec("extensions", f"{p}-signal", "README Extensions: input (signals)", [
+            invoke(f"{noun}_signal", {w["id"]: "bash-3", "signal": "sigterm"},
+                   {"text": f"sent SIGTERM to {noun} bash-3\n[status: running]", "is_error": False, "value": None}),
+            {"state": {"bash-3": {"signals": ["TERM"]}}},
+            invoke(f"{noun}_signal", {w["id"]: "bash-4", "signal": "INT"},
+                   err(f"{noun} bash-4 has already finished [status: completed, exit code: 0]")),
+            invoke(f"{noun}_signal", {w["id"]: "bash-3", "signal": "USR1"},
+                   err("invalid signal: expected one of INT, TERM, HUP, KILL, STOP, CONT, got \"USR1\"")),
+        ], config=cfg(p, extensions=["input"]), jobs=[open_, closed, plain, fin])
+
+        # Pages and searches.
+        page = {"lines": [line("stdout", 10, "10"), line("stdout", 11, "11")], "hits": [], "total_matches": 0,
+                "extents": [{"stream": "stdout", "total_bytes": 3893, "dropped_bytes": 0,
+                             "first_line": 1, "last_line": 1000}]}
+        search = {"lines": [line("stdout", 4, "a"), line("stdout", 5, "err x"), line("stdout", 6, "b"),
+                            line("stderr", 1, "err y")], "hits": [1, 3], "total_matches": 3,
+                  "extents": [{"stream": "stdout", "total_bytes": 500, "dropped_bytes": 100,
+                               "first_line": 3, "last_line": 9},
+                              {"stream": "stderr", "total_bytes": 6, "dropped_bytes": 0,
+                               "first_line": 1, "last_line": 1}]}
+        paged = dict(job("bash-1"), lines=page)
+        searched = dict(job("bash-2"), lines=search)
+        bad = dict(job("bash-3"), lines={"invalid_pattern": "unclosed group"})
+        vec("extensions", f"{p}-log", "README Extensions: log", [
+            invoke(f"{noun}_log", {w["id"]: "bash-1", "start_line": 10, "lines": 2},
+                   {"text": page_text(page, "stdout") + "\n[status: running]", "is_error": False, "value": None}),
+            {"state": {"bash-1": {"last_query": {"range": {"stream": "stdout", "start": 10, "count": 2}}}}},
+            invoke(f"{noun}_log", {w["id"]: "bash-2", "search": "err", "context": 1, "max_matches": 2},
+                   {"text": search_text(search, "err", True) + "\n[status: running]", "is_error": False,
+                    "value": None}),
+            {"state": {"bash-2": {"last_query": {"search": {"stream": None, "pattern": "err", "context": 1,
+                                                            "max_matches": 2}}}}},
+            invoke(f"{noun}_log", {w["id"]: "bash-3", "search": "("}, err("invalid pattern: unclosed group")),
+            invoke(f"{noun}_log", {w["id"]: "bash-1", "lines": 501},
+                   err("invalid lines: expected a whole number from 1 to 500, got 501")),
+        ], config=cfg(p, extensions=["log"]), jobs=[paged, searched, bad])
+
+        # Ports.
+        ports = [{"address": "127.0.0.1", "port": 8000}, {"address": "::", "port": 8000}]
+        served = dict(job("bash-1", pending="hi\n"), ports=ports)
+        shown = dict(served, detail=listening(ports))
+        expect = ok_read("hi\n", served, p=p)
+        expect["text"] = read_text("hi\n", shown, None)
+        vec("extensions", f"{p}-ports", "README Extensions: ports", [
+            invoke(w["output"], {w["id"]: "bash-1"}, expect),
+            invoke(w["list"], {}, {"text": f"bash-1 [bash] running \u2014 make test ({listening(ports)})",
+                                   "is_error": False, "value": [public(served)]}),
+        ], config=cfg(p, extensions=["ports"]), jobs=[served])
+
+    # Profile C.
+    j = job("bash-1", pending="")
+    m = {"line": line("stdout", 3, "ok"), "before": [line("stdout", 2, "x")]}
+    vec("extensions", "c-ready-matched", "README Extensions: ready (profile c)", [
+        invoke("job_wait", {"id": "bash-1", "until": "^ok"},
+               c_text("Job bash-1 is ready after 5s: stdout line 3 matched.\n" + matched_lines(m)
+                      + "\nIt keeps running \u2014 check job_status, or job_cancel it when done."),
+               waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 120000,
+                                  "until": {"pattern": "^ok", "quiet_ms": None}},
+                       "then": {"stay": True, "end": "matched", "matched": m}}]),
+        invoke("job_wait", {"id": "bash-1", "quiet_seconds": 2},
+               c_text("Job bash-1 has written nothing for 2s (running for 5s). It keeps running "
+                      "\u2014 check job_status later."),
+               waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 120000,
+                                  "until": {"pattern": None, "quiet_ms": 2000}},
+                       "then": {"stay": True, "end": "quiet"}}]),
+        invoke("job_wait", {"id": "bash-1", "quiet_seconds": 0},
+               c_err("invalid quiet_seconds: expected a whole number from 1 to 2147483, got 0")),
+    ], config=cfg("c", extensions=True), jobs=[j])
+    ports = [{"address": "0.0.0.0", "port": 5173}]
+    page = {"lines": [], "hits": [], "total_matches": 0,
+            "extents": [{"stream": "stdout", "total_bytes": 0, "dropped_bytes": 0, "first_line": 1, "last_line": 0}]}
+    served = dict(job("bash-1"), ports=ports, lines=page)
+    vec("extensions", "c-ports-and-log", "README Extensions: ports, log (profile c)", [
+        invoke("job_status", {"id": "bash-1"}, c_text(f"job bash-1 (bash) \u2014 running after 5s\n{listening(ports)}")),
+        invoke("job_log", {"id": " bash-1 "}, c_text(page_text(page, "stdout"))),
+        {"state": {"bash-1": {"last_query": {"last": {"stream": "stdout", "count": 50}}}}},
+        invoke("job_log", {"id": "bash-9"}, c_err("agentcore: job not found")),
+        invoke("job_input", {"id": "bash-1", "text": "x"},
+               c_err("job bash-1 was started without open input (start it with \"stdin\": true)")),
+    ], config=cfg("c", extensions=True), jobs=[served])
+
+    # Configs.
+    vec("extensions", "extension-configs", "README Extensions: config", [
+        {"configure": json.dumps({"extensions": True}),
+         "expect": {"ok": {"extensions": ["ready", "input", "log", "limits", "ports"],
+                           "limits": {"timeout_ms": None, "cpu_seconds": None, "memory_bytes": None,
+                                      "output_bytes": None}}}},
+        {"configure": json.dumps({"profile": "b", "extensions": ["limits", "ports"],
+                                  "limits": {"timeoutMs": 60000, "outputBytes": 1000}}),
+         "expect": {"ok": {"extensions": ["limits", "ports"],
+                           "limits": {"timeout_ms": 60000, "cpu_seconds": None, "memory_bytes": None,
+                                      "output_bytes": 1000}}}},
+        {"configure": json.dumps({"extensions": ["ready", "teleport"]}),
+         "expect": {"err": "tool-jobs: unknown extension \"teleport\" (known: ready, input, log, limits, ports)"}},
+        {"configure": json.dumps({"profile": "c", "limits": {"timeoutMs": 5}}),
+         "expect": {"err": "jobs: limits needs the \"limits\" extension (\"extensions\": [\"limits\"])"}},
+        {"configure": json.dumps({"profile": "b", "extensions": False, "bogus": 1}),
+         "expect": {"err": "tool-tasks: unknown config key \"bogus\" (known: profile, waitTimeoutMs, maxWaitTimeoutMs)"}},
+    ])
+
+
 def main():
     for family in (reads, capped_reads, notices, delivery, errors, waits, lists_and_kills, definitions,
-                   configs, finalizes, profile_c):
+                   configs, finalizes, profile_c, extensions):
         family()
     ids = [v["id"] for vs in ALL.values() for v in vs]
     dupes = {i for i in ids if ids.count(i) > 1}

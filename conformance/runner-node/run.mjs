@@ -170,7 +170,8 @@ function step(guest, scripted, config, s) {
       return { err: e.message };
     }
   }
-  if ('state' in s) return Object.fromEntries(scripted.jobs.map((j) => [j.id, j]));
+  // A copy: later steps change the table, and this answer is kept.
+  if ('state' in s) return Object.fromEntries(scripted.jobs.map((j) => [j.id, structuredClone(j)]));
   if (!config) throw new GuestError('the vector has no config');
   if ('invoke' in s) {
     const waits = [...(s.waits ?? [])];

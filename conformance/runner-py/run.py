@@ -165,7 +165,8 @@ def step(guest, scripted, config, s):
         except ValueError as e:
             return {"err": str(e)}
     if "state" in s:
-        return {j["id"]: j for j in scripted.jobs}
+        # A copy: later steps change the table, and this answer is kept.
+        return {j["id"]: copy.deepcopy(j) for j in scripted.jobs}
     if config is None:
         raise GuestError("the vector has no config")
     if "invoke" in s:

@@ -242,9 +242,9 @@ pub(crate) fn find_unread(
     let tail: Vec<u8> = front.iter().chain(back).copied().collect();
     let unread = &tail[offset_in_tail..];
     let newlines_after = unread.iter().filter(|b| **b == b'\n').count() as u64;
-    let mut number = buffer.newlines - newlines_after + 1;
+    let first = buffer.newlines - newlines_after + 1;
     let mut at = offset_in_tail;
-    for segment in unread.split_inclusive(|b| *b == b'\n') {
+    for (number, segment) in (first..).zip(unread.split_inclusive(|b| *b == b'\n')) {
         let text = line_text(segment);
         if pattern.is_match(&text) {
             let earlier = lines_before(&tail[..at], number, buffer.tail_starts_line, stream);
@@ -261,7 +261,6 @@ pub(crate) fn find_unread(
             break;
         }
         at += segment.len();
-        number += 1;
         *from = Some(tail_start + at as u64);
     }
     None
