@@ -114,11 +114,6 @@ impl Extensions {
         *slot = true;
         true
     }
-
-    /// Whether any extension is enabled.
-    pub fn any(&self) -> bool {
-        Extensions::NAMES.iter().any(|n| self.has(n))
-    }
 }
 
 /// The maxima of per-job limits; `None` is no limit.
@@ -202,16 +197,17 @@ fn parse_limits(value: &Value) -> Result<JobLimits, String> {
         memory_bytes: limit("memoryBytes")?,
         output_bytes: limit("outputBytes")?,
     };
-    if limits.timeout_ms.is_some_and(|ms| ms > MAX_TIMER_MS) {
+    let max_timer = crate::model::MAX_TIMER_MS;
+    if limits
+        .timeout_ms
+        .is_some_and(|ms| ms > u64::from(max_timer))
+    {
         return Err(format!(
-            "limits.timeoutMs must be at most {MAX_TIMER_MS} (the longest a timer holds)"
+            "limits.timeoutMs must be at most {max_timer} (the longest a timer holds)"
         ));
     }
     Ok(limits)
 }
-
-/// The longest a timer holds, in milliseconds.
-const MAX_TIMER_MS: u64 = 2_147_483_647;
 
 impl Default for Config {
     fn default() -> Self {

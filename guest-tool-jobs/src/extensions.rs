@@ -15,8 +15,9 @@ use crate::config::Config;
 use crate::model::{
     JobSignal, JobSnapshot, JobsView, LineMatch, LinePage, LineQuery, ListeningPort, OutputLine,
     OutputStream, RegistryError, StreamExtent, ToolDefinition, ToolResult, UiCard, WaitEnd,
-    WaitOutcome, WaitUntil, timer_ms,
+    WaitOutcome, WaitUntil, json_type, timer_ms,
 };
+use crate::wording::{self, Wording};
 
 /// The most bytes one `*_input` call writes.
 pub const MAX_INPUT_BYTES: usize = 64 * 1024;
@@ -51,8 +52,16 @@ pub struct Vocab {
     input_description: &'static str,
     signal_description: &'static str,
     log_description: &'static str,
-    /// Profile C: `error: ` errors, one not-found text, no status lines.
-    pub go_style: bool,
+    /// The worded surface's vocabulary, whose registry errors these calls
+    /// share; `None` for profile C, which words errors its own way (`error: `,
+    /// one not-found text) and shows no status lines.
+    words: Option<&'static Wording>,
+}
+
+impl Vocab {
+    fn go_style(&self) -> bool {
+        self.words.is_none()
+    }
 }
 
 /// Profile A's words.
@@ -65,7 +74,7 @@ pub const A: Vocab = Vocab {
     input_description: JOB_INPUT_DESCRIPTION,
     signal_description: JOB_SIGNAL_DESCRIPTION,
     log_description: JOB_LOG_DESCRIPTION,
-    go_style: false,
+    words: Some(&wording::A),
 };
 
 /// Profile B's words.
@@ -78,7 +87,7 @@ pub const B: Vocab = Vocab {
     input_description: "Write text to the stdin of a background task started with stdin: true, or close it (EOF). Returns the bytes written and the task's status.",
     signal_description: "Send a signal (INT, TERM, HUP, KILL, STOP or CONT) to every process of a running background task.",
     log_description: "Page or search a background task's retained output without consuming it: lines by number from the start (start_line) or the last lines, or lines matching a regular expression (search) with context. Reads by task_output are unaffected.",
-    go_style: false,
+    words: Some(&wording::B),
 };
 
 /// Profile C's words.
@@ -91,7 +100,7 @@ pub const C: Vocab = Vocab {
     input_description: JOB_INPUT_DESCRIPTION,
     signal_description: JOB_SIGNAL_DESCRIPTION,
     log_description: JOB_LOG_DESCRIPTION,
-    go_style: true,
+    words: None,
 };
 
 const JOB_INPUT_DESCRIPTION: &str = "Write text to the stdin of a background job started with stdin: true, or close it (EOF). Returns the bytes written and the job's status.";
@@ -124,17 +133,12 @@ fn which(config: &Config, v: &Vocab, tool: &str) -> Option<Tool> {
     }
 }
 
-/// Whether `tool` is one of this config's extension tools.
-pub fn is_extension_tool(config: &Config, v: &Vocab, tool: &str) -> bool {
-    which(config, v, tool).is_some()
-}
-
 /// The ready-wait properties an output or wait tool gains (extension `ready`).
 pub fn ready_properties(config: &Config, v: &Vocab) -> Vec<(&'static str, Value)> {
     if !config.extensions.ready {
         return Vec::new();
     }
-    let quiet = if v.go_style {
+    let quiet = if v.go_style() {
         (
             "quiet_seconds",
             json!({"type": "integer", "description": QUIET_SECONDS_DESCRIPTION}),
@@ -232,33 +236,23 @@ pub fn ui_card(config: &Config, v: &Vocab, tool: &str, args_json: &str) -> Optio
     })
 }
 
-/// The message for a registry failure in the extension calls. `id` names the
-/// job for the input errors.
+/// The message for a registry failure in the extension calls: the input
+/// errors name the job `id`; every other error reads as the profile's own
+/// tools word it.
 pub fn error_message(error: &RegistryError, v: &Vocab, id: &str) -> String {
     let noun = v.noun;
-    match error {
-        RegistryError::UnknownJob(_) | RegistryError::ForeignJob(_) if v.go_style => {
-            crate::profile_c::NOT_FOUND.to_owned()
-        }
-        RegistryError::UnknownJob(id) => format!("unknown {noun} {id}"),
-        RegistryError::ForeignJob(id) => format!("{noun} {id} belongs to another session"),
-        RegistryError::InvalidTimeout(ms) => format!("invalid wait timeout: {ms} ms"),
-        RegistryError::WaitAborted if v.go_style => "context canceled".to_owned(),
-        RegistryError::WaitAborted => "wait aborted".to_owned(),
-        RegistryError::ProducerFailed(m) => m.clone(),
-        RegistryError::InvalidPattern(m) => format!("invalid pattern: {m}"),
-        RegistryError::NoInput => {
+    match (error, v.words) {
+        (RegistryError::NoInput, _) => {
             format!("{noun} {id} was started without open input (start it with \"stdin\": true)")
         }
-        RegistryError::InputClosed => format!("the input of {noun} {id} is closed"),
-        RegistryError::Unsupported(what) => {
-            format!("this host does not support the \"{what}\" extension")
-        }
+        (RegistryError::InputClosed, _) => format!("the input of {noun} {id} is closed"),
+        (_, Some(words)) => crate::render::registry_error_message(error, words),
+        (_, None) => crate::profile_c::message(error),
     }
 }
 
 fn error_result(v: &Vocab, message: &str, cap: Option<u64>) -> ToolResult {
-    let prefix = if v.go_style { "error: " } else { "Error: " };
+    let prefix = if v.go_style() { "error: " } else { "Error: " };
     ToolResult {
         text: cap_result(&format!("{prefix}{message}"), cap),
         is_error: true,
@@ -267,7 +261,7 @@ fn error_result(v: &Vocab, message: &str, cap: Option<u64>) -> ToolResult {
 }
 
 fn done(v: &Vocab, text: String, job: &JobSnapshot, cap: Option<u64>) -> ToolResult {
-    let text = if v.go_style {
+    let text = if v.go_style() {
         text
     } else {
         format!("{text}\n{}", crate::render::status_line(job))
@@ -296,11 +290,14 @@ pub fn invoke(
         Ok(id) => id,
         Err(message) => return Some(error_result(v, &message, None)),
     };
-    let cap = view.get(&id).ok().and_then(|j| j.output_limit_bytes);
+    // One look at the job serves the cap and the tools; each checks its
+    // arguments before it reports an id the caller cannot see.
+    let found = view.get(&id).map_err(|e| error_message(&e, v, &id));
+    let cap = found.as_ref().ok().and_then(|j| j.output_limit_bytes);
     let result = match which {
-        Tool::Input => input(view, v, &id, &args, cap),
-        Tool::Signal => signal(view, v, &id, &args, cap),
-        Tool::Log => log(view, v, &id, &args, cap),
+        Tool::Input => input(view, v, &id, &args, &found, cap),
+        Tool::Signal => signal(view, v, &id, &args, &found, cap),
+        Tool::Log => log(view, v, &id, &args, &found, cap),
     };
     Some(result.unwrap_or_else(|message| error_result(v, &message, cap)))
 }
@@ -310,20 +307,9 @@ fn parse_object(args_json: &str) -> Result<Map<String, Value>, String> {
         Ok(Value::Object(map)) => Ok(map),
         Ok(other) => Err(format!(
             "invalid arguments: expected an object, got {}",
-            type_word(&other)
+            json_type(&other)
         )),
         Err(e) => Err(format!("invalid arguments: not valid JSON ({e})")),
-    }
-}
-
-fn type_word(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 
@@ -333,10 +319,10 @@ fn required_id(args: &Map<String, Value>, v: &Vocab) -> Result<String, String> {
         None => Err(format!(
             "invalid arguments: missing required property \"{key}\""
         )),
-        Some(Value::String(id)) if v.go_style && id.trim().is_empty() => {
+        Some(Value::String(id)) if v.go_style() && id.trim().is_empty() => {
             Err(crate::profile_c::ID_REQUIRED.to_owned())
         }
-        Some(Value::String(id)) if v.go_style => Ok(id.trim().to_owned()),
+        Some(Value::String(id)) if v.go_style() => Ok(id.trim().to_owned()),
         Some(Value::String(id)) if id.is_empty() => Err(format!(
             "invalid {key}: expected a non-empty string, got \"\""
         )),
@@ -379,11 +365,15 @@ fn optional_count(
     }
 }
 
+/// The job [`invoke`] looked up, or the error for its id.
+type Found = Result<JobSnapshot, String>;
+
 fn input(
     view: &dyn JobsView,
     v: &Vocab,
     id: &str,
     args: &Map<String, Value>,
+    found: &Found,
     cap: Option<u64>,
 ) -> Result<ToolResult, String> {
     let text = optional_string(args, "text")?;
@@ -402,10 +392,8 @@ fn input(
             data.len()
         ));
     }
-    let job = view.get(id).map_err(|e| error_message(&e, v, id))?;
-    if job.status.is_terminal() {
-        return Err(error_message(&RegistryError::InputClosed, v, id));
-    }
+    found.clone()?;
+    // A finished job's input is closed: the registry answers `input-closed`.
     let written = view
         .write_input(id, &data, close)
         .map_err(|e| error_message(&e, v, id))?;
@@ -425,6 +413,7 @@ fn signal(
     v: &Vocab,
     id: &str,
     args: &Map<String, Value>,
+    found: &Found,
     cap: Option<u64>,
 ) -> Result<ToolResult, String> {
     let names = JobSignal::ALL.iter().map(|s| s.name()).collect::<Vec<_>>();
@@ -441,7 +430,7 @@ fn signal(
             names.join(", ")
         ));
     };
-    let job = view.get(id).map_err(|e| error_message(&e, v, id))?;
+    let job = found.clone()?;
     if job.status.is_terminal() {
         return Err(format!(
             "{} {id} has already finished {}",
@@ -475,6 +464,7 @@ fn log(
     v: &Vocab,
     id: &str,
     args: &Map<String, Value>,
+    found: &Found,
     cap: Option<u64>,
 ) -> Result<ToolResult, String> {
     let stream = stream_arg(args)?;
@@ -519,6 +509,7 @@ fn log(
             }
         }
     };
+    found.clone()?;
     let page = view
         .lines(id, &query)
         .map_err(|e| error_message(&e, v, id))?;
@@ -624,13 +615,15 @@ fn search_text(page: &LinePage, pattern: &str, both: bool) -> String {
     out.push(']');
     let mut previous: Option<&OutputLine> = None;
     let mut rows = Vec::new();
+    // Hits come in line order, so one pass over both marks them.
+    let mut hits = page.hits.iter().peekable();
     for (index, line) in page.lines.iter().enumerate() {
         if let Some(prev) = previous
             && (prev.stream != line.stream || prev.number + 1 != line.number)
         {
             rows.push(("--".to_owned(), line));
         }
-        let mark = if page.hits.contains(&(index as u32)) {
+        let mark = if hits.next_if(|h| **h as usize == index).is_some() {
             ':'
         } else {
             '-'
@@ -652,32 +645,14 @@ fn search_text(page: &LinePage, pattern: &str, both: bool) -> String {
     out
 }
 
-/// The ready-wait arguments of an output or wait tool.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadyArgs {
-    /// The `until` pattern.
-    pub pattern: Option<String>,
-    /// Quiet time in whole milliseconds.
-    pub quiet_ms: Option<u32>,
-}
-
-impl ReadyArgs {
-    /// What the wait request carries.
-    pub fn until(&self) -> WaitUntil {
-        WaitUntil {
-            pattern: self.pattern.clone(),
-            quiet_ms: self.quiet_ms,
-        }
-    }
-}
-
-/// The ready-wait arguments, when the extension is on and the call gives any.
-/// `quiet_ms` for profiles A and B, `quiet_seconds` for C.
+/// The ready-wait arguments as the wait request carries them, when the
+/// extension is on and the call gives any: `until`, and `quiet_ms` for
+/// profiles A and B or `quiet_seconds` for C.
 pub fn ready_args(
     config: &Config,
     v: &Vocab,
     args: &Map<String, Value>,
-) -> Result<Option<ReadyArgs>, String> {
+) -> Result<Option<WaitUntil>, String> {
     if !config.extensions.ready {
         return Ok(None);
     }
@@ -685,7 +660,7 @@ pub fn ready_args(
         Some("") => return Err("invalid until: expected a non-empty pattern".to_owned()),
         p => p.map(str::to_owned),
     };
-    let quiet_ms = if v.go_style {
+    let quiet_ms = if v.go_style() {
         optional_count(args, "quiet_seconds", 1, 2_147_483)?.map(|s| (s * 1000) as u32)
     } else {
         match args.get("quiet_ms") {
@@ -700,12 +675,12 @@ pub fn ready_args(
             }
         }
     };
-    Ok((pattern.is_some() || quiet_ms.is_some()).then_some(ReadyArgs { pattern, quiet_ms }))
+    Ok((pattern.is_some() || quiet_ms.is_some()).then_some(WaitUntil { pattern, quiet_ms }))
 }
 
 /// The note that says why a ready wait ended, for profiles A and B: it comes
 /// before the output the call then reads.
-pub fn wait_note(v: &Vocab, outcome: &WaitOutcome, timeout_ms: u32, ready: &ReadyArgs) -> String {
+pub fn wait_note(v: &Vocab, outcome: &WaitOutcome, timeout_ms: u32, ready: &WaitUntil) -> String {
     match (outcome.end, &outcome.matched) {
         (WaitEnd::Matched, Some(m)) => matched_note(m),
         (WaitEnd::Quiet, _) => format!(

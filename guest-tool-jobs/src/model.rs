@@ -297,6 +297,18 @@ pub enum Step<T> {
 /// there was none.
 pub type Waited = Result<WaitOutcome, RegistryError>;
 
+/// The JSON type word of a value, for argument errors (`got number`).
+pub fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
 /// The largest line number an argument may name (the largest integer a JSON
 /// number holds exactly).
 pub const MAX_SAFE_LINE: u64 = 9_007_199_254_740_991;

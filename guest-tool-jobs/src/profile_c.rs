@@ -190,7 +190,7 @@ fn error_text(job: &JobSnapshot, config: &Config) -> Option<String> {
 }
 
 /// The registry error as the Go plugin words it.
-fn message(error: &RegistryError) -> String {
+pub(crate) fn message(error: &RegistryError) -> String {
     match error {
         RegistryError::UnknownJob(_) | RegistryError::ForeignJob(_) => NOT_FOUND.to_owned(),
         // The wait's context ended with the tool call's.
@@ -324,6 +324,8 @@ pub fn ui_card(config: &Config, tool: &str, args_json: &str) -> Option<UiCard> {
 struct Args {
     id: String,
     timeout_seconds: i64,
+    /// Every key, for the extensions' arguments.
+    map: Map<String, Value>,
 }
 
 fn parse_args(args_json: &str, with_timeout: bool) -> Result<Args, String> {
@@ -357,6 +359,7 @@ fn parse_args(args_json: &str, with_timeout: bool) -> Result<Args, String> {
     Ok(Args {
         id,
         timeout_seconds,
+        map,
     })
 }
 
@@ -458,12 +461,7 @@ fn job_wait(
 ) -> Result<Step<String>, String> {
     let args = parse_args(args_json, true)?;
     let id = required_id(&args)?;
-    let ready = match serde_json::from_str::<Value>(args_json) {
-        Ok(Value::Object(map)) => {
-            crate::extensions::ready_args(config, &crate::extensions::C, &map)?
-        }
-        _ => None,
-    };
+    let ready = crate::extensions::ready_args(config, &crate::extensions::C, &args.map)?;
     // The config holds the cap in whole seconds' worth of milliseconds.
     let max_seconds = i64::try_from(config.max_wait_timeout_ms / 1000).unwrap_or(i64::MAX);
     let seconds = if args.timeout_seconds > 0 {
@@ -480,7 +478,7 @@ fn job_wait(
                 job_id: id.to_owned(),
                 // The config bounds the seconds to what a timer holds.
                 timeout_ms: u32::try_from(waited_ms).unwrap_or(MAX_TIMER_MS),
-                until: ready.as_ref().map(crate::extensions::ReadyArgs::until),
+                until: ready.clone(),
             }));
         }
         Some(outcome) => outcome.as_ref().map_err(message)?,

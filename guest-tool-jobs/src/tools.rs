@@ -5,10 +5,10 @@ use serde_json::{Map, Value, json};
 
 use crate::caps::cap_result;
 use crate::config::Config;
-use crate::extensions::{self, ReadyArgs, Vocab};
+use crate::extensions::{self, Vocab};
 use crate::model::{
     ContentBlock, JobSnapshot, JobsView, KillOutcome, RegistryError, Step, ToolDefinition,
-    ToolResult, UiCard, WaitRequest, Waited, timer_ms,
+    ToolResult, UiCard, WaitRequest, Waited, json_type, timer_ms,
 };
 use crate::render::{list_text, read_text, registry_error_message, status_line};
 use crate::wording::Wording;
@@ -162,18 +162,18 @@ enum ParamType {
 
 fn params(tool: Tool, w: &Wording, config: &Config) -> Vec<(&'static str, ParamType, bool)> {
     match tool {
-        Tool::Output if config.extensions.ready => vec![
-            (w.id_param, ParamType::String, true),
-            ("wait", ParamType::Boolean, false),
-            ("timeout_ms", ParamType::Number, false),
-            ("until", ParamType::String, false),
-            ("quiet_ms", ParamType::Number, false),
-        ],
-        Tool::Output => vec![
-            (w.id_param, ParamType::String, true),
-            ("wait", ParamType::Boolean, false),
-            ("timeout_ms", ParamType::Number, false),
-        ],
+        Tool::Output => {
+            let mut declared = vec![
+                (w.id_param, ParamType::String, true),
+                ("wait", ParamType::Boolean, false),
+                ("timeout_ms", ParamType::Number, false),
+            ];
+            if config.extensions.ready {
+                declared.push(("until", ParamType::String, false));
+                declared.push(("quiet_ms", ParamType::Number, false));
+            }
+            declared
+        }
         Tool::List => Vec::new(),
         Tool::Kill => vec![
             (w.id_param, ParamType::String, true),
@@ -215,17 +215,6 @@ fn check_args(
         Ok(map)
     } else {
         Err(format!("invalid arguments: {}", violations.join("; ")))
-    }
-}
-
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 
@@ -332,7 +321,7 @@ fn job_output(
                 return Ok(Step::Wait(WaitRequest {
                     job_id: id.to_owned(),
                     timeout_ms,
-                    until: ready.as_ref().map(ReadyArgs::until),
+                    until: ready.clone(),
                 }));
             }
             Some(Err(e)) => return Err(registry_error_message(e, w)),
@@ -360,15 +349,19 @@ fn job_output(
 }
 
 /// The job as its status line shows it: a live job's listening ports take the
-/// place of the detail (extension `ports`).
-fn with_ports(view: &dyn JobsView, config: &Config, job: &JobSnapshot) -> JobSnapshot {
-    let mut shown = job.clone();
-    if shown.detail.is_none()
-        && let Some(ports) = extensions::ports_of(view, config, job)
-    {
-        shown.detail = Some(ports);
+/// place of the detail (extension `ports`). Without ports, the job itself.
+fn with_ports<'a>(
+    view: &dyn JobsView,
+    config: &Config,
+    job: &'a JobSnapshot,
+) -> std::borrow::Cow<'a, JobSnapshot> {
+    match extensions::ports_of(view, config, job) {
+        Some(ports) if job.detail.is_none() => std::borrow::Cow::Owned(JobSnapshot {
+            detail: Some(ports),
+            ..job.clone()
+        }),
+        _ => std::borrow::Cow::Borrowed(job),
     }
-    shown
 }
 
 fn job_list(view: &dyn JobsView, config: &Config, w: &Wording) -> ToolResult {

@@ -581,7 +581,6 @@ async fn limits_stop_a_job_and_say_which_limit_it_was() {
         assert!(is_error, "{args}");
         assert_eq!(out, error);
     }
-    // Without a request, a job gets the maxima: this one runs under 60 s.
     let defs = s.tool_definitions().await.unwrap();
     let bash = defs.iter().find(|d| d.name == "bash").unwrap();
     assert!(
@@ -590,20 +589,23 @@ async fn limits_stop_a_job_and_say_which_limit_it_was() {
         bash.description
     );
     s.close().await;
+
+    // Without a request, a job gets the session's maxima.
+    let s = session(r#"{"extensions": ["limits"], "limits": {"timeoutMs": 300}}"#).await;
+    let plain = start(&s, json!({"command": "exec sleep 30"})).await;
+    assert_eq!(
+        finished(&s, &plain).await,
+        "(no new output)\n[status: killed, time limit reached (300 ms), signal: SIGTERM]"
+    );
+    s.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mount_without_extensions_is_the_contract_surface() {
     let s = session("{}").await;
-    let names: Vec<String> = s
-        .tool_definitions()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|d| d.name)
-        .collect();
-    assert_eq!(names, ["bash", "job_output", "job_list", "job_kill"]);
     let defs = s.tool_definitions().await.unwrap();
+    let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["bash", "job_output", "job_list", "job_kill"]);
     assert!(defs[0].description.ends_with("No timeout applies."));
     assert!(!defs[0].input_schema.contains("stdin"));
     assert!(!defs[1].input_schema.contains("\"until\":"));

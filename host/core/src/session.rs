@@ -324,15 +324,7 @@ fn bash_request(args: &Value, config: &crate::plugin::PluginConfig) -> Result<Ba
     if has_extension(config, Extension::Ports) {
         request.name = match map.get("name") {
             None | Some(Value::Null) => None,
-            Some(Value::String(name)) if name.trim().is_empty() => {
-                return Err("invalid name: expected a non-blank string".to_owned());
-            }
-            Some(Value::String(name)) if name.len() > 128 => {
-                return Err(format!(
-                    "invalid name: {} bytes is more than the limit of 128 bytes",
-                    name.len()
-                ));
-            }
+            // The producer checks the name itself (blank, too long).
             Some(Value::String(name)) => Some(name.clone()),
             Some(_) => return Err("invalid arguments: \"name\" must be a string".to_owned()),
         };

@@ -165,3 +165,12 @@ impl From<control::StreamExtent> for wit::StreamExtent {
         }
     }
 }
+
+impl From<control::ListeningPort> for wit::ListeningPort {
+    fn from(p: control::ListeningPort) -> Self {
+        wit::ListeningPort {
+            address: p.address,
+            port: p.port,
+        }
+    }
+}

@@ -178,15 +178,7 @@ impl bindings::harness::jobs::registry::HostOwnerScope for CallState {
         Ok(self
             .registry
             .ports(&job_id, caller.as_ref())
-            .map(|ports| {
-                ports
-                    .into_iter()
-                    .map(|p| wit::ListeningPort {
-                        address: p.address,
-                        port: p.port,
-                    })
-                    .collect()
-            })
+            .map(|ports| ports.into_iter().map(Into::into).collect())
             .map_err(wit::RegistryError::from))
     }
 

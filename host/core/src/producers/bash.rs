@@ -130,6 +130,9 @@ pub enum Started {
     Existing(String),
 }
 
+/// The longest job name accepted, in bytes.
+pub const MAX_NAME_BYTES: usize = 128;
+
 /// The most bytes of input a job may have waiting (written, not yet read by
 /// the job); a write beyond it is refused whole.
 pub const MAX_PENDING_INPUT_BYTES: u64 = 1 << 20;
@@ -232,50 +235,42 @@ impl BashProducer {
     ///
     /// # Errors
     ///
-    /// As [`BashProducer::start`]; a blank name.
+    /// As [`BashProducer::start`]; a blank name, or one longer than
+    /// [`MAX_NAME_BYTES`].
     pub fn start_named(
         &self,
         owner: Option<Owner>,
         request: BashRequest,
     ) -> Result<Started, StartError> {
-        let key = match &request.name {
-            Some(name) if name.trim().is_empty() => {
-                return Err(StartError::Producer(
-                    "invalid name: expected a non-blank string".to_owned(),
-                ));
-            }
-            Some(name) => Some((
-                owner.as_ref().map(|o| o.session_id().to_owned()),
-                name.clone(),
-            )),
-            None => None,
+        let Some(name) = request.name.clone() else {
+            return self.start_unnamed(owner, request).map(Started::New);
         };
+        if name.trim().is_empty() {
+            return Err(StartError::Producer(
+                "invalid name: expected a non-blank string".to_owned(),
+            ));
+        }
+        if name.len() > MAX_NAME_BYTES {
+            return Err(StartError::Producer(format!(
+                "invalid name: {} bytes is more than the limit of {MAX_NAME_BYTES} bytes",
+                name.len()
+            )));
+        }
+        let key = (owner.as_ref().map(|o| o.session_id().to_owned()), name);
         // Held from the lookup to the registration, so two starts of one name
-        // cannot both start.
-        let mut names = key.as_ref().map(|_| lock_any(&self.inner.names));
-        if let (Some(names), Some(key)) = (names.as_mut(), &key)
-            && let Some(id) = names.get(key)
-        {
-            let live = self
-                .inner
-                .registry
-                .inspect(id)
-                .is_some_and(|job| !job.status.is_terminal());
-            if live {
-                return Ok(Started::Existing(id.clone()));
-            }
-            names.remove(key);
+        // cannot both start. Names of jobs that have ended are free again.
+        let mut names = lock_any(&self.inner.names);
+        let registry = &self.inner.registry;
+        names.retain(|_, held| {
+            registry
+                .inspect(held)
+                .is_some_and(|job| !job.status.is_terminal())
+        });
+        if let Some(id) = names.get(&key) {
+            return Ok(Started::Existing(id.clone()));
         }
         let id = self.start_unnamed(owner, request)?;
-        if let (Some(names), Some(key)) = (names.as_mut(), key) {
-            names.retain(|_, held| {
-                self.inner
-                    .registry
-                    .inspect(held)
-                    .is_some_and(|job| !job.status.is_terminal())
-            });
-            names.insert(key, id.clone());
-        }
+        names.insert(key, id.clone());
         Ok(Started::New(id))
     }
 
@@ -394,7 +389,11 @@ impl BashProducer {
         let input = stdin.and_then(|fd| {
             let _guard = inner.handle.enter();
             match tokio::net::unix::pipe::Sender::from_owned_fd(fd) {
-                Ok(pipe) => Some(InputWriter::start(pipe, &inner.handle)),
+                Ok(pipe) => Some(InputWriter::start(
+                    pipe,
+                    control.exited.subscribe(),
+                    &inner.handle,
+                )),
                 Err(e) => {
                     tracing::warn!("jobs: cannot write to a job's stdin: {e}");
                     None
@@ -774,7 +773,8 @@ impl Supervisor {
             }
         }
         lock(&self.capture).closed = true;
-        self.changes.send_modify(|n| *n += 1);
+        // Wakes a ready wait for the last line, now complete; the count stays.
+        self.changes.send_modify(|_| {});
         self.budget.finished(&self.capture);
         let mut outcome = process_outcome(status.ok(), kill_requested);
         if let Some(why) = lock_any(&self.control.limit_hit).take() {
@@ -848,7 +848,8 @@ enum InputChunk {
 
 /// Writes queued input to a job's stdin from a task of its own, so a job that
 /// does not read never blocks the caller; what waits is bounded by
-/// [`MAX_PENDING_INPUT_BYTES`].
+/// [`MAX_PENDING_INPUT_BYTES`]. The task, and with it the pipe, ends when the
+/// job's leader exits, not when the job's record is finally dropped.
 struct InputWriter {
     queue: tokio::sync::mpsc::UnboundedSender<InputChunk>,
     pending: Arc<AtomicU64>,
@@ -859,6 +860,7 @@ struct InputWriter {
 impl InputWriter {
     fn start(
         mut pipe: tokio::net::unix::pipe::Sender,
+        mut exited: watch::Receiver<bool>,
         handle: &tokio::runtime::Handle,
     ) -> InputWriter {
         use tokio::io::AsyncWriteExt;
@@ -867,7 +869,14 @@ impl InputWriter {
         let broken = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (left, failed) = (pending.clone(), broken.clone());
         handle.spawn(async move {
-            while let Some(chunk) = chunks.recv().await {
+            loop {
+                let chunk = tokio::select! {
+                    chunk = chunks.recv() => chunk,
+                    _ = exited.wait_for(|exited| *exited) => None,
+                };
+                let Some(chunk) = chunk else {
+                    return;
+                };
                 match chunk {
                     InputChunk::Data(bytes) => {
                         let written = pipe.write_all(&bytes).await;

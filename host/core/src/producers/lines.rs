@@ -238,16 +238,17 @@ pub(crate) fn find_unread(
     let tail_start = buffer.total - buffer.tail.len() as u64;
     let start = from.unwrap_or(buffer.cursor).max(tail_start);
     let offset_in_tail = (start - tail_start) as usize;
-    let (front, back) = buffer.tail.as_slices();
-    let tail: Vec<u8> = front.iter().chain(back).copied().collect();
-    let unread = &tail[offset_in_tail..];
+    // Called on every chunk while a ready wait runs: copy only what is unread,
+    // and the lines before a match only once there is one.
+    let unread: Vec<u8> = buffer.tail.range(offset_in_tail..).copied().collect();
     let newlines_after = unread.iter().filter(|b| **b == b'\n').count() as u64;
     let first = buffer.newlines - newlines_after + 1;
     let mut at = offset_in_tail;
     for (number, segment) in (first..).zip(unread.split_inclusive(|b| *b == b'\n')) {
         let text = line_text(segment);
         if pattern.is_match(&text) {
-            let earlier = lines_before(&tail[..at], number, buffer.tail_starts_line, stream);
+            let earlier: Vec<u8> = buffer.tail.range(..at).copied().collect();
+            let earlier = lines_before(&earlier, number, buffer.tail_starts_line, stream);
             return Some(LineMatch {
                 line: OutputLine {
                     stream,
