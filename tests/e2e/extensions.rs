@@ -59,6 +59,24 @@ async fn finished(session: &Session, id: &str) -> String {
     }
 }
 
+/// Polls a search (which consumes nothing) until it finds `pattern` in
+/// `stream`; its answer. Bounded generously so a slow machine still passes.
+async fn logged(session: &Session, id: &str, pattern: &str, stream: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let found = text(
+            session,
+            "job_log",
+            json!({"job_id": id, "search": pattern, "stream": stream}),
+        )
+        .await;
+        if !found.contains(": 0 matches]") || std::time::Instant::now() > deadline {
+            return found;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 const ALL: &str = r#"{"extensions": true}"#;
 
 /// The worked session of the README: a dev server started by name, waited on
@@ -114,19 +132,7 @@ async fn a_dev_server_is_waited_on_until_ready_found_by_port_and_stopped() {
 
     // The server logs the request to stderr (just after answering it); a
     // search finds it without consuming anything.
-    let mut found = String::new();
-    for _ in 0..500 {
-        found = text(
-            &s,
-            "job_log",
-            json!({"job_id": id, "search": "\"GET / HTTP", "stream": "stderr"}),
-        )
-        .await;
-        if !found.contains(": 0 matches]") {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let found = logged(&s, &id, "\"GET / HTTP", "stderr").await;
     assert!(
         found.starts_with("[search /\"GET / HTTP/ in stderr: 1 match]\n1:"),
         "{found}"
@@ -153,6 +159,9 @@ async fn a_dev_server_is_waited_on_until_ready_found_by_port_and_stopped() {
 async fn ready_waits_end_on_quiet_output_settlement_or_the_timeout_and_say_which() {
     let s = session(ALL).await;
     let quiet = start(&s, json!({"command": "echo first; exec sleep 30"})).await;
+    // The output is there before the wait begins, so the quiet time is
+    // counted from the wait's start and the read shows it.
+    logged(&s, &quiet, "^first$", "stdout").await;
     let out = text(&s, "job_output", json!({"job_id": quiet, "quiet_ms": 300})).await;
     assert_eq!(
         out,
@@ -254,7 +263,8 @@ async fn input_reaches_the_job_and_closing_it_is_its_end_of_file() {
     let s = session(ALL).await;
     let id = start(
         &s,
-        json!({"command": "while read -r line || [ -n \"$line\" ]; do echo \"got:$line\"; done; echo eof", "stdin": true}),
+        // The job outlives its end of input, so every status below is known.
+        json!({"command": "while read -r line || [ -n \"$line\" ]; do echo \"got:$line\"; done; echo eof; exec sleep 30", "stdin": true}),
     )
     .await;
     let wrote = text(&s, "job_input", json!({"job_id": id, "text": "hello"})).await;
@@ -279,13 +289,21 @@ async fn input_reaches_the_job_and_closing_it_is_its_end_of_file() {
         partial,
         format!("wrote 10 bytes to job {id} and closed its input\n[status: running]")
     );
-    let end = finished(&s, &id).await;
+    let end = text(&s, "job_output", json!({"job_id": id, "until": "^eof$"})).await;
     assert_eq!(
         end,
-        "got:no newline\neof\n[status: completed, exit code: 0]"
+        "[wait ended: stdout line 3 matched]\n1-got:hello\n2-got:no newline\n3:eof\ngot:no newline\neof\n[status: running]"
     );
     let (closed, is_error) = call(&s, "job_input", json!({"job_id": id, "text": "late"})).await;
     assert!(is_error);
+    assert_eq!(closed, format!("Error: the input of job {id} is closed"));
+    // Once the job has finished, its input is closed too.
+    text(&s, "job_kill", json!({"job_id": id})).await;
+    assert_eq!(
+        finished(&s, &id).await,
+        "(no new output)\n[status: killed, signal: SIGTERM]"
+    );
+    let (closed, _) = call(&s, "job_input", json!({"job_id": id, "text": "later"})).await;
     assert_eq!(closed, format!("Error: the input of job {id} is closed"));
 
     // A job started without stdin: true reads /dev/null and takes no input.
@@ -346,22 +364,48 @@ async fn a_job_that_never_reads_cannot_make_the_host_hold_unbounded_input() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signals_reach_the_whole_tree_from_an_allowlist() {
+    // Counts every INT and TERM it gets, so a signal sent twice shows; INT
+    // keeps it running, so the status after it is known, and TERM ends it
+    // after a pause in which a second TERM would still be counted. Each line
+    // is one write, so a signal cannot land inside one.
+    const COUNTER: &str = r#"
+import os, signal, sys, time
+counts = {}
+def caught(number, _):
+    name = signal.Signals(number).name
+    counts[name] = counts.get(name, 0) + 1
+    os.write(1, b"caught %s %d\n" % (name.encode(), counts[name]))
+    if name == "SIGTERM":
+        time.sleep(0.3)
+        os._exit(0)
+signal.signal(signal.SIGINT, caught)
+signal.signal(signal.SIGTERM, caught)
+os.write(1, b"armed\n")
+while True:
+    time.sleep(1)
+"#;
     let s = session(ALL).await;
     let id = start(
         &s,
-        json!({"command": "trap 'echo caught INT; exit 7' INT; echo armed; while :; do sleep 0.1; done"}),
+        json!({"command": format!("exec python3 -c '{COUNTER}'")}),
     )
     .await;
     text(&s, "job_output", json!({"job_id": id, "until": "armed"})).await;
     let sent = text(&s, "job_signal", json!({"job_id": id, "signal": "sigint"})).await;
     assert_eq!(sent, format!("sent SIGINT to job {id}\n[status: running]"));
+    let caught = text(&s, "job_output", json!({"job_id": id, "until": "^caught"})).await;
+    assert_eq!(
+        caught,
+        "[wait ended: stdout line 2 matched]\n1-armed\n2:caught SIGINT 1\ncaught SIGINT 1\n[status: running]"
+    );
+    text(&s, "job_signal", json!({"job_id": id, "signal": "TERM"})).await;
     let end = finished(&s, &id).await;
-    assert_eq!(end, "caught INT\n[status: completed, exit code: 7]");
+    assert_eq!(end, "caught SIGTERM 1\n[status: completed, exit code: 0]");
     let (late, is_error) = call(&s, "job_signal", json!({"job_id": id, "signal": "TERM"})).await;
     assert!(is_error);
     assert_eq!(
         late,
-        format!("Error: job {id} has already finished [status: completed, exit code: 7]")
+        format!("Error: job {id} has already finished [status: completed, exit code: 0]")
     );
     let other = start(&s, json!({"command": "exec sleep 30"})).await;
     let (bad, _) = call(&s, "job_signal", json!({"job_id": other, "signal": "USR1"})).await;

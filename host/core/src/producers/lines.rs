@@ -229,6 +229,10 @@ fn search(r: &Retained, pattern: &Regex, context: usize, max: usize, page: &mut 
 /// The first line at or after `from` (the read cursor when `None`) that
 /// `pattern` matches, with up to two lines before it; `from` moves past each
 /// complete line tried. An incomplete last line is tried but not passed.
+///
+/// A line the cursor splits (a read took its start before the rest was
+/// written) is tried whole, so `^` means the start of the line and the match
+/// shows the line as it is, not the remainder after the cursor.
 pub(crate) fn find_unread(
     buffer: &StreamBuffer,
     stream: OutputStream,
@@ -237,7 +241,7 @@ pub(crate) fn find_unread(
 ) -> Option<LineMatch> {
     let tail_start = buffer.total - buffer.tail.len() as u64;
     let start = from.unwrap_or(buffer.cursor).max(tail_start);
-    let offset_in_tail = (start - tail_start) as usize;
+    let offset_in_tail = line_start(&buffer.tail, (start - tail_start) as usize);
     // Called on every chunk while a ready wait runs: copy only what is unread,
     // and the lines before a match only once there is one.
     let unread: Vec<u8> = buffer.tail.range(offset_in_tail..).copied().collect();
@@ -265,6 +269,13 @@ pub(crate) fn find_unread(
         *from = Some(tail_start + at as u64);
     }
     None
+}
+
+/// Where the line holding `offset` begins, as far back as the tail reaches.
+fn line_start(tail: &VecDeque<u8>, offset: usize) -> usize {
+    tail.range(..offset)
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |newline| newline + 1)
 }
 
 /// Up to [`READY_CONTEXT`] whole lines that end right before line `number`.
@@ -412,6 +423,26 @@ mod tests {
         b.push(b"\nnever again\n");
         let found = find_unread(&b, OutputStream::Stdout, &other, &mut from).unwrap();
         assert_eq!((found.line.number, found.before.len()), (4, 2));
+    }
+
+    #[test]
+    fn a_line_split_by_the_read_cursor_is_tried_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = buffer(dir.path(), 1000, 10_000, b"one\narmed");
+        b.cursor = 9;
+        b.push(b"caught\n");
+        let caught = Regex::new("^caught").unwrap();
+        let mut from = None;
+        assert!(find_unread(&b, OutputStream::Stdout, &caught, &mut from).is_none());
+        assert_eq!(from, Some(16));
+        let whole = Regex::new("^armedcaught$").unwrap();
+        let found = find_unread(&b, OutputStream::Stdout, &whole, &mut None).unwrap();
+        assert_eq!(
+            (found.line.number, found.line.text.as_str()),
+            (2, "armedcaught")
+        );
+        let before: Vec<_> = found.before.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(before, ["one"]);
     }
 
     #[test]

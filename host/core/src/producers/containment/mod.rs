@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::sys::signal::{Signal, kill, killpg};
-use nix::unistd::Pid;
+use nix::unistd::{Pid, getpgid};
 
 pub use cgroup::cgroup2_mount;
 use cgroup::{
@@ -254,18 +254,23 @@ impl JobContainer {
         }
     }
 
-    /// Sends `signal` to every process of the job.
+    /// Sends `signal` to every process of the job, once each: a process that
+    /// handles a signal may count it (a second INT or TERM often means "quit
+    /// now"), so the group's members, reached by `killpg`, are not sent it
+    /// again.
     pub(crate) fn signal(&self, signal: Signal) {
         if let Some(pgid) = self.pgid {
             // ESRCH: the group is already gone, which is what we wanted.
             let _ = killpg(pgid, signal);
         }
+        // Those that left the group (setsid, set -m) are sent it one by one.
+        let outside_group = |pid: Pid| self.pgid.is_none() || getpgid(Some(pid)).ok() != self.pgid;
         match &self.cgroup {
             Some(dir) if signal == Signal::SIGKILL => {
                 let _ = std::fs::write(dir.join("cgroup.kill"), "1");
             }
             Some(dir) => {
-                for pid in cgroup_pids(dir) {
+                for pid in cgroup_pids(dir).into_iter().filter(|p| outside_group(*p)) {
                     let _ = kill(pid, signal);
                 }
             }
@@ -276,8 +281,12 @@ impl JobContainer {
                 if signal == Signal::SIGKILL {
                     sweep(matches, signal);
                 } else {
-                    for pid in find_with_descendants(matches) {
-                        let _ = kill(Pid::from_raw(pid), signal);
+                    for pid in find_with_descendants(matches)
+                        .into_iter()
+                        .map(Pid::from_raw)
+                        .filter(|p| outside_group(*p))
+                    {
+                        let _ = kill(pid, signal);
                     }
                 }
             }
