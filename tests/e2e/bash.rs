@@ -151,28 +151,50 @@ async fn stdout_then_stderr_and_nonzero_exits_are_completed() {
     );
 }
 
+/// The contract's spawn failure: the start answers with an id, the job settles
+/// `killed before exit`, and the one next read carries `spawn failed: <err>` in
+/// its stderr slot.
 #[tokio::test]
-async fn a_spawn_failure_answers_the_start_and_registers_nothing() {
+async fn a_spawn_failure_is_a_job_killed_before_exit_that_says_why_once() {
     let s = Shell::with(BashConfig {
         shell: "/nonexistent/bash".into(),
         ..BashConfig::default()
     })
     .await;
+    let id = s.run(None, "true");
+    assert_eq!(id, "bash-1");
+    assert_eq!(
+        s.collect(None, &id).await,
+        "[stderr]\nspawn failed: No such file or directory (os error 2)\n[status: killed, killed before exit]"
+    );
+    let again = s.f.call(None, "job_output", json!({"job_id": id})).await;
+    assert_eq!(
+        again.text,
+        "(no new output)\n[status: killed, killed before exit]"
+    );
+}
+
+/// What can be checked before a spawn is refused at the start: nothing is
+/// registered and no id is used.
+#[tokio::test]
+async fn a_start_refused_before_the_spawn_registers_nothing() {
+    let s = Shell::new().await;
     let err = s
         .bash
         .start(
             None,
             BashRequest {
-                command: "true".into(),
+                command: "echo \0".into(),
                 ..Default::default()
             },
         )
         .unwrap_err();
-    assert!(err.to_string().starts_with("spawn failed: "), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "spawn failed: a NUL byte in the command, its environment or its directory"
+    );
     assert!(s.f.registry.list(None).is_empty());
-    // The failed start used up no id.
-    let s2 = Shell::new().await;
-    assert_eq!(s2.run(None, "true"), "bash-1");
+    assert_eq!(s.run(None, "true"), "bash-1");
 }
 
 #[tokio::test]
@@ -181,6 +203,30 @@ async fn the_environment_is_plain_and_stdin_is_empty() {
     let id = s.run(None, "cat; echo \"$NO_COLOR $TERM $PAGER $GIT_PAGER\"");
     let text = s.collect_all(None, &id).await;
     assert_eq!(text, "1 dumb cat cat\n[status: completed, exit code: 0]");
+}
+
+/// A start answers before its leader exists; a kill (or a signal) that comes
+/// in between reaches the leader once it does, and is sent only once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_right_after_the_start_reaches_the_job() {
+    let s = Shell::new().await;
+    // Rounds within the admission limit (a stopping job keeps its slot).
+    for _ in 0..5 {
+        let ids: Vec<String> = (0..8)
+            .map(|_| {
+                let id = s.run(None, "exec sleep 30");
+                s.f.registry.kill(&id, None, None).unwrap();
+                id
+            })
+            .collect();
+        for id in ids {
+            let text = s.collect(None, &id).await;
+            assert_eq!(
+                text, "(no new output)\n[status: killed, signal: SIGTERM]",
+                "{id}"
+            );
+        }
+    }
 }
 
 #[tokio::test]

@@ -221,8 +221,11 @@ impl BashProducer {
     /// # Errors
     ///
     /// A blank or oversized command, a working directory that does not exist or
-    /// is not a directory, a failed spawn, or a [`StartError`] from the
-    /// registry's preflight. Nothing is registered and no process is left.
+    /// is not a directory, a command that cannot be a process's argument (a NUL
+    /// byte), or a [`StartError`] from the registry's preflight. Nothing is
+    /// registered and no process is left. The spawn itself happens after the
+    /// answer; when it fails, the job settles `killed before exit` and its
+    /// stderr says `spawn failed: <error>`.
     pub fn start(&self, owner: Option<Owner>, request: BashRequest) -> Result<String, StartError> {
         self.start_named(owner, request)
             .map(|started| match started {
@@ -354,22 +357,20 @@ impl BashProducer {
         }
     }
 
+    /// Registers what a job needs and hands its spawn to a spawner thread: the
+    /// start answers without waiting for the leader to exist (as a shell's `&`
+    /// does). A spawn that fails there settles the job `killed` (`killed before
+    /// exit`) with `spawn failed: <error>` as its stderr, as the contract has it.
     fn spawn(&self, request: &BashRequest, dir: Option<PathBuf>) -> Result<JobHooks, String> {
         let inner = &self.inner;
         let n = inner.next_spawn.fetch_add(1, Ordering::Relaxed);
-        let mut container = inner
+        let container = inner
             .containment
             .new_job()
             .map_err(|e| format!("spawn failed: cannot create the job's container: {e}"))?;
         let spec = self.spec(request, dir, &container)?;
         let mut setup = container.pre_exec();
-        let mut started = inner
-            .spawner
-            .run(move || containment::start_leader(|| vfork::spawn(&spec, &mut setup)))
-            .map_err(|e| format!("spawn failed: {e}"))?;
-        let pid = started.pid as u32;
-        container.set_leader(pid);
-        let stdin = started.stdin.take();
+        let create = container.creator();
 
         let capture = Arc::new(Mutex::new(Capture::with_budget(
             &inner.spill_dir.path().join(format!("spawn-{n}")),
@@ -386,30 +387,45 @@ impl BashProducer {
         });
         let (changes, _) = watch::channel(0u64);
         let changes = Arc::new(changes);
-        let input = stdin.and_then(|fd| {
-            let _guard = inner.handle.enter();
-            match tokio::net::unix::pipe::Sender::from_owned_fd(fd) {
-                Ok(pipe) => Some(InputWriter::start(
-                    pipe,
-                    control.exited.subscribe(),
-                    &inner.handle,
-                )),
-                Err(e) => {
-                    tracing::warn!("jobs: cannot write to a job's stdin: {e}");
-                    None
-                }
-            }
-        });
+        let (stdin_tx, stdin_rx) = tokio::sync::oneshot::channel();
         let extras = Arc::new(BashControl {
             capture: capture.clone(),
             process: control.clone(),
             changes: changes.clone(),
-            input: Mutex::new(match input {
-                Some(writer) => InputState::Open(writer),
-                None if request.stdin => InputState::Closed,
-                None => InputState::None,
+            input: Mutex::new(if request.stdin {
+                InputState::Open(InputWriter::start(
+                    stdin_rx,
+                    control.exited.subscribe(),
+                    &inner.handle,
+                ))
+            } else {
+                InputState::None
             }),
         });
+
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+        let spawned = control.clone();
+        inner
+            .spawner
+            .submit(move || {
+                let result = create()
+                    .map_err(|e| format!("cannot create the job's container: {e}"))
+                    .and_then(|()| {
+                        containment::start_leader(|| vfork::spawn(&spec, &mut setup))
+                            .map_err(|e| e.to_string())
+                    })
+                    .map(|mut started| {
+                        spawned.started(started.pid as u32);
+                        if let Some(stdin) = started.stdin.take() {
+                            let _ = stdin_tx.send(stdin);
+                        }
+                        started
+                    });
+                // The job's record may already be gone (a host shutting down);
+                // its container then cleans up after the leader.
+                let _ = started_tx.send(result);
+            })
+            .map_err(|e| format!("spawn failed: {e}"))?;
         {
             // Jobs the registry dropped are gone; keep the list to the others.
             let mut live = lock_any(&inner.live);
@@ -428,11 +444,16 @@ impl BashProducer {
             grace: inner.config.grace,
             budget: inner.budget.clone(),
             _spawner: inner.spawner.clone(),
-            pid,
             changes,
             limits: request.limits,
         };
-        let done = Box::pin(async move { Ok(supervisor.run(started).await) });
+        let done = Box::pin(async move {
+            Ok(match started_rx.await {
+                Ok(Ok(started)) => supervisor.run(started).await,
+                Ok(Err(why)) => supervisor.not_started(&why).await,
+                Err(_) => supervisor.not_started("the spawner threads are gone").await,
+            })
+        });
         let cancel_control = control;
         Ok(JobHooks {
             cancel: Box::new(move |_reason| {
@@ -629,6 +650,9 @@ fn lock_any<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 struct ControlState {
     kill_requested: bool,
     exited: bool,
+    /// Whether the leader exists; before that, signals wait in `pending`.
+    started: bool,
+    pending: Vec<Signal>,
 }
 
 /// Shared between the cancel hook, the producer's shutdown and the supervisor.
@@ -652,10 +676,37 @@ impl ProcessControl {
         }
         state.kill_requested = true;
         drop(state);
-        self.signal(signal);
+        self.send(signal);
         self.kill.notify_one();
     }
 
+    /// `signal` to the whole job now, or as soon as its leader exists: each
+    /// signal is sent exactly once, whichever side of the spawn it lands on.
+    fn send(&self, signal: Signal) {
+        let mut state = lock_any(&self.state);
+        if !state.started {
+            state.pending.push(signal);
+            return;
+        }
+        drop(state);
+        self.signal(signal);
+    }
+
+    /// The leader exists (called on the spawner thread right after the spawn):
+    /// what was sent before now reaches the job.
+    fn started(&self, pid: u32) {
+        lock_any(&self.container).set_leader(pid);
+        let pending = {
+            let mut state = lock_any(&self.state);
+            state.started = true;
+            std::mem::take(&mut state.pending)
+        };
+        for signal in pending {
+            self.signal(signal);
+        }
+    }
+
+    /// `signal` to every process of the job that exists now.
     fn signal(&self, signal: Signal) {
         lock_any(&self.container).signal(signal);
     }
@@ -679,16 +730,35 @@ struct Supervisor {
     control: Arc<ProcessControl>,
     grace: Duration,
     budget: Arc<SpillBudget>,
-    /// Keeps the spawner thread (and so the jobs' death signal) alive.
+    /// Keeps the spawner threads (and so the jobs' death signal) alive.
     _spawner: Arc<Spawner>,
-    pid: u32,
     /// Bumped on every chunk of output (for ready waits).
     changes: Arc<watch::Sender<u64>>,
     limits: JobLimits,
 }
 
 impl Supervisor {
+    /// The spawn failed: nothing ran, and the one next read says why.
+    async fn not_started(self, why: &str) -> JobOutcome {
+        lock_any(&self.control.state).exited = true;
+        self.control.exited.send_replace(true);
+        let control = self.control.clone();
+        let _ = tokio::task::spawn_blocking(move || lock_any(&control.container).release()).await;
+        {
+            let mut capture = lock(&self.capture);
+            capture.push(
+                StreamName::Stderr,
+                format!("spawn failed: {why}").as_bytes(),
+            );
+            capture.closed = true;
+        }
+        self.changes.send_modify(|_| {});
+        self.budget.finished(&self.capture);
+        process_outcome(None, true)
+    }
+
     async fn run(self, started: vfork::Started) -> JobOutcome {
+        let pid = started.pid as u32;
         let mut readers = Vec::new();
         for (fd, stream) in [
             (started.stdout, StreamName::Stdout),
@@ -707,7 +777,7 @@ impl Supervisor {
         let leader = match registered {
             Ok(pidfd) => Leader { pidfd },
             Err(e) => {
-                tracing::warn!("jobs: cannot watch job leader {}: {e}", self.pid);
+                tracing::warn!("jobs: cannot watch job leader {pid}: {e}");
                 self.kill_all().await;
                 return process_outcome(None, true);
             }
@@ -732,7 +802,7 @@ impl Supervisor {
                 self.stopped(&leader).await
             }
         };
-        self.finish(status, readers).await
+        self.finish(pid, status, readers).await
     }
 
     /// After a kill request: the leader's end, within the grace period or by
@@ -750,10 +820,11 @@ impl Supervisor {
 
     async fn finish(
         &self,
+        pid: u32,
         status: std::io::Result<ExitStatus>,
         mut readers: Vec<JoinHandle<()>>,
     ) -> JobOutcome {
-        containment::remove_leader(self.pid);
+        containment::remove_leader(pid);
         let kill_requested = {
             let mut state = lock_any(&self.control.state);
             state.exited = true;
@@ -858,8 +929,10 @@ struct InputWriter {
 }
 
 impl InputWriter {
+    /// A writer for the stdin whose write end `pipe` brings once the job is
+    /// spawned; what is written before waits for it.
     fn start(
-        mut pipe: tokio::net::unix::pipe::Sender,
+        pipe: tokio::sync::oneshot::Receiver<OwnedFd>,
         mut exited: watch::Receiver<bool>,
         handle: &tokio::runtime::Handle,
     ) -> InputWriter {
@@ -869,6 +942,18 @@ impl InputWriter {
         let broken = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (left, failed) = (pending.clone(), broken.clone());
         handle.spawn(async move {
+            let pipe = pipe
+                .await
+                .map_err(|_| std::io::Error::other("the job did not start"))
+                .and_then(tokio::net::unix::pipe::Sender::from_owned_fd);
+            let mut pipe = match pipe {
+                Ok(pipe) => pipe,
+                Err(e) => {
+                    tracing::debug!("jobs: no stdin for a job: {e}");
+                    failed.store(true, Ordering::SeqCst);
+                    return;
+                }
+            };
             loop {
                 let chunk = tokio::select! {
                     chunk = chunks.recv() => chunk,
@@ -955,7 +1040,7 @@ impl JobControl for BashControl {
                 "the job has already finished".to_owned(),
             ));
         }
-        self.process.signal(signal);
+        self.process.send(signal);
         Ok(())
     }
 

@@ -1,43 +1,56 @@
-//! The thread every job is spawned from.
+//! The threads every job is spawned from.
 
 use std::sync::{Arc, Mutex};
 
-/// One thread that lives as long as any job it spawned: `PR_SET_PDEATHSIG`
-/// follows the thread that forked, so spawning from a pool thread that may
-/// retire would kill jobs at random.
+type Work = Box<dyn FnOnce() + Send>;
+
+/// How many spawns may be under way at once. A spawn holds its thread until the
+/// child has called `execve`, which on a busy machine is most of a
+/// millisecond spent waiting for the child to be scheduled; a few threads let
+/// those waits overlap.
+const THREADS: usize = 4;
+
+/// A few threads that live as long as any job they spawned:
+/// `PR_SET_PDEATHSIG` follows the thread that cloned, so spawning from a pool
+/// thread that may retire would kill jobs at random.
 pub(crate) struct Spawner {
-    tx: Mutex<std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>>,
+    tx: Mutex<std::sync::mpsc::Sender<Work>>,
 }
 
 impl Spawner {
     pub(crate) fn start(handle: tokio::runtime::Handle) -> std::io::Result<Arc<Spawner>> {
-        let (tx, rx) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
-        std::thread::Builder::new()
-            .name("jobs-spawner".into())
-            .spawn(move || {
-                // tokio's child handles register with the runtime's reaper.
-                let _runtime = handle.enter();
-                while let Ok(work) = rx.recv() {
-                    work();
-                }
-            })?;
+        let (tx, rx) = std::sync::mpsc::channel::<Work>();
+        let rx = Arc::new(Mutex::new(rx));
+        for n in 0..THREADS {
+            let (rx, handle) = (rx.clone(), handle.clone());
+            std::thread::Builder::new()
+                .name(format!("jobs-spawner-{n}"))
+                .spawn(move || {
+                    let _runtime = handle.enter();
+                    loop {
+                        // The lock is released before the work runs.
+                        let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                        match next {
+                            Ok(work) => work(),
+                            // Every sender is gone: the producer is dropped.
+                            Err(_) => return,
+                        }
+                    }
+                })?;
+        }
         Ok(Arc::new(Spawner { tx: Mutex::new(tx) }))
     }
 
-    /// Runs `work` on the spawner thread and returns its result.
-    pub(crate) fn run<T: Send + 'static>(
-        &self,
-        work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
-    ) -> std::io::Result<T> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    /// Runs `work` on a spawner thread, without waiting for it.
+    ///
+    /// # Errors
+    ///
+    /// When the spawner threads are gone; `work` is then not run.
+    pub(crate) fn submit(&self, work: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
         self.tx
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .send(Box::new(move || {
-                let _ = tx.send(work());
-            }))
-            .map_err(|_| std::io::Error::other("the spawner thread is gone"))?;
-        rx.recv()
-            .map_err(|_| std::io::Error::other("the spawner thread is gone"))?
+            .send(Box::new(work))
+            .map_err(|_| std::io::Error::other("the spawner threads are gone"))
     }
 }

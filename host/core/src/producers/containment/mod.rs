@@ -141,16 +141,13 @@ impl Containment {
         &self.mode
     }
 
-    /// A container for the next job: its cgroup (created now) or its marker.
+    /// A container for the next job: its cgroup (created by
+    /// [`JobContainer::creator`], off the caller's path) or its marker.
     pub(crate) fn new_job(&self) -> std::io::Result<JobContainer> {
         let n = self.next_job.fetch_add(1, Ordering::Relaxed);
         let marker = format!("{}.{n}", self.token);
         let cgroup = match &self.mode {
-            ActiveMode::Cgroup(root) => {
-                let dir = root.join(format!("job-{n}"));
-                std::fs::create_dir(&dir)?;
-                Some(dir)
-            }
+            ActiveMode::Cgroup(root) => Some(root.join(format!("job-{n}"))),
             ActiveMode::Fallback => None,
         };
         let procs = cgroup.as_deref().map(procs_file).transpose()?;
@@ -202,6 +199,16 @@ impl JobContainer {
     /// The `NAME=VALUE` marker every process of this job inherits.
     pub(crate) fn marker_env(&self) -> (&'static str, &str) {
         (JOB_MARKER_VAR, &self.marker)
+    }
+
+    /// What creates the job's cgroup, to run before its leader is spawned. Until
+    /// then the container is empty: signals reach nobody and `pids` is empty.
+    pub(crate) fn creator(&self) -> impl FnOnce() -> std::io::Result<()> + Send + 'static {
+        let dir = self.cgroup.clone();
+        move || match dir {
+            Some(dir) => std::fs::create_dir(dir),
+            None => Ok(()),
+        }
     }
 
     /// Records the leader's pid, which is also its process group.

@@ -138,6 +138,7 @@ pub(super) fn reap_adopted() {
     };
     // Held for the whole scan: a leader spawned meanwhile is recorded before it
     // can be mistaken for an orphan (see `start_leader`).
+    let _quiet = no_spawn_under_way();
     let leaders = lock_leaders();
     for pid in dir
         .flatten()
@@ -170,14 +171,25 @@ pub(super) fn lock_leaders() -> Leaders {
     Leaders(LEADERS.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
-/// Starts a job leader with `start` and records its pid as a leader under the
-/// same lock, so no sweep can take it for an orphan in between.
+/// Held shared by every spawn from its clone until its leader is recorded, and
+/// exclusively by whatever asks whether a child is a leader: a child between
+/// clone and record looks like an orphan (no marker yet, outside the host's
+/// group), so no sweep may look while one is under way. Spawns do not exclude
+/// each other.
+static SPAWNING: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn no_spawn_under_way() -> std::sync::RwLockWriteGuard<'static, ()> {
+    SPAWNING.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Starts a job leader with `start` and records its pid as a leader before any
+/// sweep can look (see [`SPAWNING`]).
 pub(crate) fn start_leader(
     start: impl FnOnce() -> std::io::Result<crate::producers::vfork::Started>,
 ) -> std::io::Result<crate::producers::vfork::Started> {
-    let mut leaders = lock_leaders();
+    let _spawning = SPAWNING.read().unwrap_or_else(|p| p.into_inner());
     let started = start()?;
-    leaders
+    lock_leaders()
         .0
         .get_or_insert_with(HashSet::new)
         .insert(started.pid);
@@ -201,5 +213,6 @@ pub(crate) fn remove_leader(pid: u32) {
 }
 
 pub(super) fn is_job_leader(pid: i32) -> bool {
+    let _quiet = no_spawn_under_way();
     lock_leaders().contains(&pid)
 }
