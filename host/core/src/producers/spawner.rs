@@ -10,16 +10,21 @@ type Work = Box<dyn FnOnce() + Send>;
 /// those waits overlap.
 const THREADS: usize = 4;
 
+/// How many spawns may wait for a thread. A caller that starts jobs faster
+/// than they can be spawned waits here, so what the host holds for jobs not yet
+/// spawned stays bounded (a few KB each: command, environment, buffers).
+const QUEUED: usize = 16;
+
 /// A few threads that live as long as any job they spawned:
 /// `PR_SET_PDEATHSIG` follows the thread that cloned, so spawning from a pool
 /// thread that may retire would kill jobs at random.
 pub(crate) struct Spawner {
-    tx: Mutex<std::sync::mpsc::Sender<Work>>,
+    tx: std::sync::mpsc::SyncSender<Work>,
 }
 
 impl Spawner {
     pub(crate) fn start(handle: tokio::runtime::Handle) -> std::io::Result<Arc<Spawner>> {
-        let (tx, rx) = std::sync::mpsc::channel::<Work>();
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Work>(QUEUED);
         let rx = Arc::new(Mutex::new(rx));
         for n in 0..THREADS {
             let (rx, handle) = (rx.clone(), handle.clone());
@@ -38,18 +43,17 @@ impl Spawner {
                     }
                 })?;
         }
-        Ok(Arc::new(Spawner { tx: Mutex::new(tx) }))
+        Ok(Arc::new(Spawner { tx }))
     }
 
-    /// Runs `work` on a spawner thread, without waiting for it.
+    /// Runs `work` on a spawner thread without waiting for it to run; waits
+    /// only while [`QUEUED`] spawns are already waiting.
     ///
     /// # Errors
     ///
     /// When the spawner threads are gone; `work` is then not run.
     pub(crate) fn submit(&self, work: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
         self.tx
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .send(Box::new(work))
             .map_err(|_| std::io::Error::other("the spawner threads are gone"))
     }
