@@ -23,4 +23,10 @@ pub mod tools;
 pub mod wording;
 
 #[cfg(target_arch = "wasm32")]
+mod alloc;
+#[cfg(target_arch = "wasm32")]
 mod component;
+
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static GUEST_ALLOCATOR: alloc::GuestAllocator = alloc::GuestAllocator;

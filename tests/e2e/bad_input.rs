@@ -220,4 +220,18 @@ async fn deeply_nested_arguments_are_refused_not_a_crash() {
     let big = format!(r#"{{"job_id":"bash-1","pad":"{}"}}"#, "p".repeat(1 << 20));
     let out = f.mount.invoke(None, "job_output", &big).await;
     assert_eq!(out.text, "Error: unknown job bash-1");
+    // More than the guest's allocation arena: at once (6 MiB of arguments), and
+    // by growing (an array whose buffer doubles past the arena's end).
+    let bigger = format!(r#"{{"job_id":"bash-1","pad":"{}"}}"#, "p".repeat(6 << 20));
+    let out = f.mount.invoke(None, "job_output", &bigger).await;
+    assert_eq!(out.text, "Error: unknown job bash-1");
+    let many = format!(r#"{{"job_id":"bash-1","pad":[{}1]}}"#, "1,".repeat(100_000));
+    let out = f.mount.invoke(None, "job_output", &many).await;
+    assert_eq!(out.text, "Error: unknown job bash-1");
+    // And the next call, in a fresh instance, is as usual.
+    let out = f
+        .mount
+        .invoke(None, "job_output", r#"{"job_id":"bash-1"}"#)
+        .await;
+    assert_eq!(out.text, "Error: unknown job bash-1");
 }
