@@ -314,9 +314,10 @@ fn engine_config(limits: &SandboxLimits) -> Config {
     cfg.max_wasm_stack(512 << 10);
     cfg.memory_reservation(limits.memory_bytes as u64);
     cfg.memory_guard_size(64 << 10);
-    // The guest's data segments are small: copying them into a resident slot is
-    // cheaper than mapping them copy-on-write and faulting on every call.
-    cfg.memory_init_cow(false);
+    // The guest's data is mapped copy-on-write into each slot once; with the
+    // slot kept resident and only dirtied pages reset, a call copies nothing
+    // (copying the 30 KB of data segments per call cost about 1.5 µs more).
+    cfg.memory_init_cow(true);
     if let Some(slots) = limits.pool_slots {
         let mut pool = PoolingAllocationConfig::default();
         // A componentized guest holds a few core instances (its module plus the
