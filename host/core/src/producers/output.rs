@@ -190,9 +190,16 @@ impl StreamBuffer {
             self.write_spill(bytes);
         }
         self.total = new_total;
-        self.newlines += bytes.iter().filter(|b| **b == b'\n').count() as u64;
-        self.tail.extend(bytes);
-        let excess = self.tail.len().saturating_sub(self.limits.max_output_bytes);
+        self.newlines += bytecount::count(bytes, b'\n') as u64;
+        // Only the chunk's last `max_output_bytes` can stay in the tail.
+        let max = self.limits.max_output_bytes;
+        let kept = &bytes[bytes.len().saturating_sub(max)..];
+        if kept.len() < bytes.len() {
+            self.tail.clear();
+            self.tail_starts_line = bytes[bytes.len() - kept.len() - 1] == b'\n';
+        }
+        self.tail.extend(kept);
+        let excess = self.tail.len().saturating_sub(max);
         if excess > 0 {
             self.tail_starts_line = self.tail[excess - 1] == b'\n';
         }
