@@ -507,6 +507,37 @@ mod tests {
     }
 
     #[test]
+    fn a_chunk_longer_than_the_tail_keeps_its_end_and_its_line_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = StreamBuffer::new(dir.path().join("s"), limits(4, 0));
+        b.push(b"ab\ncdefg");
+        assert_eq!(
+            (
+                b.tail.iter().copied().collect::<Vec<u8>>(),
+                b.tail_starts_line
+            ),
+            (b"defg".to_vec(), false)
+        );
+        b.push(b"xyz\n1234");
+        assert_eq!(
+            (
+                b.tail.iter().copied().collect::<Vec<u8>>(),
+                b.tail_starts_line
+            ),
+            (b"1234".to_vec(), true)
+        );
+        b.push(b"56");
+        assert_eq!(
+            (
+                b.tail.iter().copied().collect::<Vec<u8>>(),
+                b.tail_starts_line
+            ),
+            (b"3456".to_vec(), false)
+        );
+        assert_eq!((b.newlines, b.total), (2, 18));
+    }
+
+    #[test]
     fn deltas_consume_and_hold_back_split_characters() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = StreamBuffer::new(dir.path().join("s"), limits(100, 1000));
