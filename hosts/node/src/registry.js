@@ -147,7 +147,12 @@ export class Registry {
     this.jobs.set(job.id, job);
     child.stdout.on('data', (d) => job.out.add('stdout', d));
     child.stderr.on('data', (d) => job.out.add('stderr', d));
-    child.on('error', (e) => this.settle(job, 'failed', `spawn failed: ${e.message}`));
+    // The contract's spawn failure: killed before exit, and the next read says why.
+    child.on('error', (e) => {
+      if (TERMINAL.has(job.status)) return;
+      job.out.add('stderr', Buffer.from(`spawn failed: ${e.message}`));
+      this.settle(job, 'killed', 'killed before exit');
+    });
     // 'close' comes after both pipes have drained.
     child.on('close', (code, sig) => {
       if (sig) this.settle(job, 'killed', `signal: ${sig}`);

@@ -35,6 +35,15 @@ test('a kill ends the whole process group, even a child that ignores SIGTERM', a
   await until(() => !alive(childPid), 'the child to die');
 });
 
+test('a spawn that fails is a job killed before exit whose next read says why, once', async () => {
+  const registry = new Registry();
+  const plugin = await Plugin.load(registry);
+  const id = registry.startShell('true', { owner: 's', cwd: '/nonexistent-dir' });
+  const out = await plugin.invoke('s', 'job_output', { job_id: id, wait: true, timeout_ms: 10000 });
+  assert.match(out.text, /^\[stderr\]\nspawn failed: .*ENOENT.*\n\[status: killed, killed before exit\]$/);
+  assert.equal((await plugin.invoke('s', 'job_output', { job_id: id })).text, '(no new output)\n[status: killed, killed before exit]');
+});
+
 test('a wait that times out leaves the job running; another owner cannot see it', async () => {
   const registry = new Registry();
   const plugin = await Plugin.load(registry, { config: { waitTimeoutMs: 10, maxWaitTimeoutMs: 20 } });

@@ -184,9 +184,14 @@ class Registry:
         """Starts `bash -c command` and returns its id (`bash-<n>`)."""
         if not command or not command.strip():
             raise ValueError("command must not be empty")
-        process = subprocess.Popen(
-            ["bash", "-c", command], cwd=workdir, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            process = subprocess.Popen(
+                ["bash", "-c", command], cwd=workdir, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as e:
+            # The contract's spawn failure: killed before exit, and the next read says why.
+            process = None
+            failure = f"spawn failed: {e}"
         with self._lock:
             n = self._counters.get(kind, 0) + 1
             self._counters[kind] = n
@@ -194,6 +199,11 @@ class Registry:
             job.process = process
             self._jobs[job.id] = job
             self._order.append(job.id)
+            if process is None:
+                job.out.add("stderr", failure.encode())
+        if process is None:
+            self._settle(job, "killed", "killed before exit")
+            return job.id
         readers = [threading.Thread(target=self._pump, args=(job, process.stdout, "stdout"), daemon=True),
                    threading.Thread(target=self._pump, args=(job, process.stderr, "stderr"), daemon=True)]
         for r in readers:
@@ -275,7 +285,7 @@ class Registry:
         with self._lock:
             job = self._visible(caller, job_id)
             job.reported = True
-            if job.status in TERMINAL:
+            if job.status in TERMINAL or job.process is None:
                 return "already-finished"
             job.status = "stopping"
             pgid = job.process.pid
@@ -345,7 +355,7 @@ class Registry:
     def close(self):
         """Ends every live job's process group (TERM, then KILL after the grace)."""
         with self._lock:
-            live = [j for j in self._jobs.values() if j.status not in TERMINAL]
+            live = [j for j in self._jobs.values() if j.status not in TERMINAL and j.process is not None]
             for j in live:
                 j.reported = True
         for j in live:

@@ -36,6 +36,15 @@ class RegistryTest(unittest.TestCase):
     def tearDown(self):
         self._tmp.cleanup()
 
+    def test_a_spawn_that_fails_is_a_job_killed_before_exit_whose_next_read_says_why_once(self):
+        registry = Registry()
+        plugin = Plugin(WASM, registry)
+        job = registry.start_shell("true", owner="s", workdir=os.path.join(self.tmp, "missing"))
+        out = plugin.invoke("s", "job_output", {"job_id": job, "wait": True, "timeout_ms": 10000})
+        self.assertRegex(out["text"], r"^\[stderr\]\nspawn failed: .*No such file or directory.*\n\[status: killed, killed before exit\]$")
+        again = plugin.invoke("s", "job_output", {"job_id": job})
+        self.assertEqual(again["text"], "(no new output)\n[status: killed, killed before exit]")
+
     def test_a_kill_ends_the_whole_group_even_a_child_ignoring_term(self):
         registry = Registry(grace_seconds=0.2)
         plugin = Plugin(WASM, registry)
