@@ -363,6 +363,53 @@ Error: invalid job_id: expected a non-empty string, got \"\"
     );
 }
 
+/// Three descriptors per live job would exhaust a low open-file limit: the host
+/// raises its own soft limit to the hard one, and its jobs still get the limit
+/// the host was given.
+#[test]
+fn many_jobs_at_once_fit_under_a_low_open_file_limit() {
+    use std::io::Write;
+    let jobs = 150;
+    let mut script = String::from("bash ulimit -Sn\n");
+    for _ in 0..jobs {
+        script.push_str("bash exec sleep 1\n");
+    }
+    script.push_str("settle\njob_output bash-1\njob_list\n");
+    // 64 descriptors would last for about 20 jobs.
+    let mut child = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(r#"ulimit -Sn 64 && exec "$0" shell --max-jobs-per-owner 1000 --cache-dir "$1""#)
+        .arg(BIN)
+        .arg(cache_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(script.as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("> job_output bash-1\n64\n[status: completed, exit code: 0]\n"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("spawn failed"), "{stdout}");
+    assert_eq!(
+        stdout
+            .matches("[bash] completed \u{2014} exec sleep 1")
+            .count(),
+        jobs,
+        "{stdout}"
+    );
+}
+
 #[test]
 fn a_bad_shell_line_fails_the_script() {
     let out = run_shell("job_output\n");

@@ -184,6 +184,7 @@ impl BashProducer {
             .tempdir()?;
         let shell = resolve_in_path(&config.shell);
         let containment = Containment::new(config.containment, &shell, spill_dir.path())?;
+        raise_open_file_limit();
         Ok(BashProducer {
             inner: Arc::new(Inner {
                 registry,
@@ -527,6 +528,11 @@ impl BashProducer {
             .map(|d| c(d.as_os_str().as_encoded_bytes()))
             .transpose()?;
         let mut rlimits = Vec::new();
+        // Jobs get the open-file limit the host was given, not the one it
+        // raised for itself (programs using select() need at most 1,024).
+        if let Some((soft, hard)) = *GIVEN_OPEN_FILE_LIMIT.get().unwrap_or(&None) {
+            rlimits.push((libc::RLIMIT_NOFILE, soft, hard));
+        }
         if let Some(seconds) = request.limits.cpu_seconds {
             // At the soft limit the kernel sends SIGXCPU, which names the
             // cause; at the hard one, a second later, SIGKILL.
@@ -618,6 +624,47 @@ pub fn job_env(
         PASSED_ENV.contains(&name) || name.starts_with("LC_") || pass.iter().any(|p| p == name)
     })
     .collect()
+}
+
+/// The open-file limit (soft, hard) the process had before the first producer
+/// raised it; `None` when it was not raised.
+static GIVEN_OPEN_FILE_LIMIT: std::sync::OnceLock<Option<(libc::rlim_t, libc::rlim_t)>> =
+    std::sync::OnceLock::new();
+
+/// Raises this process's soft open-file limit to its hard limit, once. Every
+/// live job holds three descriptors of the host (two pipes and a pidfd), so
+/// the usual soft limit of 1,024 would fail spawns past about 300 jobs at once.
+fn raise_open_file_limit() {
+    GIVEN_OPEN_FILE_LIMIT.get_or_init(|| {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit and setrlimit on a valid struct.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0
+                || limit.rlim_cur >= limit.rlim_max
+            {
+                return None;
+            }
+            let given = (limit.rlim_cur, limit.rlim_max);
+            limit.rlim_cur = limit.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                tracing::info!(
+                    "jobs: the open-file limit stays at {}: {}",
+                    given.0,
+                    std::io::Error::last_os_error()
+                );
+                return None;
+            }
+            tracing::info!(
+                "jobs: open-file limit raised from {} to {}",
+                given.0,
+                given.1
+            );
+            Some(given)
+        }
+    });
 }
 
 /// `shell` as an absolute path when it is a bare name found in `PATH`, so every

@@ -221,6 +221,15 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         {
             fail(args, *libc::__errno_location());
         }
+    }
+    if let Err(e) = (args.setup)() {
+        fail(args, e.raw_os_error().unwrap_or(libc::EINVAL));
+    }
+    // Last, because the setup still opens files with the host's descriptors
+    // (closed at exec) in the table: an open-file limit lowered for the job
+    // would fail them.
+    // SAFETY: plain syscalls.
+    unsafe {
         for (resource, soft, hard) in args.rlimits {
             let limit = libc::rlimit {
                 rlim_cur: *soft,
@@ -230,9 +239,6 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
                 fail(args, *libc::__errno_location());
             }
         }
-    }
-    if let Err(e) = (args.setup)() {
-        fail(args, e.raw_os_error().unwrap_or(libc::EINVAL));
     }
     // SAFETY: valid, null-terminated arrays built by the parent.
     unsafe {
