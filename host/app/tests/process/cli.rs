@@ -292,12 +292,18 @@ fn run_shell(script: &str) -> std::process::Output {
 
 /// Runs `jobs-host shell` with `flags` and `script` on stdin.
 fn run_shell_with(flags: &[&str], script: &str) -> std::process::Output {
-    use std::io::Write;
-    let mut child = std::process::Command::new(BIN)
-        .arg("shell")
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.arg("shell")
         .args(flags)
         .arg("--cache-dir")
-        .arg(cache_dir())
+        .arg(cache_dir());
+    run_with_stdin(cmd, script)
+}
+
+/// Runs `cmd` with `script` on its stdin, to the end.
+fn run_with_stdin(mut cmd: std::process::Command, script: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -368,7 +374,6 @@ Error: invalid job_id: expected a non-empty string, got \"\"
 /// the host was given.
 #[test]
 fn many_jobs_at_once_fit_under_a_low_open_file_limit() {
-    use std::io::Write;
     let jobs = 150;
     let mut script = String::from("bash ulimit -Sn\n");
     for _ in 0..jobs {
@@ -376,20 +381,12 @@ fn many_jobs_at_once_fit_under_a_low_open_file_limit() {
     }
     script.push_str("settle\njob_output bash-1\njob_list\n");
     // 64 descriptors would last for about 20 jobs.
-    let mut child = std::process::Command::new("bash")
-        .arg("-c")
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c")
         .arg(r#"ulimit -Sn 64 && exec "$0" shell --max-jobs-per-owner 1000 --cache-dir "$1""#)
         .arg(BIN)
-        .arg(cache_dir())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(script.as_bytes()).unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
+        .arg(cache_dir());
+    let out = run_with_stdin(cmd, &script);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
