@@ -188,7 +188,7 @@ impl BashProducer {
         Ok(BashProducer {
             inner: Arc::new(Inner {
                 registry,
-                spawner: Spawner::start(handle.clone())?,
+                spawner: Spawner::start()?,
                 names: Mutex::new(std::collections::HashMap::new()),
                 handle,
                 shell,

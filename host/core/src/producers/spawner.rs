@@ -23,15 +23,14 @@ pub(crate) struct Spawner {
 }
 
 impl Spawner {
-    pub(crate) fn start(handle: tokio::runtime::Handle) -> std::io::Result<Arc<Spawner>> {
+    pub(crate) fn start() -> std::io::Result<Arc<Spawner>> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Work>(QUEUED);
         let rx = Arc::new(Mutex::new(rx));
         for n in 0..THREADS {
-            let (rx, handle) = (rx.clone(), handle.clone());
+            let rx = rx.clone();
             std::thread::Builder::new()
                 .name(format!("jobs-spawner-{n}"))
                 .spawn(move || {
-                    let _runtime = handle.enter();
                     loop {
                         // The lock is released before the work runs.
                         let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
