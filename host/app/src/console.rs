@@ -166,6 +166,32 @@ pub fn render_reply(reply: &SessionReply) -> String {
     out.join("\n")
 }
 
+/// `text` made safe for a terminal: a job's output is the job's to choose, and
+/// on a terminal its control characters would act instead of showing (move the
+/// cursor, overwrite a line with `\r`, retitle the window, set the clipboard,
+/// make the terminal answer into its own input), as would the bidirectional
+/// overrides that reorder what is shown. Each such character is shown as its
+/// escape (`\u{1b}`, `\r`) and the rest is left as the model sees it; newlines
+/// and tabs stay.
+pub fn for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
+    fn acts(c: char) -> bool {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    }
+    if !text.contains(acts) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut shown = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if acts(c) {
+            shown.extend(c.escape_default());
+        } else {
+            shown.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(shown)
+}
+
 /// Runs one parsed command; returns what to print, or `None` to leave.
 pub async fn run(session: &Session, command: Command) -> Option<String> {
     match command {
@@ -193,6 +219,22 @@ pub async fn run(session: &Session, command: Command) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_terminal_is_shown_controls_as_escapes() {
+        assert!(matches!(
+            for_terminal("plain\ttext\nand lines, 界"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            for_terminal("\u{1b}]52;c;cHduZWQ=\u{7}\u{1b}[2Jok\rfake\u{9b}6n"),
+            "\\u{1b}]52;c;cHduZWQ=\\u{7}\\u{1b}[2Jok\\rfake\\u{9b}6n"
+        );
+        assert_eq!(
+            for_terminal("file\u{202e}txt.exe\u{7f}"),
+            "file\\u{202e}txt.exe\\u{7f}"
+        );
+    }
 
     #[test]
     fn lines_become_tool_calls() {

@@ -236,6 +236,16 @@ async fn mcp(host: Host) -> Result<()> {
 async fn shell(host: Host) -> Result<()> {
     let (session, mut announced) = open_session(&host, "shell-session");
     let interactive = std::io::stdin().is_terminal();
+    // What jobs wrote reaches the screen with its control characters shown, not
+    // acted on; a transcript written to a file or a pipe stays byte for byte.
+    let terminal = std::io::stdout().is_terminal();
+    let show = move |text: &str| -> String {
+        if terminal {
+            console::for_terminal(text).into_owned()
+        } else {
+            text.to_owned()
+        }
+    };
     if interactive {
         println!(
             "jobs-host shell: tool calls in, exactly what the model sees out. `help` lists the commands."
@@ -246,11 +256,11 @@ async fn shell(host: Host) -> Result<()> {
         tokio::spawn(async move {
             while let Some((lane, notice)) = announced.recv().await {
                 // Shown as it arrives; the model sees it before its next result.
-                let line = console::render_notice(lane, &notice).replacen(
+                let line = show(&console::render_notice(lane, &notice).replacen(
                     "[notice via",
                     "[notice arrived via",
                     1,
-                );
+                ));
                 if sender.send(line).is_err() {
                     break;
                 }
@@ -275,7 +285,7 @@ async fn shell(host: Host) -> Result<()> {
             };
             match console::parse(&line) {
                 Ok(command) => match console::run(&session, command).await {
-                    Some(out) if !out.is_empty() => println!("{out}"),
+                    Some(out) if !out.is_empty() => println!("{}", show(&out)),
                     Some(_) => {}
                     None => break,
                 },
@@ -296,7 +306,7 @@ async fn shell(host: Host) -> Result<()> {
                 Ok(command) => {
                     println!("> {}", line.trim());
                     match console::run(&session, command).await {
-                        Some(out) if !out.is_empty() => println!("{out}"),
+                        Some(out) if !out.is_empty() => println!("{}", show(&out)),
                         Some(_) => {}
                         None => break,
                     }

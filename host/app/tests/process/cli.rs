@@ -408,6 +408,49 @@ fn many_jobs_at_once_fit_under_a_low_open_file_limit() {
 }
 
 #[test]
+fn a_terminal_shows_a_jobs_control_characters_and_a_transcript_keeps_them() {
+    // The job colours, retitles the window and overwrites its line with `\r`.
+    let script =
+        "bash printf 'a\\033[31mred\\033]0;title\\007\\rX\\n'\nsettle\njob_output bash-1\n";
+    let raw = run_shell(script);
+    assert!(raw.status.success());
+    assert!(
+        String::from_utf8_lossy(&raw.stdout).contains(
+            "> job_output bash-1\na\u{1b}[31mred\u{1b}]0;title\u{7}\rX\n[status: completed"
+        ),
+        "{}",
+        String::from_utf8_lossy(&raw.stdout)
+    );
+    // `script` gives the console a terminal for its output (the pty turns each
+    // newline into CRLF); the tool calls still come from a file.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("calls");
+    std::fs::write(&file, script).unwrap();
+    let quote =
+        |p: &std::path::Path| format!("'{}'", p.display().to_string().replace('\'', r"'\''"));
+    let inner = format!(
+        "exec {} shell --cache-dir {} < {}",
+        quote(std::path::Path::new(BIN)),
+        quote(&cache_dir()),
+        quote(&file)
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("script(1) from util-linux");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains(
+            "> job_output bash-1\r\na\\u{1b}[31mred\\u{1b}]0;title\\u{7}\\rX\r\n[status: completed"
+        ),
+        "{shown}"
+    );
+    assert!(!shown.contains('\u{1b}'), "{shown}");
+}
+
+#[test]
 fn a_bad_shell_line_fails_the_script() {
     let out = run_shell("job_output\n");
     assert_eq!(out.status.code(), Some(1));
