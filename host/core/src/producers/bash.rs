@@ -950,6 +950,10 @@ impl Supervisor {
                     {
                         control.stop_for_limit(format!("output limit reached ({limit} bytes)"));
                     }
+                    // `try_read_buf` takes nothing from the task's budget, so a
+                    // job that never stops writing would keep this worker from
+                    // every other task; the budget makes the loop yield in turn.
+                    tokio::task::coop::consume_budget().await;
                 }
             }
         })
