@@ -196,15 +196,27 @@ C_STATE = {"running": "running", "stopping": "running", "completed": "succeeded"
            "killed": "cancelled", "failed": "failed"}
 
 
+def go_truncate_bytes(text, max_bytes):
+    """Go's truncateBytes (agentcore/tool.go): the head the short marker leaves
+    of the bound, backed off to a rune start, then the marker; all of the bound
+    when the marker is not shorter than it."""
+    if nbytes(text) <= max_bytes:
+        return text
+    marker = "\n" + ELLIPSIS + "[truncated]"
+    budget = max_bytes - nbytes(marker)
+    if budget <= 0:
+        budget = max_bytes
+    return head(text, budget) + marker
+
+
 def c_truncate(text, max_bytes):
-    """Go's middle truncation: the head takes two thirds of the budget left after a
-    64-byte reserve, the tail what the head left; below 2 bytes, a head and a short
-    marker."""
+    """Go's truncateMiddle: the head takes two thirds of the budget left after a
+    64-byte reserve, the tail what the head left; below 2 bytes, truncateBytes."""
     if nbytes(text) <= max_bytes:
         return text
     budget = max_bytes - 64
     if budget < 2:
-        return head(text, max_bytes) + "\n" + ELLIPSIS + "[truncated]"
+        return go_truncate_bytes(text, max_bytes)
     h = head(text, budget * 2 // 3)
     t = tail(text, budget - nbytes(h))
     omitted = nbytes(text) - nbytes(h) - nbytes(t)
@@ -612,6 +624,45 @@ def lists_and_kills():
             invoke(w["output"], {w["id"]: "subagent-3"}, ok_read("", j, p=p))], config=cfg(p), jobs=[j])
 
 
+def ann(title, read_only, destructive, idempotent, open_world=False):
+    """MCP tool annotations as a host shows them (README: Use it from your harness)."""
+    return {"title": title, "readOnlyHint": read_only, "destructiveHint": destructive,
+            "idempotentHint": idempotent, "openWorldHint": open_world}
+
+
+def ann_reads(title, idempotent):
+    """A tool that only looks at jobs: a consuming read is not idempotent."""
+    return ann(title, True, False, idempotent)
+
+
+def ann_acts(title, destructive, idempotent):
+    """A tool that acts on the jobs it names and nothing else."""
+    return ann(title, False, destructive, idempotent)
+
+
+def annotations_with_extensions(p):
+    """Every guest tool's annotations with all extensions on (README table)."""
+    if p == "c":
+        n, idp = "job", "id"
+        base = [("job_list", ann_reads("List background jobs", True)),
+                ("job_status", ann_reads("Show a background job's status", True)),
+                ("job_wait", ann_reads("Wait for a background job", True)),
+                ("job_cancel", ann_acts("Cancel a background job", True, True))]
+        prefix = "job"
+    else:
+        w = WORDS[p]
+        n = w["noun"]
+        base = [(w["output"], ann_reads(f"Read background {n} output", False)),
+                (w["list"], ann_reads(f"List background {n}s", True)),
+                (w["kill"], ann_acts(f"Stop a background {n}", True, True))]
+        prefix = n
+    return [{"name": name, "annotations": a} for name, a in base + [
+        (f"{prefix}_input", ann_acts(f"Write to a background {n}'s input", True, False)),
+        (f"{prefix}_signal", ann_acts(f"Signal a background {n}", True, False)),
+        (f"{prefix}_log", ann_reads(f"Page a background {n}'s output", True)),
+    ]]
+
+
 def definitions():
     def pub_schema():
         return {"type": "object", "properties": {
@@ -633,11 +684,13 @@ def definitions():
                  "timeout_ms": {"type": "number", "description": "Max wait in milliseconds (only meaningful with wait: true). Defaults to the configured wait timeout; capped by the configured maximum."}},
                  "required": [w["id"]]},
              "output_schema": {"type": "object", "properties": {"text": {"type": "string"}, w["key"]: pub_schema()},
-                               "required": ["text", w["key"]], "additionalProperties": False}},
+                               "required": ["text", w["key"]], "additionalProperties": False},
+             "annotations": ann_reads(f"Read background {n} output", False)},
             {"name": w["list"],
              "description": f"List your background {n}s (running and finished) with their ids, kinds, and statuses.",
              "input_schema": {"type": "object", "properties": {}},
-             "output_schema": {"type": "array", "items": pub_schema()}},
+             "output_schema": {"type": "array", "items": pub_schema()},
+             "annotations": ann_reads(f"List background {n}s", True)},
             {"name": w["kill"],
              "description": f"Request cancellation of a running background {n} by {n} id. Returns immediately; the {n} settles as killed once its work actually stops.",
              "input_schema": {"type": "object", "properties": {
@@ -646,7 +699,8 @@ def definitions():
                  "required": [w["id"]]},
              "output_schema": {"type": "object", "properties": {
                  "outcome": {"type": "string", "enum": ["cancellation-requested", "already-finished"]},
-                 w["key"]: pub_schema()}, "required": ["outcome", w["key"]], "additionalProperties": False}},
+                 w["key"]: pub_schema()}, "required": ["outcome", w["key"]], "additionalProperties": False},
+             "annotations": ann_acts(f"Stop a background {n}", True, True)},
         ]
         vec("definitions", f"{p}-tool-definitions", "3.1, 3.2, 2.6", [{"tool_definitions": {}, "expect": defs}],
             config=cfg(p))
@@ -665,16 +719,23 @@ def definitions():
     id_ = {"type": "string", "description": "The job id."}
     cdefs = [
         {"name": "job_list", "description": f"List the background jobs this session started, newest first, with their state and duration. Jobs still running when you finish your answer are cancelled {EM} wait for the ones whose results you need.",
-         "input_schema": {"type": "object", "properties": {}, "required": []}, "output_schema": None},
+         "input_schema": {"type": "object", "properties": {}, "required": []}, "output_schema": None,
+         "annotations": ann_reads("List background jobs", True)},
         {"name": "job_status", "description": "Read one background job: its state, and its full output once it has finished.",
-         "input_schema": {"type": "object", "properties": {"id": id_}, "required": ["id"]}, "output_schema": None},
+         "input_schema": {"type": "object", "properties": {"id": id_}, "required": ["id"]}, "output_schema": None,
+         "annotations": ann_reads("Show a background job's status", True)},
         {"name": "job_wait", "description": f"Block until a background job finishes, then return its result. Bounded by a timeout {EM} if it returns while the job is still running, the job keeps going and you can wait again or continue with other work.",
          "input_schema": {"type": "object", "properties": {"id": id_, "timeout_seconds": {"type": "integer", "description": "How long to wait before returning with the job still running."}}, "required": ["id"]},
-         "output_schema": None},
+         "output_schema": None, "annotations": ann_reads("Wait for a background job", True)},
         {"name": "job_cancel", "description": "Cancel a running background job.",
-         "input_schema": {"type": "object", "properties": {"id": id_}, "required": ["id"]}, "output_schema": None},
+         "input_schema": {"type": "object", "properties": {"id": id_}, "required": ["id"]}, "output_schema": None,
+         "annotations": ann_acts("Cancel a background job", True, True)},
     ]
     vec("definitions", "c-tool-definitions", "3.3", [{"tool_definitions": {}, "expect": cdefs}], config=cfg("c"))
+    for p in "abc":
+        vec("definitions", f"{p}-tool-annotations-all-extensions", "README: tool annotations", [
+            {"tool_annotations": {}, "expect": annotations_with_extensions(p)}],
+            config=cfg(p, extensions=True))
     vec("definitions", "c-system-prompt", "README: profile C has no prompt section", [
         {"system_prompt": {}, "expect": None}], config=cfg("c"))
 
@@ -705,6 +766,14 @@ def configs():
         vec("configs", f"config-{name}", "3.1 config, 7.3; WIT config (whole ms)",
             [{"configure": text, "expect": {"ok": fields}}])
     bad = [
+        # JSON.parse reads 1e400 as Infinity: the contract's words for that wake limit.
+        ("a-infinite-wakes", '{"maxConsecutiveWakes": 1e400}',
+         "tool-jobs: maxConsecutiveWakes (Infinity) must be a whole number of turns"),
+        ("b-infinite-wait", '{"profile":"b","waitTimeoutMs":-1e999}',
+         "tool-tasks: waitTimeoutMs (-Infinity) is not a finite number"),
+        # README: timeouts that host and guest cannot hold as whole ms are refused.
+        ("a-cap-beyond-whole-ms", '{"maxWaitTimeoutMs":1e22}',
+         "tool-jobs: maxWaitTimeoutMs (1e+22) must be at most 9007199254740991"),
         ("a-default-above-cap", '{"waitTimeoutMs":100,"maxWaitTimeoutMs":50}',
          "tool-jobs: waitTimeoutMs (100) exceeds maxWaitTimeoutMs (50)"),
         ("a-fraction-above-cap", '{"waitTimeoutMs":1.5,"maxWaitTimeoutMs":1.2}',
@@ -803,6 +872,14 @@ def profile_c():
         vec("c", f"c-truncate-{name}", "4.5 result truncation", [
             invoke("job_status", {"id": "export-1"}, c_text(c_status(j, now, max_bytes)))],
             config=cfg("c", maxResultBytes=max_bytes), jobs=[j], now=now)
+    # Every regime of Go's two truncations, around each edge, in one, two,
+    # three and four-byte characters.
+    for name, out in [("y", "y" * 300), ("han", "\u754c" * 100), ("mixed", "a\U0001F600" * 60)]:
+        for max_bytes in [1, 2, 3, 14, 15, 16, 17, 18, 20, 30, 40, 63, 64, 65, 66, 67, 68, 100, 130, 199, 200]:
+            j = job("export-1", "completed", kind="export", output=out)
+            vec("c", f"c-truncate-go-{name}-{max_bytes}", "README: C truncation follows Go's truncateMiddle and truncateBytes", [
+                invoke("job_status", {"id": "export-1"}, c_text(c_status(j, now, max_bytes)))],
+                config=cfg("c", maxResultBytes=max_bytes), jobs=[j], now=now)
     j = job("q-1", "failed", kind="q", detail="e" * 500)
     vec("c", "c-truncate-error", "README: C bounds failure texts too", [
         invoke("job_status", {"id": "q-1"}, c_text(c_status(j, now, 100)))],
@@ -846,6 +923,13 @@ def profile_c():
                 invoke(tool, args, expect)], config=cfg("c"), jobs=[r, other], now=now)
     vec("c", "c-status-trimmed-id", "Go trims ids", [
         invoke("job_status", {"id": " q-1 "}, c_text(c_status(r, now, 24576)))], config=cfg("c"), jobs=[r], now=now)
+    # Go's job_wait trims only to test for an empty id, then waits on the id as
+    # given; job_cancel trims like job_status.
+    vec("c", "c-wait-untrimmed-id", "Go's job_wait waits on the id as given", [
+        invoke("job_wait", {"id": " q-1 "}, c_err("agentcore: job not found"))], config=cfg("c"), jobs=[r], now=now)
+    vec("c", "c-cancel-trimmed-id", "Go trims ids", [
+        invoke("job_cancel", {"id": " q-1 "}, c_text("Cancellation requested for q-1."))],
+        config=cfg("c"), jobs=[r], now=now)
     vec("c", "c-cancel-live", "4.5 job_cancel", [
         invoke("job_cancel", {"id": "q-1"}, c_text("Cancellation requested for q-1.")),
         {"state": {"q-1": {"status": "stopping"}}},
@@ -947,6 +1031,10 @@ def search_text(page, pattern, both):
     notes = [n for n in (extent_note(e) for e in page["extents"]) if n]
     if notes:
         out += "; " + "; ".join(notes)
+    if page.get("stopped"):
+        s = page["stopped"]
+        out += (f"; stopped early at {s['stream']} line {s['line']}: the search ran out of time, "
+                "so later lines were not searched")
     out += "]"
     prev = None
     for i, ln in enumerate(page["lines"]):
@@ -1075,6 +1163,21 @@ def extensions():
             invoke(f"{noun}_log", {w["id"]: "bash-1", "lines": 501},
                    err("invalid lines: expected a whole number from 1 to 500, got 501")),
         ], config=cfg(p, extensions=["log"]), jobs=[paged, searched, bad])
+        # README: a search the host stopped (its time for one call ran out) says where.
+        stopped = dict(search, stopped={"stream": "stdout", "line": 7},
+                       extents=search["extents"][:1], lines=search["lines"][:3], hits=[1], total_matches=1)
+        vec("extensions", f"{p}-log-search-stopped", "README Extensions: log (search budget)", [
+            invoke(f"{noun}_log", {w["id"]: "bash-2", "search": "err", "stream": "stdout", "context": 1},
+                   {"text": search_text(stopped, "err", False) + "\n[status: running]", "is_error": False,
+                    "value": None}),
+        ], config=cfg(p, extensions=["log"]), jobs=[dict(job("bash-2"), lines=stopped)])
+        # README: patterns are bounded before anything is compiled.
+        vec("extensions", f"{p}-pattern-too-long", "README Extensions: pattern bound", [
+            invoke(f"{noun}_log", {w["id"]: "bash-2", "search": "a" * 4097},
+                   err("invalid search: the pattern is 4097 bytes, more than the limit of 4096")),
+            invoke(w["output"], {w["id"]: "bash-2", "until": "\\w" * 2049},
+                   err("invalid until: the pattern is 4098 bytes, more than the limit of 4096")),
+        ], config=cfg(p, extensions=["log", "ready"]), jobs=[dict(job("bash-2"), lines=stopped)])
 
         # Ports.
         ports = [{"address": "127.0.0.1", "port": 8000}, {"address": "::", "port": 8000}]

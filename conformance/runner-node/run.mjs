@@ -121,6 +121,7 @@ class Scripted {
         stream: e.stream, totalBytes: e.total_bytes ?? 0, droppedBytes: e.dropped_bytes ?? 0,
         firstLine: e.first_line ?? 1, lastLine: e.last_line ?? 0,
       })),
+      stopped: page.stopped ?? null,
       job: Scripted.view(job),
     };
   }
@@ -188,7 +189,10 @@ function step(guest, scripted, config, s) {
     return { text: out.done.text, is_error: out.done.isError, value: out.done.value, waits: requests };
   }
   if ('tool_definitions' in s) {
-    return guest.toolDefinitions(config).map((d) => ({ name: d.name, description: d.description, input_schema: d.inputSchema, output_schema: d.outputSchema }));
+    return guest.toolDefinitions(config).map((d) => ({ name: d.name, description: d.description, input_schema: d.inputSchema, output_schema: d.outputSchema, annotations: d.annotations }));
+  }
+  if ('tool_annotations' in s) {
+    return guest.toolDefinitions(config).map((d) => ({ name: d.name, annotations: d.annotations }));
   }
   if ('describe_call' in s) {
     const c = guest.describeCall(config, s.describe_call, s.args);

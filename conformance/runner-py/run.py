@@ -148,6 +148,7 @@ class Scripted:
             "extents": [{"stream": e["stream"], "total_bytes": e.get("total_bytes", 0),
                          "dropped_bytes": e.get("dropped_bytes", 0), "first_line": e.get("first_line", 1),
                          "last_line": e.get("last_line", 0)} for e in page.get("extents", [])],
+            "stopped": page.get("stopped"),
             "job": job,
         }
 
@@ -186,6 +187,8 @@ def step(guest, scripted, config, s):
         return dict(out, waits=requests)
     if "tool_definitions" in s:
         return guest.tool_definitions(config)
+    if "tool_annotations" in s:
+        return [{"name": d["name"], "annotations": d["annotations"]} for d in guest.tool_definitions(config)]
     if "describe_call" in s:
         return guest.describe_call(config, s["describe_call"], s["args"])
     if "system_prompt" in s:

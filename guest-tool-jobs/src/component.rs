@@ -15,7 +15,7 @@ wit_bindgen::generate!({
 use exports::harness::jobs::notices::{self, AgentStatus, Delivery, Lane, Notice, OwnerState};
 use exports::harness::jobs::tools::{
     self, CallOutcome, CompletionDelivery, Config, ContentBlock, Extension, JobLimits, OwnerScope,
-    Profile, PromptSection, ToolDefinition, ToolResult, UiCard, WaitRequest,
+    Profile, PromptSection, ToolAnnotations, ToolDefinition, ToolResult, UiCard, WaitRequest,
 };
 use harness::jobs::clock::now_ms;
 use harness::jobs::diag::{Level, log};
@@ -231,6 +231,7 @@ impl JobsView for Scope<'_> {
                         last_line: e.last_line,
                     })
                     .collect(),
+                stopped: page.stopped.map(|s| (stream_from(s.stream), s.line)),
                 job: snapshot_from(page.job),
             })
             .map_err(error_from)
@@ -345,6 +346,13 @@ impl tools::Guest for Component {
                 description: d.description.to_owned(),
                 input_schema: d.input_schema.to_string(),
                 output_schema: d.output_schema.map(|s| s.to_string()),
+                annotations: ToolAnnotations {
+                    title: d.annotations.title,
+                    read_only_hint: d.annotations.read_only,
+                    destructive_hint: d.annotations.destructive,
+                    idempotent_hint: d.annotations.idempotent,
+                    open_world_hint: d.annotations.open_world,
+                },
             })
             .collect()
     }

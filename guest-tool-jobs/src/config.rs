@@ -260,8 +260,10 @@ const KEYS_C: &[&str] = &[
 /// An operator-facing message starting with the profile's plugin name
 /// (`tool-jobs: `, `tool-tasks: ` or `jobs: `).
 pub fn parse_config(json: &str) -> Result<Config, String> {
-    let value: Value = serde_json::from_str(json)
-        .map_err(|e| format!("tool-jobs: config is not valid JSON ({e})"))?;
+    let value: Value = match serde_json::from_str(json) {
+        Ok(value) => value,
+        Err(e) => return Err(unparsable(json, &e)),
+    };
     let map = match value {
         Value::Null => Map::new(),
         Value::Object(map) => map,
@@ -286,6 +288,108 @@ pub fn parse_config(json: &str) -> Result<Config, String> {
     };
     let plugin = profile.plugin();
     parse_for(profile, &map).map_err(|message| format!("{plugin}: {message}"))
+}
+
+/// The error for config text that does not parse. A number beyond what a
+/// double holds (`1e400`, the JSON nearest to JavaScript's `Infinity`) is
+/// named by its key, in the profile's words, as the key's own check would
+/// word an infinite value; anything else is not valid JSON.
+fn unparsable(json: &str, error: &serde_json::Error) -> String {
+    let invalid = format!("tool-jobs: config is not valid JSON ({error})");
+    let Some(number) = infinite_number(json) else {
+        return invalid;
+    };
+    // With the number replaced, the rest may parse: then the profile (and so
+    // the plugin's name) is known.
+    let patched = format!("{}0{}", &json[..number.start], &json[number.end..]);
+    let plugin = match serde_json::from_str::<Value>(&patched) {
+        Ok(value) => match value.get("profile").and_then(Value::as_str) {
+            Some("b") => Profile::B.plugin(),
+            Some("c") => Profile::C.plugin(),
+            _ => Profile::A.plugin(),
+        },
+        Err(_) => return invalid,
+    };
+    let shown = if number.negative {
+        "-Infinity"
+    } else {
+        "Infinity"
+    };
+    let key = number.key.as_deref().unwrap_or("a config value");
+    match (key, number.negative) {
+        // The contract's words for a wake limit that bounds nothing.
+        ("maxConsecutiveWakes", false) => {
+            format!("{plugin}: maxConsecutiveWakes ({shown}) must be a whole number of turns")
+        }
+        _ => format!("{plugin}: {key} ({shown}) is not a finite number"),
+    }
+}
+
+/// A number literal that overflows a double, with the key it is the value of
+/// (the nearest key before it; for a number in a list, the list's key).
+struct InfiniteNumber {
+    start: usize,
+    end: usize,
+    negative: bool,
+    key: Option<String>,
+}
+
+/// Finds the first number literal in `json` that parses to an infinite
+/// double, skipping strings.
+fn infinite_number(json: &str) -> Option<InfiniteNumber> {
+    let bytes = json.as_bytes();
+    let mut key: Option<String> = None;
+    let mut last_string: Option<String> = None;
+    // The key each open container was the value of, so a number after a
+    // nested object in a list is named by the list's key again.
+    let mut outer: Vec<Option<String>> = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'{' | b'[' => {
+                outer.push(key.clone());
+                i += 1;
+            }
+            b'}' | b']' => {
+                key = outer.pop().flatten();
+                i += 1;
+            }
+            b'"' => {
+                let start = i + 1;
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                let end = i.min(bytes.len());
+                last_string = serde_json::from_str(&format!("\"{}\"", &json[start..end])).ok();
+                i += 1;
+            }
+            b':' => {
+                key = last_string.take();
+                i += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                i += 1;
+                while i < bytes.len()
+                    && matches!(bytes[i], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-')
+                {
+                    i += 1;
+                }
+                let literal = &json[start..i];
+                if literal.parse::<f64>().is_ok_and(f64::is_infinite) {
+                    return Some(InfiniteNumber {
+                        start,
+                        end: i,
+                        negative: literal.starts_with('-'),
+                        key: key.clone(),
+                    });
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 fn parse_for(profile: Profile, map: &Map<String, Value>) -> Result<Config, String> {
@@ -321,11 +425,11 @@ fn parse_for(profile: Profile, map: &Map<String, Value>) -> Result<Config, Strin
     // Compared as written (so the error quotes the operator's numbers), then
     // kept as whole milliseconds, the unit host and guest share.
     let wait = match map.get("waitTimeoutMs") {
-        Some(v) => at_least_one("waitTimeoutMs", v)?,
+        Some(v) => timeout_ms("waitTimeoutMs", v)?,
         None => config.wait_timeout_ms as f64,
     };
     let max_wait = match map.get("maxWaitTimeoutMs") {
-        Some(v) => at_least_one("maxWaitTimeoutMs", v)?,
+        Some(v) => timeout_ms("maxWaitTimeoutMs", v)?,
         None => config.max_wait_timeout_ms as f64,
     };
     config.wait_timeout_ms = whole_ms(wait);
@@ -418,9 +522,69 @@ fn at_least_one(key: &str, value: &Value) -> Result<f64, String> {
     }
 }
 
+/// A timeout of at least 1 ms that host and guest can hold as whole
+/// milliseconds: at most 2^53 - 1, so it is never clamped silently and a
+/// model's larger `timeout_ms` is judged (and quoted) as it was sent.
+fn timeout_ms(key: &str, value: &Value) -> Result<f64, String> {
+    let n = at_least_one(key, value)?;
+    if n > MAX_SAFE_INTEGER {
+        return Err(format!(
+            "{key} ({}) must be at most 9007199254740991",
+            js_number(n)
+        ));
+    }
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_beyond_a_double_are_named_by_their_key() {
+        assert_eq!(
+            parse_config(r#"{"maxConsecutiveWakes": 1e400}"#).unwrap_err(),
+            "tool-jobs: maxConsecutiveWakes (Infinity) must be a whole number of turns"
+        );
+        assert_eq!(
+            parse_config(r#"{"profile": "b", "waitTimeoutMs": -1e999}"#).unwrap_err(),
+            "tool-tasks: waitTimeoutMs (-Infinity) is not a finite number"
+        );
+        assert_eq!(
+            parse_config(r#"{"profile":"c","extensions":["limits"],"limits":{"timeoutMs":2e308}}"#)
+                .unwrap_err(),
+            "jobs: timeoutMs (Infinity) is not a finite number"
+        );
+        assert_eq!(
+            parse_config(r#"{"extensions":[{"a":1},1e400]}"#).unwrap_err(),
+            "tool-jobs: extensions (Infinity) is not a finite number"
+        );
+        // Inside a string it is only text; elsewhere bad JSON stays bad JSON.
+        assert!(
+            parse_config(r#"{"profile": "1e400"}"#)
+                .unwrap_err()
+                .contains("profile must be")
+        );
+        assert!(
+            parse_config(r#"{"maxConsecutiveWakes": 1e400"#)
+                .unwrap_err()
+                .starts_with("tool-jobs: config is not valid JSON")
+        );
+    }
+
+    #[test]
+    fn timeouts_that_do_not_fit_are_refused_with_their_key() {
+        assert_eq!(
+            parse_config(r#"{"maxWaitTimeoutMs": 1e22}"#).unwrap_err(),
+            "tool-jobs: maxWaitTimeoutMs (1e+22) must be at most 9007199254740991"
+        );
+        assert_eq!(
+            parse_config(r#"{"waitTimeoutMs": 9007199254740992}"#).unwrap_err(),
+            "tool-jobs: waitTimeoutMs (9007199254740992) must be at most 9007199254740991"
+        );
+        let c = parse_config(r#"{"maxWaitTimeoutMs": 9007199254740991}"#).unwrap();
+        assert_eq!(c.max_wait_timeout_ms, 9_007_199_254_740_991);
+    }
 
     #[test]
     fn defaults_hold_for_an_empty_config() {

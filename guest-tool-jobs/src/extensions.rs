@@ -14,13 +14,31 @@ use crate::caps::cap_result;
 use crate::config::Config;
 use crate::model::{
     JobSignal, JobSnapshot, JobsView, LineMatch, LinePage, LineQuery, ListeningPort, OutputLine,
-    OutputStream, RegistryError, StreamExtent, ToolDefinition, ToolResult, UiCard, WaitEnd,
-    WaitOutcome, WaitUntil, json_type, timer_ms,
+    OutputStream, RegistryError, StreamExtent, ToolAnnotations, ToolDefinition, ToolResult, UiCard,
+    WaitEnd, WaitOutcome, WaitUntil, json_type, timer_ms,
 };
 use crate::wording::{self, Wording};
 
 /// The most bytes one `*_input` call writes.
 pub const MAX_INPUT_BYTES: usize = 64 * 1024;
+/// The longest pattern `until` or `search` may be: what a person writes to
+/// find a line, with room to spare. The host holds patterns to the same bound
+/// before compiling anything.
+pub const MAX_PATTERN_BYTES: usize = 4096;
+
+/// A pattern argument: non-empty and at most [`MAX_PATTERN_BYTES`].
+fn pattern_arg<'a>(key: &str, pattern: &'a str) -> Result<&'a str, String> {
+    if pattern.is_empty() {
+        return Err(format!("invalid {key}: expected a non-empty pattern"));
+    }
+    if pattern.len() > MAX_PATTERN_BYTES {
+        return Err(format!(
+            "invalid {key}: the pattern is {} bytes, more than the limit of {MAX_PATTERN_BYTES}",
+            pattern.len()
+        ));
+    }
+    Ok(pattern)
+}
 /// The most lines one page returns.
 pub const MAX_PAGE_LINES: u64 = 500;
 /// Lines a page returns when the call names no count.
@@ -177,6 +195,9 @@ pub fn tool_definitions(config: &Config, v: &Vocab) -> Vec<ToolDefinition> {
                 "required": [v.id_param]
             }),
             output_schema: None,
+            // What a program does with its input is its own affair (it may be
+            // the answer to "delete everything? [y/N]").
+            annotations: ToolAnnotations::acts(format!("Write to a background {}'s input", v.noun), true, false),
         });
         tools.push(ToolDefinition {
             name: v.signal_tool,
@@ -190,6 +211,7 @@ pub fn tool_definitions(config: &Config, v: &Vocab) -> Vec<ToolDefinition> {
                 "required": [v.id_param, "signal"]
             }),
             output_schema: None,
+            annotations: ToolAnnotations::acts(format!("Signal a background {}", v.noun), true, false),
         });
     }
     if config.extensions.log {
@@ -210,6 +232,7 @@ pub fn tool_definitions(config: &Config, v: &Vocab) -> Vec<ToolDefinition> {
                 "required": [v.id_param]
             }),
             output_schema: None,
+            annotations: ToolAnnotations::reads(format!("Page a background {}'s output", v.noun), true),
         });
     }
     tools
@@ -475,9 +498,7 @@ fn log(
     let max_matches = optional_count(args, "max_matches", 1, MAX_MATCHES)?;
     let query = match search {
         Some(pattern) => {
-            if pattern.is_empty() {
-                return Err("invalid search: expected a non-empty pattern".to_owned());
-            }
+            let pattern = pattern_arg("search", pattern)?;
             if start.is_some() || count.is_some() {
                 return Err(
                     "invalid arguments: \"search\" cannot be combined with \"start_line\" or \"lines\""
@@ -612,6 +633,12 @@ fn search_text(page: &LinePage, pattern: &str, both: bool) -> String {
         out.push_str("; ");
         out.push_str(&notes.join("; "));
     }
+    if let Some((stream, line)) = page.stopped {
+        out.push_str(&format!(
+            "; stopped early at {} line {line}: the search ran out of time, so later lines were not searched",
+            stream.as_str()
+        ));
+    }
     out.push(']');
     let mut previous: Option<&OutputLine> = None;
     let mut rows = Vec::new();
@@ -657,8 +684,8 @@ pub fn ready_args(
         return Ok(None);
     }
     let pattern = match optional_string(args, "until")? {
-        Some("") => return Err("invalid until: expected a non-empty pattern".to_owned()),
-        p => p.map(str::to_owned),
+        Some(p) => Some(pattern_arg("until", p)?.to_owned()),
+        None => None,
     };
     let quiet_ms = if v.go_style() {
         optional_count(args, "quiet_seconds", 1, 2_147_483)?.map(|s| (s * 1000) as u32)

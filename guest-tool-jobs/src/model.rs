@@ -51,6 +51,50 @@ pub struct ToolDefinition {
     pub input_schema: Value,
     /// JSON Schema of the canonical value; `None` for a tool that returns text only.
     pub output_schema: Option<Value>,
+    /// Its title and behaviour hints.
+    pub annotations: ToolAnnotations,
+}
+
+/// A tool's title and behaviour hints (MCP tool annotations): clients such as
+/// Codex let a read-only tool run without asking a person, and ask before a
+/// destructive one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolAnnotations {
+    /// A human-readable name.
+    pub title: String,
+    /// Changes nothing a person would care about (reads and lists).
+    pub read_only: bool,
+    /// May destroy something (a kill ends processes).
+    pub destructive: bool,
+    /// Calling again with the same arguments has no further effect.
+    pub idempotent: bool,
+    /// Reaches beyond the jobs it names.
+    pub open_world: bool,
+}
+
+impl ToolAnnotations {
+    /// A tool that only looks at jobs. `idempotent` is false for a consuming
+    /// read, whose second call answers only what came since.
+    pub fn reads(title: impl Into<String>, idempotent: bool) -> ToolAnnotations {
+        ToolAnnotations {
+            title: title.into(),
+            read_only: true,
+            destructive: false,
+            idempotent,
+            open_world: false,
+        }
+    }
+
+    /// A tool that acts on the jobs it names, and on nothing else.
+    pub fn acts(title: impl Into<String>, destructive: bool, idempotent: bool) -> ToolAnnotations {
+        ToolAnnotations {
+            title: title.into(),
+            read_only: false,
+            destructive,
+            idempotent,
+            open_world: false,
+        }
+    }
 }
 
 /// How a user interface presents one call.
@@ -259,6 +303,8 @@ pub struct LinePage {
     pub total_matches: u64,
     /// The extent of each stream looked at.
     pub extents: Vec<StreamExtent>,
+    /// Where a search stopped early (its stream and first untried line).
+    pub stopped: Option<(OutputStream, u64)>,
     /// The job at the moment of the answer.
     pub job: JobSnapshot,
 }

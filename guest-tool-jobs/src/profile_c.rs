@@ -14,7 +14,7 @@ use crate::caps::{head, tail};
 use crate::config::Config;
 use crate::model::{
     ExcerptWindow, JobSnapshot, JobStatus, JobsView, MAX_TIMER_MS, RegistryError, Step,
-    ToolDefinition, ToolResult, UiCard, WaitRequest, Waited,
+    ToolAnnotations, ToolDefinition, ToolResult, UiCard, WaitRequest, Waited,
 };
 
 /// The plugin name on notices and in config errors.
@@ -95,14 +95,17 @@ fn duration(job: &JobSnapshot, now: u64) -> String {
 /// The excerpt a result of at most `max` bytes needs: the whole when it fits;
 /// otherwise about two thirds of the budget left after the marker's reserve from
 /// the head and the rest from the tail (plus the few bytes a head cut back to a
-/// character boundary gives up, which the tail may use), or only a head of `max`
-/// bytes when that budget is below 2 bytes.
+/// character boundary gives up, which the tail may use), or only a head when
+/// that budget is below 2 bytes: Go's `truncateBytes`, which keeps what the
+/// short marker leaves of `max` (so the whole is at most `max` bytes), or all
+/// of `max` when the marker alone is not shorter than it.
 pub fn result_window(max: u64) -> ExcerptWindow {
     let budget = max.saturating_sub(MARKER_RESERVE);
     if budget < 2 {
+        let marker = SHORT_MARKER.len() as u64;
         return ExcerptWindow {
             whole_up_to: max,
-            head_bytes: max,
+            head_bytes: if max > marker { max - marker } else { max },
             tail_bytes: 0,
         };
     }
@@ -120,15 +123,17 @@ const MAX_BOUNDARY_SLACK: u64 = 3;
 /// The head, the marker and the tail of a result of more than `max` bytes
 /// whose middle was left out. As in the Go plugin, the tail gets whatever the
 /// head left of the budget, so `tail_text` may be cut further here; `omitted`
-/// counts the bytes between `head` and `tail_text`.
-fn joined(head: &str, omitted: u64, tail_text: &str, max: u64) -> String {
+/// counts the bytes between `head` and `tail_text`. `head_cut`: `head` is the
+/// text's start cut back to a character boundary (possibly to nothing), not
+/// output the producer no longer holds.
+fn joined(head: &str, head_cut: bool, omitted: u64, tail_text: &str, max: u64) -> String {
     let budget = max.saturating_sub(MARKER_RESERVE);
     if budget < 2 {
         return format!("{head}{SHORT_MARKER}");
     }
-    // An empty head is output the producer no longer holds: where its cut would
-    // have fallen is unknown, so the tail keeps its own share.
-    let head_len = if head.is_empty() {
+    // An empty head that is not a cut is output the producer no longer holds:
+    // where its cut would have fallen is unknown, so the tail keeps its own share.
+    let head_len = if head.is_empty() && !head_cut {
         to_usize(result_window(max).head_bytes)
     } else {
         head.len()
@@ -152,7 +157,7 @@ pub fn truncate_middle(text: &str, max: u64) -> String {
     let window = result_window(max);
     let kept_head = head(text, to_usize(window.head_bytes));
     let rest = &text[kept_head.len()..];
-    joined(kept_head, 0, rest, max)
+    joined(kept_head, true, 0, rest, max)
 }
 
 /// The job's result as the model sees it: its output bounded by
@@ -168,7 +173,16 @@ fn result_text(view: &dyn JobsView, config: &Config, job: &JobSnapshot) -> Resul
         // Whole; replacement characters may still have pushed it past the bound.
         truncate_middle(&excerpt.head, max)
     } else {
-        joined(&excerpt.head, excerpt.omitted_bytes, &excerpt.tail, max)
+        // An empty head is a cut only where a character could be longer than
+        // the head's share; past that, it is output no longer held.
+        let head_cut = !excerpt.head.is_empty() || result_window(max).head_bytes < 4;
+        joined(
+            &excerpt.head,
+            head_cut,
+            excerpt.omitted_bytes,
+            &excerpt.tail,
+            max,
+        )
     };
     if let Some(detail) = &job.detail {
         if text.ends_with('\n') {
@@ -254,22 +268,27 @@ pub fn tool_definitions(config: &Config) -> Vec<ToolDefinition> {
         wait_properties[name] = schema;
     }
     let id = || json!({"type": "string", "description": "The job id."});
-    let tool = |name, description, input_schema| ToolDefinition {
+    let tool = |name, description, input_schema, annotations| ToolDefinition {
         name,
         description,
         input_schema,
         output_schema: None,
+        annotations,
     };
+    // Nothing here consumes output: a status or a wait shows the whole result
+    // each time, so every looking tool is idempotent.
     let mut tools = vec![
         tool(
             LIST,
             LIST_DESCRIPTION,
             json!({"type": "object", "properties": {}, "required": []}),
+            ToolAnnotations::reads("List background jobs", true),
         ),
         tool(
             STATUS,
             STATUS_DESCRIPTION,
             json!({"type": "object", "properties": {"id": id()}, "required": ["id"]}),
+            ToolAnnotations::reads("Show a background job's status", true),
         ),
         tool(
             WAIT,
@@ -279,11 +298,13 @@ pub fn tool_definitions(config: &Config) -> Vec<ToolDefinition> {
                 "properties": wait_properties,
                 "required": ["id"]
             }),
+            ToolAnnotations::reads("Wait for a background job", true),
         ),
         tool(
             CANCEL,
             CANCEL_DESCRIPTION,
             json!({"type": "object", "properties": {"id": id()}, "required": ["id"]}),
+            ToolAnnotations::acts("Cancel a background job", true, true),
         ),
     ];
     tools.extend(crate::extensions::tool_definitions(
@@ -322,7 +343,11 @@ pub fn ui_card(config: &Config, tool: &str, args_json: &str) -> Option<UiCard> {
 /// Arguments as the Go plugin decodes them: unknown keys are ignored, `null`
 /// and absent keys take the zero value, and a wrong type fails the decode.
 struct Args {
+    /// The id trimmed of white space (what `job_status` and `job_cancel` use).
     id: String,
+    /// The id as given (what `job_wait` waits on once its trimmed form is not
+    /// empty, as the Go plugin's `job_wait` does).
+    given_id: String,
     timeout_seconds: i64,
     /// Every key, for the extensions' arguments.
     map: Map<String, Value>,
@@ -340,10 +365,12 @@ fn parse_args(args_json: &str, with_timeout: bool) -> Result<Args, String> {
             ));
         }
     };
-    let id = match map.get("id") {
+    let given_id = match map.get("id") {
         None | Some(Value::Null) => String::new(),
-        // As the Go plugin does: `"   "` is no id, `" job_1 "` is `job_1`.
-        Some(Value::String(s)) => s.trim().to_owned(),
+        // As the Go plugin does: `"   "` is no id, `" job_1 "` is `job_1`
+        // (except to `job_wait`, which checks the trimmed id and waits on the
+        // one given).
+        Some(Value::String(s)) => s.clone(),
         Some(other) => {
             return Err(format!(
                 "invalid arguments: \"id\" must be a string, got {other}"
@@ -357,7 +384,8 @@ fn parse_args(args_json: &str, with_timeout: bool) -> Result<Args, String> {
         _ => 0,
     };
     Ok(Args {
-        id,
+        id: given_id.trim().to_owned(),
+        given_id,
         timeout_seconds,
         map,
     })
@@ -460,7 +488,8 @@ fn job_wait(
     waited: Option<&Waited>,
 ) -> Result<Step<String>, String> {
     let args = parse_args(args_json, true)?;
-    let id = required_id(&args)?;
+    required_id(&args)?;
+    let id = args.given_id.as_str();
     let ready = crate::extensions::ready_args(config, &crate::extensions::C, &args.map)?;
     // The config holds the cap in whole seconds' worth of milliseconds.
     let max_seconds = i64::try_from(config.max_wait_timeout_ms / 1000).unwrap_or(i64::MAX);
@@ -646,15 +675,92 @@ mod tests {
         let host_head = head(&text, window.head_bytes as usize);
         let host_tail = tail(&text, window.tail_bytes as usize);
         let omitted = (text.len() - host_head.len() - host_tail.len()) as u64;
-        assert_eq!(joined(host_head, omitted, host_tail, 202), cut);
+        assert_eq!(joined(host_head, true, omitted, host_tail, 202), cut);
     }
 
     #[test]
-    fn a_tiny_budget_keeps_a_head_of_the_whole_bound_and_a_marker() {
+    fn a_tiny_budget_keeps_what_the_short_marker_leaves() {
+        // Go's truncateBytes: the whole stays within the bound...
         let cut = truncate_middle(&"y".repeat(100), 40);
-        assert_eq!(cut, format!("{}\n\u{2026}[truncated]", "y".repeat(40)));
+        assert_eq!(cut, format!("{}\n\u{2026}[truncated]", "y".repeat(25)));
+        assert_eq!(cut.len(), 40);
+        // ...cut back to a character boundary (20 - 15 = 5 bytes: one 界)...
+        assert_eq!(
+            truncate_middle(&"界".repeat(10), 20),
+            "界\n\u{2026}[truncated]"
+        );
+        // ...unless the marker alone is not shorter than the bound.
         assert_eq!(truncate_middle("yy", 1), "y\n\u{2026}[truncated]");
+        assert_eq!(
+            truncate_middle(&"y".repeat(20), 15),
+            format!("{}\n\u{2026}[truncated]", "y".repeat(15))
+        );
+        assert_eq!(
+            truncate_middle(&"y".repeat(20), 16),
+            "y\n\u{2026}[truncated]"
+        );
         // A head is never cut inside a character, even when that leaves none.
         assert_eq!(truncate_middle("界界", 1), "\n\u{2026}[truncated]");
+    }
+
+    /// Go's `truncateMiddle` and `truncateBytes`, written out from the Go
+    /// source for this comparison (`s[:budget]` backed off to a rune start).
+    fn go_truncate_middle(s: &str, max: usize) -> String {
+        fn go_truncate_bytes(s: &str, max: usize) -> String {
+            if s.len() <= max {
+                return s.to_owned();
+            }
+            let marker = "\n\u{2026}[truncated]";
+            let mut budget = max as isize - marker.len() as isize;
+            if budget <= 0 {
+                budget = max as isize;
+            }
+            let mut budget = budget as usize;
+            while budget > 0 && !s.is_char_boundary(budget) {
+                budget -= 1;
+            }
+            format!("{}{marker}", &s[..budget])
+        }
+        if s.len() <= max {
+            return s.to_owned();
+        }
+        let budget = max as isize - 64;
+        if budget < 2 {
+            return go_truncate_bytes(s, max);
+        }
+        let budget = budget as usize;
+        let mut head = budget * 2 / 3;
+        while head > 0 && !s.is_char_boundary(head) {
+            head -= 1;
+        }
+        let mut start = s.len() - (budget - head);
+        while start < s.len() && !s.is_char_boundary(start) {
+            start += 1;
+        }
+        format!(
+            "{}\n\u{2026}[{} bytes truncated]\u{2026}\n{}",
+            &s[..head],
+            start - head,
+            &s[start..]
+        )
+    }
+
+    #[test]
+    fn every_bound_from_1_to_200_matches_go() {
+        for text in [
+            "y".repeat(300),
+            "é".repeat(150),
+            "界".repeat(100),
+            "a😀".repeat(60),
+        ] {
+            for max in 1..=200 {
+                assert_eq!(
+                    truncate_middle(&text, max as u64),
+                    go_truncate_middle(&text, max),
+                    "{max} bytes of {:?}",
+                    &text[..8]
+                );
+            }
+        }
     }
 }

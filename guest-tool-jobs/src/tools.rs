@@ -7,8 +7,8 @@ use crate::caps::cap_result;
 use crate::config::Config;
 use crate::extensions::{self, Vocab};
 use crate::model::{
-    ContentBlock, JobSnapshot, JobsView, KillOutcome, RegistryError, Step, ToolDefinition,
-    ToolResult, UiCard, WaitRequest, Waited, json_type, timer_ms,
+    ContentBlock, JobSnapshot, JobsView, KillOutcome, RegistryError, Step, ToolAnnotations,
+    ToolDefinition, ToolResult, UiCard, WaitRequest, Waited, json_type, timer_ms,
 };
 use crate::render::{list_text, read_text, registry_error_message, status_line};
 use crate::wording::Wording;
@@ -88,12 +88,17 @@ pub fn tool_definitions(config: &Config, w: &'static Wording) -> Vec<ToolDefinit
                 "required": ["text", w.value_key],
                 "additionalProperties": false
             })),
+            annotations: ToolAnnotations::reads(
+                format!("Read background {} output", w.noun),
+                false,
+            ),
         },
         ToolDefinition {
             name: w.list_tool,
             description: w.list_description,
             input_schema: json!({"type": "object", "properties": {}}),
             output_schema: Some(json!({"type": "array", "items": public_job_schema()})),
+            annotations: ToolAnnotations::reads(format!("List background {}s", w.noun), true),
         },
         ToolDefinition {
             name: w.kill_tool,
@@ -115,6 +120,7 @@ pub fn tool_definitions(config: &Config, w: &'static Wording) -> Vec<ToolDefinit
                 "required": ["outcome", w.value_key],
                 "additionalProperties": false
             })),
+            annotations: ToolAnnotations::acts(format!("Stop a background {}", w.noun), true, true),
         },
     ];
     tools.extend(extensions::tool_definitions(config, vocab(w)));

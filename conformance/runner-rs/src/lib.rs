@@ -231,22 +231,36 @@ impl Runner {
             }
         }
         let guest = self.instance(store)?;
-        if step.get("tool_definitions").is_some() {
+        if step.get("tool_definitions").is_some() || step.get("tool_annotations").is_some() {
             let defs = guest
                 .harness_jobs_tools()
                 .call_tool_definitions(&mut *store, config)
                 .map_err(trap)?;
+            let only_annotations = step.get("tool_annotations").is_some();
             let mut out = Vec::new();
             for d in defs {
                 let parse = |s: &str| {
                     serde_json::from_str::<Value>(s).map_err(|e| format!("schema is not JSON: {e}"))
                 };
-                out.push(json!({
-                    "name": d.name,
-                    "description": d.description,
-                    "input_schema": parse(&d.input_schema)?,
-                    "output_schema": match &d.output_schema { Some(s) => parse(s)?, None => Value::Null },
-                }));
+                let a = &d.annotations;
+                let annotations = json!({
+                    "title": a.title,
+                    "readOnlyHint": a.read_only_hint,
+                    "destructiveHint": a.destructive_hint,
+                    "idempotentHint": a.idempotent_hint,
+                    "openWorldHint": a.open_world_hint,
+                });
+                out.push(if only_annotations {
+                    json!({"name": d.name, "annotations": annotations})
+                } else {
+                    json!({
+                        "name": d.name,
+                        "description": d.description,
+                        "input_schema": parse(&d.input_schema)?,
+                        "output_schema": match &d.output_schema { Some(s) => parse(s)?, None => Value::Null },
+                        "annotations": annotations,
+                    })
+                });
             }
             return Ok(Value::Array(out));
         }
@@ -833,6 +847,13 @@ impl bindings::harness::jobs::registry::HostOwnerScope for State {
                         last_line: e["last_line"].as_u64().unwrap_or(0),
                     })
                     .collect(),
+                stopped: page
+                    .get("stopped")
+                    .filter(|s| !s.is_null())
+                    .map(|s| wit::SearchStop {
+                        stream: stream_of(&s["stream"]),
+                        line: s["line"].as_u64().unwrap_or(0),
+                    }),
                 job: snapshot(job),
             })
         }))
