@@ -9,10 +9,11 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::bash::{BashProducer, BashRequest, JobLimits, Started, started_text};
 use crate::owner::{Agent, AgentStatus, DeliveryError, Lane, NoticeMessage, Owner};
-use crate::plugin::{Mount, ToolDefinition, ToolOutcome};
+use crate::plugin::{Mount, ToolAnnotations, ToolDefinition, ToolOutcome};
 use crate::registry::JobRegistry;
 
 /// The name of the session's own tool that starts background shell jobs.
@@ -52,6 +53,18 @@ pub fn has_extension(config: &crate::plugin::PluginConfig, extension: Extension)
 }
 
 pub use crate::plugin::Extension;
+
+/// The `bash` tool's title and behaviour hints: it runs any command, so it is
+/// neither read-only nor closed-world, and a second start is a second job.
+pub fn bash_annotations() -> ToolAnnotations {
+    ToolAnnotations {
+        title: "Run a background shell command".to_owned(),
+        read_only_hint: false,
+        destructive_hint: true,
+        idempotent_hint: false,
+        open_world_hint: true,
+    }
+}
 
 /// The `bash` tool's JSON Schema.
 pub fn bash_schema() -> Value {
@@ -221,6 +234,7 @@ impl Session {
                 })
                 .to_string(),
             ),
+            annotations: bash_annotations(),
         }];
         tools.extend(self.mount.tool_definitions().await?);
         Ok(tools)
@@ -228,13 +242,46 @@ impl Session {
 
     /// Runs one tool call, then collects the notices delivered so far.
     pub async fn call(&self, tool: &str, args: &Value) -> SessionReply {
+        self.call_with_abort(tool, args, &CancellationToken::new())
+            .await
+    }
+
+    /// [`Session::call`] for a call its client may cancel (`abort`): a
+    /// cancelled call consumes nothing it would not show. A pending wait ends
+    /// before its read (the output stays for the next read, the job's notice
+    /// stays owed), a start not yet made is not made, and the notices stay
+    /// queued for the next result; the reply then says `Error: wait aborted`
+    /// (or the start's refusal), for a client that no longer reads it.
+    pub async fn call_with_abort(
+        &self,
+        tool: &str,
+        args: &Value,
+        abort: &CancellationToken,
+    ) -> SessionReply {
         let outcome = if tool == BASH_TOOL {
+            if abort.is_cancelled() {
+                return SessionReply {
+                    notices: Vec::new(),
+                    outcome: ToolOutcome {
+                        text: crate::plugin::mount::CANCELLED_BEFORE_IT_RAN.to_owned(),
+                        is_error: true,
+                        value: None,
+                    },
+                };
+            }
             self.start_bash(args)
         } else {
             self.mount
-                .invoke(Some(&self.owner), tool, &args.to_string())
+                .invoke_with_abort(Some(&self.owner), tool, &args.to_string(), abort)
                 .await
         };
+        if abort.is_cancelled() {
+            // Nobody reads this reply: the notices wait for the next one.
+            return SessionReply {
+                notices: Vec::new(),
+                outcome,
+            };
+        }
         // Anything that settled before this result is announced with it.
         SessionReply {
             notices: self.collect_notices().await,

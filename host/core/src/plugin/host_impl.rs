@@ -164,6 +164,10 @@ impl bindings::harness::jobs::registry::HostOwnerScope for CallState {
                 hits: page.hits,
                 total_matches: page.total_matches,
                 extents: page.extents.into_iter().map(Into::into).collect(),
+                stopped: page.stopped.map(|(stream, line)| wit::SearchStop {
+                    stream: stream.into(),
+                    line,
+                }),
                 job: wit::JobSnapshot::from(&job),
             })
             .map_err(wit::RegistryError::from))

@@ -37,7 +37,7 @@ mod bindings {
 pub use bindings::exports::harness::jobs::notices::Notice;
 pub use bindings::exports::harness::jobs::tools::{
     CompletionDelivery, Config as PluginConfig, ContentBlock, Extension, JobLimits as PluginLimits,
-    Profile, PromptSection, ToolDefinition, UiCard, WaitRequest,
+    Profile, PromptSection, ToolAnnotations, ToolDefinition, UiCard, WaitRequest,
 };
 
 pub use mount::{Mount, ToolOutcome};

@@ -43,7 +43,7 @@ pub struct Mount {
     scope: Option<ScopeKey>,
     notices: tokio::sync::mpsc::UnboundedSender<NoticeWork>,
     /// Absent for a mount that pulls its notices: it has nothing to push.
-    listener: Option<ListenerRegistration>,
+    listener: Option<(ListenerRegistration, ListenerRegistration)>,
     /// One semaphore per owner instance with calls in flight.
     calls: std::sync::Mutex<std::collections::HashMap<u64, Arc<tokio::sync::Semaphore>>>,
     _controller: ControllerAttachment,
@@ -66,7 +66,7 @@ impl Mount {
 
     /// Like [`Mount::new`], in `scope`'s layer (global for `None`): the mount then
     /// serves, and notifies, only owners whose scope chain passes through `scope`.
-    /// Dropping the mount removes its controller and its listener.
+    /// Dropping the mount removes its controller and its listeners.
     ///
     /// # Errors
     ///
@@ -93,10 +93,17 @@ impl Mount {
         // owner's next step instead; asking its guest about each settlement
         // would only cost an instance per job.
         let listener = (config.profile != Profile::C).then(|| {
-            registry.on_job_done_in(scope, move |job, owner| {
-                // The task may be gone only while the mount itself is being dropped.
-                let _ = sender.send(NoticeWork::Settled(job.clone(), owner.cloned()));
-            })
+            let owed = sender.clone();
+            (
+                registry.on_job_done_in(scope, move |job, owner| {
+                    // The task may be gone only while the mount itself is being dropped.
+                    let _ = sender.send(NoticeWork::Settled(job.clone(), owner.cloned()));
+                }),
+                // A job whose wait was abandoned is decided again, like a settlement.
+                registry.on_notice_owed_in(scope, move |job, owner| {
+                    let _ = owed.send(NoticeWork::Settled(job.clone(), owner.cloned()));
+                }),
+            )
         });
         tokio::spawn(deliver_notices(
             runtime.clone(),
@@ -154,6 +161,13 @@ impl Mount {
     /// request, the host waits on the registry (holding no instance, no pool
     /// slot and none of the owner's call turns meanwhile), then a fresh instance
     /// resumes the call with the outcome.
+    ///
+    /// A call cancelled or dropped before its result loses nothing: an abort
+    /// that comes after the wait saw the job's end, but before the read that
+    /// would show it, still ends the call with `Error: wait aborted` and
+    /// consumes nothing, and the job is not counted as seen, so its output
+    /// waits for the next read and its notice is owed again (see
+    /// [`crate::registry::WaitHold`]).
     pub async fn invoke_with_abort(
         &self,
         caller: Option<&Owner>,
@@ -161,16 +175,36 @@ impl Mount {
         args_json: &str,
         abort: &CancellationToken,
     ) -> ToolOutcome {
+        // Checked again once the call holds its turn and pool slot (which it
+        // may have waited for): a call cancelled by then does not run at all.
         let mut step = self
             .with_scope(caller, |jobs, store, scope| {
+                if abort.is_cancelled() {
+                    return Ok(CallOutcome::Done(ToolResult {
+                        text: CANCELLED_BEFORE_IT_RAN.to_owned(),
+                        is_error: true,
+                        value: None,
+                    }));
+                }
                 jobs.harness_jobs_tools()
                     .call_invoke(store, scope, &self.config, tool, args_json)
             })
             .await;
         let mut waits = 0;
+        // Holds of waits that saw a job's end, confirmed once the call answers
+        // (the guest's answer after a wait shows the outcome) and released
+        // otherwise, dropped futures included.
+        let mut holds = Vec::new();
         loop {
             let request = match step {
-                Ok(CallOutcome::Done(result)) => return outcome_of(result),
+                Ok(CallOutcome::Done(result)) => {
+                    // A caller that left while the answer was made will not
+                    // see it: its holds go, so the jobs' notices are owed again.
+                    if !abort.is_cancelled() {
+                        holds.into_iter().for_each(registry::WaitHold::confirm);
+                    }
+                    return outcome_of(result);
+                }
                 Err(e) => return failed(&e),
                 Ok(CallOutcome::Wait(request)) => request,
             };
@@ -180,16 +214,36 @@ impl Mount {
                 ));
             }
             waits += 1;
-            let waited = self.run_wait(caller, &request, abort).await;
+            let waited = match self.run_wait(caller, &request, abort).await {
+                // The caller left after the end was seen but before anything
+                // was shown: answer as for an abort during the wait.
+                Ok((_, hold)) if abort.is_cancelled() => {
+                    drop(hold);
+                    Err(wit::RegistryError::WaitAborted)
+                }
+                Ok((waited, hold)) => {
+                    holds.push(hold);
+                    Ok(waited)
+                }
+                Err(e) => Err(e),
+            };
             step = self
                 .with_scope(caller, |jobs, store, scope| {
+                    // The caller may have left while this step waited for its
+                    // turn and slot: then nothing is read.
+                    let aborted = Err(wit::RegistryError::WaitAborted);
+                    let waited = if abort.is_cancelled() {
+                        aborted.as_ref()
+                    } else {
+                        waited.as_ref()
+                    };
                     jobs.harness_jobs_tools().call_resume(
                         store,
                         scope,
                         &self.config,
                         tool,
                         args_json,
-                        waited.as_ref(),
+                        waited,
                     )
                 })
                 .await;
@@ -203,7 +257,7 @@ impl Mount {
         caller: Option<&Owner>,
         request: &WaitRequest,
         abort: &CancellationToken,
-    ) -> Result<wit::Waited, wit::RegistryError> {
+    ) -> Result<(wit::Waited, registry::WaitHold), wit::RegistryError> {
         let cap = self
             .config
             .max_wait_timeout_ms
@@ -219,12 +273,15 @@ impl Mount {
             })
             .unwrap_or_default();
         self.registry
-            .wait_until(&request.job_id, timeout_ms as f64, caller, abort, &until)
+            .wait_held(&request.job_id, timeout_ms as f64, caller, abort, &until)
             .await
-            .map(|(job, end, matched)| wit::Waited {
-                job: wit::JobSnapshot::from(&job),
-                end: end.into(),
-                matched: matched.map(Into::into),
+            .map(|(job, end, matched, hold)| {
+                let waited = wit::Waited {
+                    job: wit::JobSnapshot::from(&job),
+                    end: end.into(),
+                    matched: matched.map(Into::into),
+                };
+                (waited, hold)
             })
             .map_err(wit::RegistryError::from)
     }
@@ -426,6 +483,10 @@ impl Mount {
         f(&jobs, store, borrowed).map_err(trap)
     }
 }
+
+/// The answer of a call whose caller cancelled it before it ran (it then did
+/// nothing at all).
+pub const CANCELLED_BEFORE_IT_RAN: &str = "Error: cancelled before it ran";
 
 /// Waits one call may ask for. The built-in guest asks for one at most; the bound
 /// only stops a guest that keeps asking.

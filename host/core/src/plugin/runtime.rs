@@ -195,7 +195,7 @@ impl PluginRuntime {
     }
 
     /// Names of everything the loaded component imports, for example
-    /// `harness:jobs/registry@0.4.0`.
+    /// `harness:jobs/registry@0.5.0`.
     pub fn imports(&self) -> Vec<String> {
         self.component
             .component_type()

@@ -132,6 +132,12 @@ pub enum Started {
 /// The longest job name accepted, in bytes.
 pub const MAX_NAME_BYTES: usize = 128;
 
+/// Characters that reorder displayed text (bidirectional embeddings,
+/// overrides and isolates), which a terminal or a UI acts on.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
 /// The most bytes of input a job may have waiting (written, not yet read by
 /// the job); a write beyond it is refused whole.
 pub const MAX_PENDING_INPUT_BYTES: u64 = 1 << 20;
@@ -252,6 +258,15 @@ impl BashProducer {
             return Err(StartError::Producer(
                 "invalid name: expected a non-blank string".to_owned(),
             ));
+        }
+        // A name is shown in every list and status line: it may not move the
+        // cursor, recolour a terminal or reorder text (the console escapes job
+        // output, but a name is the model's own word, so it is refused).
+        if let Some(c) = name.chars().find(|c| c.is_control() || is_bidi_control(*c)) {
+            return Err(StartError::Producer(format!(
+                "invalid name: it contains the control character U+{:04X}",
+                u32::from(c)
+            )));
         }
         if name.len() > MAX_NAME_BYTES {
             return Err(StartError::Producer(format!(
@@ -1113,8 +1128,10 @@ impl JobControl for BashControl {
                 Retained::of(&capture.stderr, OutputStream::Stderr),
             ]
         };
-        // Spill files are read after the lock, so the job's output keeps flowing.
-        lines::query(&retained, query, pattern)
+        // Spill files are read after the lock, so the job's output keeps
+        // flowing, and off the async workers, so a slow pattern holds no
+        // other call.
+        crate::registry::control::heavy(|| lines::query(&retained, query, pattern))
     }
 
     fn ports(&self) -> Vec<ListeningPort> {
@@ -1131,20 +1148,28 @@ impl JobControl for BashControl {
     }
 
     fn find_unread(&self, pattern: &regex::Regex, scan: &mut ScanState) -> Option<LineMatch> {
-        let capture = lock(&self.capture);
-        lines::find_unread(
-            &capture.stdout,
-            OutputStream::Stdout,
-            pattern,
-            &mut scan.stdout,
-        )
-        .or_else(|| {
-            lines::find_unread(
-                &capture.stderr,
-                OutputStream::Stderr,
-                pattern,
-                &mut scan.stderr,
+        // Copied under the lock, matched without it (and off the async
+        // workers): a slow pattern neither stalls the job's output nor the
+        // server's other calls.
+        let (stdout, stderr) = {
+            let capture = lock(&self.capture);
+            (
+                lines::unread(&capture.stdout, OutputStream::Stdout, scan.stdout),
+                lines::unread(&capture.stderr, OutputStream::Stderr, scan.stderr),
             )
+        };
+        let (line, at) = crate::registry::control::heavy(|| {
+            lines::scan_unread(&stdout, pattern, &mut scan.stdout)
+                .or_else(|| lines::scan_unread(&stderr, pattern, &mut scan.stderr))
+        })?;
+        let capture = lock(&self.capture);
+        let buffer = match line.stream {
+            OutputStream::Stdout => &capture.stdout,
+            OutputStream::Stderr => &capture.stderr,
+        };
+        Some(LineMatch {
+            before: lines::context_before(buffer, line.stream, line.number, at),
+            line,
         })
     }
 }

@@ -10,7 +10,7 @@ use regex::Regex;
 
 use crate::output::StreamBuffer;
 use crate::registry::control::{
-    LineMatch, LinePage, LineQuery, MAX_LINE_BYTES, OutputLine, OutputStream, StreamExtent,
+    LinePage, LineQuery, MAX_LINE_BYTES, OutputLine, OutputStream, SEARCH_TIME_BUDGET, StreamExtent,
 };
 
 /// The most lines, matches or context lines one query returns, whatever it
@@ -19,9 +19,17 @@ const MAX_QUERY_LINES: u32 = 1000;
 /// Lines shown before a ready line.
 const READY_CONTEXT: usize = 2;
 
+/// The most bytes of one line that are ever held or looked at: enough for its
+/// text cut to [`MAX_LINE_BYTES`] to come out the same as from the whole line
+/// (lossy decoding never shortens bytes, and the cut falls a character before
+/// the bound). A longer line costs what it shows, not its length.
+const KEPT_LINE_BYTES: usize = MAX_LINE_BYTES + 8;
+
 /// A line's text: lossy UTF-8 without the line ending (and a `\r` before it),
-/// cut to [`MAX_LINE_BYTES`] with `…`.
+/// cut to [`MAX_LINE_BYTES`] with `…`. Only its first [`KEPT_LINE_BYTES`]
+/// bytes are read.
 fn line_text(bytes: &[u8]) -> String {
+    let bytes = &bytes[..bytes.len().min(KEPT_LINE_BYTES)];
     let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
     let mut text = String::from_utf8_lossy(bytes).into_owned();
@@ -108,13 +116,8 @@ impl Retained {
                     return;
                 };
                 let mut reader = BufReader::new(file.take(*len));
-                let mut line = Vec::new();
-                loop {
-                    line.clear();
-                    match reader.read_until(b'\n', &mut line) {
-                        Ok(0) | Err(_) => return,
-                        Ok(_) => {}
-                    }
+                let mut line = Vec::with_capacity(KEPT_LINE_BYTES);
+                while read_kept_line(&mut reader, &mut line) {
                     if !f(number, &line) {
                         return;
                     }
@@ -125,10 +128,37 @@ impl Retained {
     }
 
     fn line(&self, number: u64, bytes: &[u8]) -> OutputLine {
+        // (`bytes` may be only the start of a long line: see `line_text`.)
         OutputLine {
             stream: self.stream,
             number,
             text: line_text(bytes),
+        }
+    }
+}
+
+/// Reads the next line into `line`, keeping at most [`KEPT_LINE_BYTES`] of it
+/// and skipping the rest up to its end. False at the end of the file (or on a
+/// read error, which ends the page as the end of what is retained would).
+fn read_kept_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> bool {
+    line.clear();
+    let mut any = false;
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(buf) if !buf.is_empty() => buf,
+            _ => return any,
+        };
+        any = true;
+        let (chunk, ends) = match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => (&buf[..=i], true),
+            None => (buf, false),
+        };
+        let room = KEPT_LINE_BYTES.saturating_sub(line.len());
+        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        let used = chunk.len();
+        reader.consume(used);
+        if ends {
+            return true;
         }
     }
 }
@@ -168,7 +198,7 @@ pub(crate) fn query(streams: &[Retained], query: &LineQuery, pattern: Option<&Re
                 if last.len() == count {
                     last.pop_front();
                 }
-                last.push_back((n, bytes.to_vec()));
+                last.push_back((n, bytes[..bytes.len().min(KEPT_LINE_BYTES)].to_vec()));
                 true
             });
             page.lines = last.iter().map(|(n, b)| r.line(*n, b)).collect();
@@ -185,11 +215,14 @@ pub(crate) fn query(streams: &[Retained], query: &LineQuery, pattern: Option<&Re
             };
             let context = (*context).min(MAX_QUERY_LINES) as usize;
             let max = (*max_matches).clamp(1, MAX_QUERY_LINES) as usize;
+            let deadline = std::time::Instant::now() + SEARCH_TIME_BUDGET;
             for r in streams
                 .iter()
                 .filter(|r| stream.is_none_or(|s| s == r.stream))
             {
-                search(r, pattern, context, max, &mut page);
+                if page.stopped.is_none() {
+                    search(r, pattern, context, max, deadline, &mut page);
+                }
                 page.extents.push(r.extent);
             }
         }
@@ -198,11 +231,23 @@ pub(crate) fn query(streams: &[Retained], query: &LineQuery, pattern: Option<&Re
 }
 
 /// Adds `r`'s matches (while fewer than `max` were shown) with `context` lines
-/// around them to `page`, and counts every match.
-fn search(r: &Retained, pattern: &Regex, context: usize, max: usize, page: &mut LinePage) {
+/// around them to `page`, and counts every match, until `deadline`: then the
+/// page says where it stopped.
+fn search(
+    r: &Retained,
+    pattern: &Regex,
+    context: usize,
+    max: usize,
+    deadline: std::time::Instant,
+    page: &mut LinePage,
+) {
     let mut before: VecDeque<OutputLine> = VecDeque::with_capacity(context + 1);
     let mut after = 0usize;
     r.for_each_line(|n, bytes| {
+        if std::time::Instant::now() >= deadline {
+            page.stopped = Some((r.stream, n));
+            return false;
+        }
         let line = r.line(n, bytes);
         let hit = pattern.is_match(&line.text);
         if hit {
@@ -226,49 +271,77 @@ fn search(r: &Retained, pattern: &Regex, context: usize, max: usize, page: &mut 
     });
 }
 
-/// The first line at or after `from` (the read cursor when `None`) that
-/// `pattern` matches, with up to two lines before it; `from` moves past each
-/// complete line tried. An incomplete last line is tried but not passed.
-///
-/// A line the cursor splits (a read took its start before the rest was
-/// written) is tried whole, so `^` means the start of the line and the match
-/// shows the line as it is, not the remainder after the cursor.
-pub(crate) fn find_unread(
-    buffer: &StreamBuffer,
+/// The unread lines of one stream, copied out under the capture's lock so the
+/// ready wait's matching runs without it.
+pub(crate) struct Unread {
     stream: OutputStream,
-    pattern: &Regex,
-    from: &mut Option<u64>,
-) -> Option<LineMatch> {
+    bytes: Vec<u8>,
+    /// The stream offset of `bytes[0]`.
+    start: u64,
+    /// The number of the line `bytes` begins with.
+    first_line: u64,
+}
+
+/// The lines at or after `from` (the read cursor when `None`), from the start
+/// of the line holding it: a line the cursor splits (a read took its start
+/// before the rest was written) is tried whole, so `^` means the start of the
+/// line and a match shows the line as it is.
+pub(crate) fn unread(buffer: &StreamBuffer, stream: OutputStream, from: Option<u64>) -> Unread {
     let tail_start = buffer.total - buffer.tail.len() as u64;
     let start = from.unwrap_or(buffer.cursor).max(tail_start);
     let offset_in_tail = line_start(&buffer.tail, (start - tail_start) as usize);
-    // Called on every chunk while a ready wait runs: copy only what is unread,
-    // and the lines before a match only once there is one.
-    let unread: Vec<u8> = buffer.tail.range(offset_in_tail..).copied().collect();
-    let newlines_after = unread.iter().filter(|b| **b == b'\n').count() as u64;
-    let first = buffer.newlines - newlines_after + 1;
-    let mut at = offset_in_tail;
-    for (number, segment) in (first..).zip(unread.split_inclusive(|b| *b == b'\n')) {
+    let bytes: Vec<u8> = buffer.tail.range(offset_in_tail..).copied().collect();
+    let newlines_after = bytes.iter().filter(|b| **b == b'\n').count() as u64;
+    Unread {
+        stream,
+        bytes,
+        start: tail_start + offset_in_tail as u64,
+        first_line: buffer.newlines - newlines_after + 1,
+    }
+}
+
+/// The first unread line `pattern` matches, with its stream offset; `from`
+/// moves past each complete line tried. An incomplete last line is tried but
+/// not passed. Runs without any lock.
+pub(crate) fn scan_unread(
+    unread: &Unread,
+    pattern: &Regex,
+    from: &mut Option<u64>,
+) -> Option<(OutputLine, u64)> {
+    let mut at = unread.start;
+    for (number, segment) in
+        (unread.first_line..).zip(unread.bytes.split_inclusive(|b| *b == b'\n'))
+    {
         let text = line_text(segment);
         if pattern.is_match(&text) {
-            let earlier: Vec<u8> = buffer.tail.range(..at).copied().collect();
-            let earlier = lines_before(&earlier, number, buffer.tail_starts_line, stream);
-            return Some(LineMatch {
-                line: OutputLine {
-                    stream,
-                    number,
-                    text,
-                },
-                before: earlier,
-            });
+            let line = OutputLine {
+                stream: unread.stream,
+                number,
+                text,
+            };
+            return Some((line, at));
         }
         if !segment.ends_with(b"\n") {
             break;
         }
-        at += segment.len();
-        *from = Some(tail_start + at as u64);
+        at += segment.len() as u64;
+        *from = Some(at);
     }
     None
+}
+
+/// Up to two whole lines before line `number`, which starts at stream offset
+/// `at`, as far as `buffer` still holds them.
+pub(crate) fn context_before(
+    buffer: &StreamBuffer,
+    stream: OutputStream,
+    number: u64,
+    at: u64,
+) -> Vec<OutputLine> {
+    let tail_start = buffer.total - buffer.tail.len() as u64;
+    let end = at.saturating_sub(tail_start).min(buffer.tail.len() as u64) as usize;
+    let earlier: Vec<u8> = buffer.tail.range(..end).copied().collect();
+    lines_before(&earlier, number, buffer.tail_starts_line, stream)
 }
 
 /// Where the line holding `offset` begins, as far back as the tail reaches.
@@ -312,6 +385,21 @@ fn lines_before(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The ready wait's three steps in one, as the producer runs them.
+    fn find_unread(
+        buffer: &StreamBuffer,
+        stream: OutputStream,
+        pattern: &Regex,
+        from: &mut Option<u64>,
+    ) -> Option<crate::registry::control::LineMatch> {
+        let copy = unread(buffer, stream, *from);
+        let (line, at) = scan_unread(&copy, pattern, from)?;
+        Some(crate::registry::control::LineMatch {
+            before: context_before(buffer, stream, line.number, at),
+            line,
+        })
+    }
     use crate::output::OutputLimits;
 
     fn buffer(dir: &std::path::Path, tail: usize, spill: u64, text: &[u8]) -> StreamBuffer {

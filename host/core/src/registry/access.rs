@@ -12,7 +12,7 @@ use super::control::{
 };
 use super::{
     JobRecord, JobRegistry, JobSnapshot, JobStatus, KillOutcome, MAX_TIMER_DELAY_MS, RegistryError,
-    WaiterSlot, lock, notify_changed,
+    WaitHold, WaiterSlot, lock, notify_changed,
 };
 use crate::excerpt::{Excerpt, ExcerptWindow, text_excerpt};
 use crate::owner::Owner;
@@ -192,6 +192,29 @@ impl JobRegistry {
         abort: &CancellationToken,
         until: &WaitUntil,
     ) -> Result<(JobSnapshot, WaitEnd, Option<LineMatch>), RegistryError> {
+        let (job, end, matched, hold) =
+            self.wait_held(id, timeout_ms, caller, abort, until).await?;
+        hold.confirm();
+        Ok((job, end, matched))
+    }
+
+    /// [`JobRegistry::wait_until`] for a caller that shows the outcome in a
+    /// later step (a tool call that reads after its wait): a wait that saw the
+    /// end answers a [`WaitHold`] too, which keeps the job's notice back until
+    /// it is confirmed, and owes the notice again if it is dropped instead. A
+    /// job whose end this wait did not see answers a hold that holds nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`JobRegistry::wait_until`].
+    pub async fn wait_held(
+        &self,
+        id: &str,
+        timeout_ms: f64,
+        caller: Option<&Owner>,
+        abort: &CancellationToken,
+        until: &WaitUntil,
+    ) -> Result<(JobSnapshot, WaitEnd, Option<LineMatch>, WaitHold), RegistryError> {
         let key = self.shared.next_listener.fetch_add(1, Ordering::Relaxed);
         let counted = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let ready = until.pattern.is_some() || until.quiet_ms.is_some();
@@ -227,10 +250,12 @@ impl JobRegistry {
         let mut end = WaitEnd::Settled;
         let mut matched = None;
         if let Some((rx, control, pattern)) = watched.as_mut() {
-            let guard = WaiterGuard {
+            let mut guard = WaiterGuard {
                 registry: self,
                 id,
                 key,
+                counted: counted.clone(),
+                handed_over: false,
             };
             let start = tokio::time::Instant::now();
             let deadline = start + Duration::from_secs_f64(timeout_ms / 1000.0);
@@ -285,6 +310,9 @@ impl JobRegistry {
                     }
                 }
             }
+            // From here on the hold settlement may have counted is this
+            // function's to hand over (no await comes before it).
+            guard.handed_over = true;
             drop(guard);
             // An abort that came before settlement wins; one that came after it does
             // not take back the end this wait already saw.
@@ -292,16 +320,33 @@ impl JobRegistry {
                 return Err(RegistryError::WaitAborted);
             }
         }
+        let counted = counted.load(Ordering::SeqCst);
         let job = self.with_visible(id, caller, |r| {
-            if r.status.is_terminal() {
-                r.reported = true;
+            if r.status.is_terminal() && !counted {
+                // A job that was terminal already, or settled just as the wait
+                // ended: this wait saw the end all the same.
+                r.wait_holds += 1;
             }
             Ok(r.snapshot())
-        })?;
+        });
+        let job = match job {
+            Ok(job) => job,
+            Err(e) => {
+                if counted {
+                    self.release_hold(id, false);
+                }
+                return Err(e);
+            }
+        };
+        let hold = if job.status.is_terminal() {
+            WaitHold::taken(self, id)
+        } else {
+            WaitHold::none()
+        };
         if job.status.is_terminal() && end != WaitEnd::Matched {
             end = WaitEnd::Settled;
         }
-        Ok((job, end, matched))
+        Ok((job, end, matched, hold))
     }
 
     /// The producer's control of a visible job, with its snapshot.
@@ -426,18 +471,29 @@ impl JobRegistry {
     }
 }
 
-/// Un-counts one waiter however the wait ends, dropped futures included.
+/// Un-counts one waiter however the wait ends, dropped futures included; a
+/// wait dropped after settlement counted it gives its hold back.
 struct WaiterGuard<'a> {
     registry: &'a JobRegistry,
     id: &'a str,
     key: u64,
+    counted: Arc<std::sync::atomic::AtomicBool>,
+    /// Set once the wait goes on to hand its hold to its caller.
+    handed_over: bool,
 }
 
 impl Drop for WaiterGuard<'_> {
     fn drop(&mut self) {
-        let mut state = lock(&self.registry.shared.state);
-        if let Some(r) = state.records.get_mut(self.id) {
-            r.waiters.retain(|w| w.key != self.key);
+        {
+            let mut state = lock(&self.registry.shared.state);
+            if let Some(r) = state.records.get_mut(self.id) {
+                r.waiters.retain(|w| w.key != self.key);
+            }
+        }
+        // Settlement and this removal both run under the lock, so `counted`
+        // is final here.
+        if !self.handed_over && self.counted.load(Ordering::SeqCst) {
+            self.registry.release_hold(self.id, false);
         }
     }
 }

@@ -136,7 +136,14 @@ pub struct LinePage {
     pub total_matches: u64,
     /// The extent of each stream looked at.
     pub extents: Vec<StreamExtent>,
+    /// For a search that ran out of its time: the stream and the first line
+    /// it did not try.
+    pub stopped: Option<(OutputStream, u64)>,
 }
+
+/// The most time one search may spend matching: well inside the guest call's
+/// own CPU budget (2 s), which the host's work in the call counts against.
+pub const SEARCH_TIME_BUDGET: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// A listening TCP socket.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -196,9 +203,71 @@ pub trait JobControl: Send + Sync {
 ///
 /// The compiler's message.
 pub fn compile_pattern(pattern: &str) -> Result<regex::Regex, String> {
+    // The regex crate's size limits apply only once a pattern is parsed, and
+    // parsing a long one costs memory in proportion (a megabyte of `\w` took
+    // gigabytes): the length is bounded first.
+    if pattern.len() > MAX_PATTERN_BYTES {
+        return Err(format!(
+            "the pattern is {} bytes, more than the limit of {MAX_PATTERN_BYTES}",
+            pattern.len()
+        ));
+    }
     regex::RegexBuilder::new(pattern)
         .size_limit(1 << 20)
         .dfa_size_limit(1 << 20)
+        .nest_limit(64)
         .build()
         .map_err(|e| e.to_string())
+}
+
+/// Runs CPU-heavy work a caller cannot bound in advance (matching a model's
+/// pattern, reading a spill file) so that it holds no async worker: on a
+/// multi-threaded runtime the worker hands its other tasks over first
+/// (`block_in_place`); elsewhere (a current-thread runtime, no runtime) it
+/// just runs.
+pub fn heavy<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
+            // `block_in_place` refuses (by panicking, before it runs the work)
+            // where the thread may not block, for example inside a `LocalSet`:
+            // the work then runs in place.
+            let mut work = Some(work);
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                tokio::task::block_in_place(|| (work.take().expect("taken once"))())
+            })) {
+                Ok(done) => done,
+                Err(panic) => match work.take() {
+                    Some(work) => work(),
+                    None => std::panic::resume_unwind(panic),
+                },
+            }
+        }
+        _ => work(),
+    }
+}
+
+/// The longest pattern the host compiles (`until`, `search`).
+pub const MAX_PATTERN_BYTES: usize = 4096;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heavy_work_runs_wherever_it_is_called() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        // On a worker: handed off with block_in_place.
+        let on_worker = rt.block_on(async { tokio::spawn(async { heavy(|| 8) }).await.unwrap() });
+        assert_eq!(on_worker, 8);
+        // Inside a LocalSet the thread may not block: it runs in place.
+        let local = tokio::task::LocalSet::new();
+        assert_eq!(rt.block_on(local.run_until(async { heavy(|| 7) })), 7);
+        // No runtime at all.
+        assert_eq!(heavy(|| 6), 6);
+        assert!(compile_pattern(&"a".repeat(MAX_PATTERN_BYTES)).is_ok());
+        assert!(compile_pattern(&"a".repeat(MAX_PATTERN_BYTES + 1)).is_err());
+    }
 }

@@ -108,6 +108,7 @@ impl JobRegistry {
                 finished_at: None,
                 reported: false,
                 noticed: false,
+                wait_holds: 0,
                 waiters: Vec::new(),
                 cancel: hooks.cancel,
                 read_output: hooks.read_output,
@@ -164,9 +165,11 @@ impl JobRegistry {
         record.finished_at = Some(now.max(record.started_at));
         // A wait whose caller already aborted no longer counts, exactly as if it
         // had been removed at the moment of the abort.
+        // Each counted wait holds the notice back until its caller shows the
+        // outcome or gives up (see `holds`).
         for waiter in record.waiters.iter().filter(|w| !w.abort.is_cancelled()) {
             waiter.counted.store(true, Ordering::SeqCst);
-            record.reported = true;
+            record.wait_holds += 1;
         }
         let snapshot = record.snapshot();
         let owner = record.owner.clone();

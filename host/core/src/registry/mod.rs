@@ -11,12 +11,14 @@
 //! [`JobRegistry`]: `types` (what a job is), `hooks` (what a producer hands over),
 //! `errors`, `config`, `routing` (scopes, controllers and listeners), `lifecycle`
 //! (start, settlement, teardown), `access` (the owner-fenced reads, kills and
-//! waits) and `notices` (claiming announcements and wake budgets).
+//! waits), `holds` (a wait's hold on a notice until its caller shows the
+//! outcome) and `notices` (claiming announcements and wake budgets).
 
 mod access;
 mod config;
 pub mod control;
 mod errors;
+mod holds;
 mod hooks;
 mod lifecycle;
 mod notices;
@@ -26,6 +28,7 @@ mod types;
 
 pub use config::RegistryConfig;
 pub use errors::{RegistryConfigError, RegistryError, StartError};
+pub use holds::WaitHold;
 pub use hooks::{CancelHook, DoneFuture, ExcerptHook, JobHooks, ReadHook};
 pub use routing::{ControllerAttachment, ListenerRegistration};
 pub use types::*;
@@ -56,6 +59,10 @@ struct JobRecord {
     reported: bool,
     /// Set once a completion notice (pushed or pulled) has announced the job.
     noticed: bool,
+    /// Waits that saw the job's end and whose callers have not yet shown it
+    /// (see `holds`): while any is held the job counts as reported, so no
+    /// notice goes out, but `reported` itself is set only once one is shown.
+    wait_holds: u32,
     waiters: Vec<WaiterSlot>,
     cancel: CancelHook,
     read_output: Option<ReadHook>,
@@ -79,7 +86,7 @@ impl JobRecord {
             detail: self.detail.clone(),
             started_at: self.started_at,
             finished_at: self.finished_at,
-            reported: self.reported,
+            reported: self.reported || self.wait_holds > 0,
         }
     }
 
@@ -97,7 +104,7 @@ struct WaiterSlot {
     key: u64,
     abort: CancellationToken,
     /// Set by settlement when it counted this wait (the wait then sees the end,
-    /// even if its caller aborts afterwards).
+    /// even if its caller aborts afterwards, and holds the job's notice back).
     counted: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -121,6 +128,9 @@ struct State {
     scopes: ScopeTree,
     controllers: Layered<()>,
     done_listeners: Layered<DoneListener>,
+    /// Told when a settled job is owed its notice again (a wait that had
+    /// counted it was abandoned before its caller saw the outcome).
+    owed_listeners: Layered<DoneListener>,
     changed_listeners: Layered<ChangedListener>,
     /// Set by service disposal: no completion listener runs any more.
     listeners_closed: bool,

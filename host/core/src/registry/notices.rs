@@ -28,7 +28,7 @@ impl JobRegistry {
     pub fn claim_notice(&self, id: &str) -> bool {
         let mut state = lock(&self.shared.state);
         match state.records.get_mut(id) {
-            Some(r) if r.status.is_terminal() && !r.reported && !r.noticed => {
+            Some(r) if r.status.is_terminal() && !r.reported && r.wait_holds == 0 && !r.noticed => {
                 r.reported = true;
                 r.noticed = true;
                 true

@@ -32,6 +32,7 @@ impl Drop for ListenerRegistration {
         if let Some(shared) = self.registry.upgrade() {
             let mut state = lock(&shared.state);
             state.done_listeners.remove(self.id);
+            state.owed_listeners.remove(self.id);
             state.changed_listeners.remove(self.id);
         }
     }
@@ -80,14 +81,35 @@ impl JobRegistry {
         scope: Option<ScopeKey>,
         listener: impl Fn(&JobSnapshot, Option<&Owner>) + Send + Sync + 'static,
     ) -> ListenerRegistration {
+        self.push_job_listener(|state| &mut state.done_listeners, scope, Arc::new(listener))
+    }
+
+    /// Registers `listener` in the list `which` picks, in `scope`'s layer.
+    fn push_job_listener(
+        &self,
+        which: fn(&mut super::State) -> &mut crate::scope::Layered<super::DoneListener>,
+        scope: Option<ScopeKey>,
+        listener: super::DoneListener,
+    ) -> ListenerRegistration {
         let id = self.next_id();
-        lock(&self.shared.state)
-            .done_listeners
-            .push(id, scope, Arc::new(listener));
+        which(&mut lock(&self.shared.state)).push(id, scope, listener);
         ListenerRegistration {
             registry: Arc::downgrade(&self.shared),
             id,
         }
+    }
+
+    /// Calls `listener`, routed like [`JobRegistry::on_job_done_in`], when a
+    /// settled job is owed its completion notice again: a wait had seen its end
+    /// (which holds the notice back), and then its caller went away before the
+    /// outcome was shown (a cancelled tool call, a dropped future). A mount
+    /// delivers the notice then, exactly as after the settlement.
+    pub fn on_notice_owed_in(
+        &self,
+        scope: Option<ScopeKey>,
+        listener: impl Fn(&JobSnapshot, Option<&Owner>) + Send + Sync + 'static,
+    ) -> ListenerRegistration {
+        self.push_job_listener(|state| &mut state.owed_listeners, scope, Arc::new(listener))
     }
 
     /// Calls `listener` whenever the set of jobs visible to an owner changes

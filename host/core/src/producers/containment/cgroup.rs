@@ -64,8 +64,15 @@ pub(super) fn create_cgroup_root(shell: &Path) -> Result<PathBuf, String> {
             parent.display()
         ));
     }
+    remove_stale_roots(&parent);
     let n = NEXT_ROOT.fetch_add(1, Ordering::Relaxed);
-    let root = parent.join(format!("jobs-host-{}-{n}", std::process::id()));
+    // The pid namespace is in the name: a pid means something only in its own
+    // namespace, and a stale root is judged by it (`remove_stale_roots`).
+    let root = parent.join(format!(
+        "jobs-host-{}-{n}-{}",
+        std::process::id(),
+        pid_namespace().unwrap_or(0)
+    ));
     std::fs::create_dir(&root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
     if !root.join("cgroup.kill").exists() {
         let _ = std::fs::remove_dir(&root);
@@ -135,6 +142,60 @@ pub(super) unsafe fn join(procs: &CStr) -> std::io::Result<()> {
         let err = std::io::Error::last_os_error();
         libc::close(fd);
         if written == 1 { Ok(()) } else { Err(err) }
+    }
+}
+
+/// This process's pid namespace (the inode of `/proc/self/ns/pid`).
+fn pid_namespace() -> Option<u64> {
+    let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
+    let text = link.to_str()?;
+    text.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
+}
+
+/// Removes the empty cgroups that hosts which died without cleaning up (a
+/// SIGKILL of host and watchdog together) left in `parent`: only those named
+/// for this pid namespace and a host pid that no longer exists in it, and
+/// only empty ones (a cgroup that still holds a process cannot be removed,
+/// and is left as it is). A root of another pid namespace, or of a version
+/// that did not name its namespace, is never touched.
+pub(super) fn remove_stale_roots(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    let Some(namespace) = pid_namespace() else {
+        return;
+    };
+    let own = std::process::id();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some((pid, ns)) = name.to_str().and_then(|n| {
+            let mut parts = n.strip_prefix("jobs-host-")?.split('-');
+            let (pid, n, ns) = (parts.next()?, parts.next()?, parts.next()?);
+            let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+            (parts.next().is_none() && digits(n))
+                .then(|| Some((pid.parse::<u32>().ok()?, ns.parse::<u64>().ok()?)))
+                .flatten()
+        }) else {
+            continue;
+        };
+        if ns != namespace || pid == own || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let root = entry.path();
+        if let Ok(children) = std::fs::read_dir(&root) {
+            for child in children.flatten() {
+                if child.file_type().is_ok_and(|t| t.is_dir()) {
+                    let _ = std::fs::remove_dir(child.path());
+                }
+            }
+        }
+        match std::fs::remove_dir(&root) {
+            Ok(()) => tracing::info!("jobs: removed the stale cgroup {}", root.display()),
+            Err(e) => tracing::warn!(
+                "jobs: left the stale cgroup {} of a dead host: {e}",
+                root.display()
+            ),
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! Two modes, chosen once per [`crate::BashProducer`]:
 //!
 //! - **cgroup** (preferred): each job runs in a cgroup v2 leaf of its own,
-//!   `<host cgroup>/jobs-host-<pid>-<n>/job-<n>`. A process cannot leave its cgroup
+//!   `<host cgroup>/jobs-host-<pid>-<n>-<pid namespace>/job-<n>`. A process cannot leave its cgroup
 //!   without write access to another one, so `setsid`, double forks and changes of
 //!   process group all stay caught, and `cgroup.kill` ends the whole job at once.
 //!   Chosen when the cgroup2 mount (found in `/proc/self/mountinfo`) lets the host
@@ -38,7 +38,7 @@ pub use cgroup::cgroup2_mount;
 use cgroup::{
     cgroup_pids, create_cgroup_root, join, procs_file, remove_cgroup, remove_cgroup_tree,
 };
-use procfs::{ProcInfo, find_with_descendants, sweep};
+use procfs::{ProcInfo, find_with_descendants, of_job, sweep};
 pub(crate) use procfs::{remove_leader, start_leader};
 use watchdog::Watchdog;
 
@@ -169,7 +169,7 @@ impl Containment {
             ActiveMode::Fallback => {
                 let prefix = format!("{JOB_MARKER_VAR}={}.", self.token);
                 sweep(
-                    |p| p.env_has_prefix(&prefix) || p.is_adopted_orphan(),
+                    |p, _| p.env_has_prefix(&prefix) || p.is_adopted_orphan(),
                     Signal::SIGKILL,
                 );
             }
@@ -256,7 +256,7 @@ impl JobContainer {
             None => {
                 let entry = format!("{JOB_MARKER_VAR}={}", self.marker);
                 let pgid = self.pgid.map(Pid::as_raw);
-                find_with_descendants(|p: &ProcInfo| Some(p.pgrp) == pgid || p.env_is(&entry))
+                find_with_descendants(|p: &ProcInfo, parents| of_job(p, parents, pgid, &entry))
             }
         }
     }
@@ -284,7 +284,8 @@ impl JobContainer {
             None => {
                 let entry = format!("{JOB_MARKER_VAR}={}", self.marker);
                 let pgid = self.pgid.map(Pid::as_raw);
-                let matches = |p: &ProcInfo| Some(p.pgrp) == pgid || p.env_is(&entry);
+                let matches =
+                    |p: &ProcInfo, parents: &procfs::Parents| of_job(p, parents, pgid, &entry);
                 if signal == Signal::SIGKILL {
                     sweep(matches, signal);
                 } else {

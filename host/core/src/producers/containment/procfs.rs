@@ -84,16 +84,68 @@ pub(super) fn processes() -> Vec<ProcInfo> {
         .collect()
 }
 
+/// Each process's parent, and the host's job leaders, for asking where a
+/// process descends from.
+pub(super) struct Parents {
+    parents: HashMap<i32, i32>,
+    leaders: HashSet<i32>,
+}
+
+impl Parents {
+    /// Whether `pid` descends from `leader`, or from this host without
+    /// passing another job's leader on the way (it, or an ancestor, was
+    /// reparented to the host: the job's leader has gone, or it double-forked).
+    pub(super) fn under(&self, mut pid: i32, leader: Option<i32>) -> bool {
+        let host = std::process::id() as i32;
+        // A parent chain is a tree's path; the bound only guards a table read
+        // while processes came and went.
+        for _ in 0..4096 {
+            if Some(pid) == leader || pid == host {
+                return true;
+            }
+            if self.leaders.contains(&pid) {
+                return false;
+            }
+            match self.parents.get(&pid) {
+                Some(&parent) if parent > 0 && parent != pid => pid = parent,
+                _ => return false,
+            }
+        }
+        false
+    }
+}
+
+/// Whether `p` belongs to the job whose leader (and process group) is
+/// `leader` and whose marker entry is `entry`: it is in the job's group, or
+/// it carries the marker and sits under the job's leader, or under the host
+/// with no other job's leader between. A marker alone is not enough: a
+/// process of another job can copy it from the victim's environment, but not
+/// its place in the victim's tree.
+pub(super) fn of_job(p: &ProcInfo, parents: &Parents, leader: Option<i32>, entry: &str) -> bool {
+    if Some(p.pgrp) == leader {
+        return true;
+    }
+    p.env_is(entry) && parents.under(p.pid, leader)
+}
+
 /// Live processes matching `matches`, plus every live descendant of them.
-pub(super) fn find_with_descendants(matches: impl Fn(&ProcInfo) -> bool) -> Vec<i32> {
+pub(super) fn find_with_descendants(matches: impl Fn(&ProcInfo, &Parents) -> bool) -> Vec<i32> {
     let all = processes();
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     for p in &all {
         children.entry(p.ppid).or_default().push(p.pid);
     }
+    let parents = Parents {
+        parents: all.iter().map(|p| (p.pid, p.ppid)).collect(),
+        leaders: lock_leaders().0.clone().unwrap_or_default(),
+    };
     let zombies: HashSet<i32> = all.iter().filter(|p| p.zombie).map(|p| p.pid).collect();
     let mut found: HashSet<i32> = HashSet::new();
-    let mut stack: Vec<i32> = all.iter().filter(|p| matches(p)).map(|p| p.pid).collect();
+    let mut stack: Vec<i32> = all
+        .iter()
+        .filter(|p| matches(p, &parents))
+        .map(|p| p.pid)
+        .collect();
     while let Some(pid) = stack.pop() {
         if found.insert(pid)
             && let Some(kids) = children.get(&pid)
@@ -108,7 +160,7 @@ pub(super) fn find_with_descendants(matches: impl Fn(&ProcInfo) -> bool) -> Vec<
 /// Freezes, then kills, everything matching `matches` (with descendants), round
 /// after round until a round finds nobody: a process that forks while being
 /// swept is caught by the next round, and a stopped process cannot fork at all.
-pub(super) fn sweep(matches: impl Fn(&ProcInfo) -> bool, signal: Signal) {
+pub(super) fn sweep(matches: impl Fn(&ProcInfo, &Parents) -> bool, signal: Signal) {
     for _ in 0..64 {
         let pids = find_with_descendants(&matches);
         if pids.is_empty() {
