@@ -69,7 +69,9 @@ class Client:
 
 def ours(client):
     reply, early = client.request("tools/call", {"name": "bash", "arguments": {"command": COMMAND}})
-    job = reply["result"]["structuredContent"]["jobId"]
+    # The start's text is `started background job <id>` (results carry no
+    # structured value unless the server runs with --structured-output).
+    job = reply["result"]["content"][-1]["text"].rsplit(" ", 1)[1]
     notice = next((n for n in early if n[1].get("method") == "notifications/message"), None)
     at, msg = notice or client.wait_notice()
     assert job in msg["params"]["data"]["text"], msg

@@ -813,3 +813,81 @@ async fn a_full_pool_makes_calls_queue_instead_of_failing() {
         assert_eq!(out.text, "(no background jobs)");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_cgroups_of_dead_hosts_are_removed_at_the_next_start() {
+    let Some(first) = Shell::new(ContainmentMode::Cgroup, BashConfig::default()).await else {
+        return;
+    };
+    let ActiveMode::Cgroup(root) = first.bash.containment_mode() else {
+        unreachable!("a cgroup shell");
+    };
+    let parent = root.parent().unwrap().to_owned();
+    // A pid no process has (pid_max is at most 2^22), and one that is alive.
+    let dead = (4_000_000..4_194_304)
+        .find(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+        .unwrap();
+    let ns = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    let ns = ns
+        .to_str()
+        .unwrap()
+        .trim_start_matches("pid:[")
+        .trim_end_matches(']');
+    let stale = parent.join(format!("jobs-host-{dead}-0-{ns}"));
+    let live = parent.join(format!("jobs-host-{}-77-{ns}", std::process::id()));
+    // Of another pid namespace, or unnamed: never judged from here.
+    let foreign = parent.join(format!("jobs-host-{dead}-0-1"));
+    let unnamed = parent.join(format!("jobs-host-{dead}-0"));
+    for dir in [&stale, &live, &foreign, &unnamed] {
+        std::fs::create_dir(dir).unwrap();
+    }
+    std::fs::create_dir(stale.join("job-3")).unwrap();
+    let second = Shell::new(ContainmentMode::Cgroup, BashConfig::default())
+        .await
+        .unwrap();
+    let gone = !stale.exists();
+    let kept = [&live, &foreign, &unnamed].map(|d| d.exists());
+    for dir in [&live, &foreign, &unnamed] {
+        let _ = std::fs::remove_dir(dir);
+    }
+    assert!(gone, "{} was left", stale.display());
+    assert_eq!(
+        kept, [true; 3],
+        "a cgroup that cannot be judged was removed"
+    );
+    drop(second);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copied_marker_does_not_make_another_jobs_process_the_victims() {
+    let Some(s) = Shell::new(ContainmentMode::Fallback, BashConfig::default()).await else {
+        return;
+    };
+    let victim = s.run(None, "echo $$; exec sleep 300");
+    let leader: i32 = s.lines(None, &victim, 1).await[0].trim().parse().unwrap();
+    // The other job reads the victim's marker from its environment and runs a
+    // process of its own under it.
+    let forger = s.run(
+        None,
+        &format!(
+            "m=$(tr '\\0' '\\n' < /proc/{leader}/environ | grep '^JOBS_HOST_JOB='); \
+             env \"$m\" sleep 300 & echo $!; wait"
+        ),
+    );
+    let forged: i32 = s.lines(None, &forger, 1).await[0].trim().parse().unwrap();
+    let kill = s.f.call(None, "job_kill", json!({"job_id": victim})).await;
+    assert!(!kill.is_error, "{}", kill.text);
+    s.settle(&victim).await;
+    assert!(gone_soon(leader).await, "the victim's leader survived");
+    assert!(
+        running(forged),
+        "the forger's process was taken for the victim's"
+    );
+    let kill = s.f.call(None, "job_kill", json!({"job_id": forger})).await;
+    assert!(!kill.is_error, "{}", kill.text);
+    s.settle(&forger).await;
+    assert!(
+        gone_soon(forged).await,
+        "the forger's process outlived its own job"
+    );
+}

@@ -426,3 +426,155 @@ async fn a_guest_that_traps_while_deciding_fails_only_that_notice() {
         "jobs: onJobDone listener threw for {next}: plugin failed"
     )));
 }
+
+// --- Cancelled and abandoned waits ---------------------------------------------
+
+/// A plain (consuming) read of `id` by alice.
+async fn read_as_alice(f: &Fixture, id: &str) -> host::ToolOutcome {
+    f.mount
+        .invoke(
+            Some(&f.alice),
+            "job_output",
+            &json!({"job_id": id}).to_string(),
+        )
+        .await
+}
+
+/// A wait call for `id` by `owner`, driven until its wait is pending and then
+/// left unpolled, so the test decides what happens before it resumes.
+async fn parked_wait<'a>(
+    f: &'a Fixture,
+    owner: &'a Owner,
+    args: &'a str,
+    abort: &'a tokio_util::sync::CancellationToken,
+    id: &str,
+) -> std::pin::Pin<Box<impl std::future::Future<Output = host::ToolOutcome> + 'a>> {
+    let mut call = Box::pin(
+        f.mount
+            .invoke_with_abort(Some(owner), "job_output", args, abort),
+    );
+    tokio::select! {
+        out = &mut call => panic!("the wait ended early: {}", out.text),
+        () = crate::fixture::until_waiting(&f.registry, id) => {}
+    }
+    call
+}
+
+#[tokio::test]
+async fn a_wait_cancelled_after_it_saw_the_end_consumes_nothing_and_owes_the_notice() {
+    let f = Fixture::new().await;
+    let (id, job) = f.start(ScriptedJob::stream(Some(&f.alice))).unwrap();
+    job.push(&["built\n"]);
+    let args = json!({"job_id": id, "wait": true}).to_string();
+    let abort = tokio_util::sync::CancellationToken::new();
+    let call = parked_wait(&f, &f.alice, &args, &abort, &id).await;
+    // The job ends while the wait is pending (the wait counts it), then the
+    // client cancels before the call could read.
+    job.settle(OutcomeStatus::Completed, Some("exit code: 0"), None)
+        .await;
+    abort.cancel();
+    assert_eq!(call.await.text, "Error: wait aborted");
+    assert!(!f.registry.inspect(&id).unwrap().reported);
+    f.mount.flush_notices().await;
+    let notices = inbox(&f.alice).messages();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(
+        notices[0]
+            .1
+            .text
+            .starts_with(&format!("background job {id} "))
+    );
+    // The output is all there for the next read, and no second notice comes.
+    let out = read_as_alice(&f, &id).await;
+    assert_eq!(out.text, "built\n[status: completed, exit code: 0]");
+    f.mount.flush_notices().await;
+    assert_eq!(inbox(&f.alice).messages().len(), 1);
+}
+
+#[tokio::test]
+async fn a_wait_call_dropped_after_the_end_owes_the_notice_and_a_finished_one_does_not() {
+    let f = Fixture::new().await;
+    let (id, job) = f.start(ScriptedJob::stream(Some(&f.alice))).unwrap();
+    let args = json!({"job_id": id, "wait": true}).to_string();
+    let abort = tokio_util::sync::CancellationToken::new();
+    let call = parked_wait(&f, &f.alice, &args, &abort, &id).await;
+    job.settle(OutcomeStatus::Completed, Some("exit code: 0"), None)
+        .await;
+    // An embedder drops the call (its own caller went away): the hold goes.
+    drop(call);
+    f.mount.flush_notices().await;
+    assert_eq!(inbox(&f.alice).messages().len(), 1);
+
+    // A wait that answered shows the outcome: no notice for it.
+    let (id, job) = f.start(ScriptedJob::stream(Some(&f.alice))).unwrap();
+    let args = json!({"job_id": id, "wait": true}).to_string();
+    let never = tokio_util::sync::CancellationToken::new();
+    let call = parked_wait(&f, &f.alice, &args, &never, &id).await;
+    job.settle(OutcomeStatus::Completed, Some("exit code: 0"), None)
+        .await;
+    assert_eq!(
+        call.await.text,
+        "(no new output)\n[status: completed, exit code: 0]"
+    );
+    assert!(f.registry.inspect(&id).unwrap().reported);
+    f.mount.flush_notices().await;
+    assert_eq!(inbox(&f.alice).messages().len(), 1);
+}
+
+#[tokio::test]
+async fn two_waits_on_one_job_owe_the_notice_only_when_both_left() {
+    let f = Fixture::new().await;
+    let (id, job) = f.start(ScriptedJob::stream(Some(&f.alice))).unwrap();
+    let forever = host::registry::MAX_TIMER_DELAY_MS;
+    let never = tokio_util::sync::CancellationToken::new();
+    let registry = f.registry.clone();
+    let plain = Default::default();
+    let (first, second) = {
+        let a = registry.wait_held(&id, forever, Some(&f.alice), &never, &plain);
+        let b = registry.wait_held(&id, forever, Some(&f.alice), &never, &plain);
+        let settle = async {
+            crate::fixture::until_waiting(&registry, &id).await;
+            while registry.waiter_count(&id) < 2 {
+                tokio::task::yield_now().await;
+            }
+            job.settle(OutcomeStatus::Completed, None, None).await;
+        };
+        let (a, b, ()) = tokio::join!(a, b, settle);
+        (a.unwrap().3, b.unwrap().3)
+    };
+    assert!(first.is_held() && second.is_held());
+    assert!(f.registry.inspect(&id).unwrap().reported);
+    drop(first);
+    f.mount.flush_notices().await;
+    assert!(
+        inbox(&f.alice).messages().is_empty(),
+        "the other wait still holds it"
+    );
+    assert!(f.registry.inspect(&id).unwrap().reported);
+    drop(second);
+    f.mount.flush_notices().await;
+    assert_eq!(inbox(&f.alice).messages().len(), 1);
+}
+
+#[tokio::test]
+async fn a_call_cancelled_before_it_runs_does_nothing() {
+    let f = Fixture::new().await;
+    let (id, job) = f.start(ScriptedJob::stream(Some(&f.alice))).unwrap();
+    job.push(&["x\n"]);
+    let abort = tokio_util::sync::CancellationToken::new();
+    abort.cancel();
+    for tool in ["job_kill", "job_output"] {
+        let out = f
+            .mount
+            .invoke_with_abort(
+                Some(&f.alice),
+                tool,
+                &json!({"job_id": id}).to_string(),
+                &abort,
+            )
+            .await;
+        assert_eq!(out.text, "Error: cancelled before it ran");
+    }
+    let out = read_as_alice(&f, &id).await;
+    assert_eq!(out.text, "x\n[status: running]");
+}

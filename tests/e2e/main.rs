@@ -9,6 +9,7 @@ mod bash;
 mod containment;
 mod delivery;
 mod extensions;
+mod hostile;
 mod inproc;
 mod profile_b;
 mod profile_c;

@@ -398,6 +398,12 @@ async fn the_tail_takes_what_the_heads_cut_gave_up() {
 
 #[tokio::test]
 async fn a_bound_too_small_for_both_ends_keeps_a_head_and_a_marker() {
+    // Go's truncateBytes: at 40 the marker's 15 bytes leave a 25-byte head;
+    // at 15 or less the marker alone is not shorter than the bound.
+    let long = "0123456789".repeat(10);
+    let result = result_under(40, long.clone()).await;
+    assert_eq!(result, format!("{}\n\u{2026}[truncated]", &long[..25]));
+    assert_eq!(result.len(), 40);
     for (bound, head) in [(1, "h"), (5, "hello")] {
         let result = result_under(bound, "hello, world".to_owned()).await;
         assert_eq!(result, format!("{head}\n\u{2026}[truncated]"));
@@ -418,7 +424,11 @@ async fn ids_are_trimmed_as_the_go_plugin_trims_them() {
     assert!(!status.is_error, "{}", status.text);
     assert!(status.text.starts_with(&format!("job {id} (query)")));
     finish(&f, &id, release).await;
+    // Go's job_wait checks the trimmed id for emptiness but waits on the id
+    // as given, so a padded id is not found there.
     let waited = call(&f, &f.alice, "job_wait", padded.clone()).await;
+    assert_eq!(waited.text, "error: agentcore: job not found");
+    let waited = call(&f, &f.alice, "job_wait", json!({"id": id})).await;
     assert!(waited.text.ends_with("\nrows"), "{}", waited.text);
     let cancel = call(&f, &f.alice, "job_cancel", padded).await;
     assert_eq!(cancel.text, format!("Cancellation requested for {id}."));

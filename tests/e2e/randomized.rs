@@ -6,7 +6,9 @@
 //! notices the model expects (one per unreported owned completion, to exactly its
 //! owner object, through the lane the wake budget allows), that none arrives after
 //! a kill, a terminal read, a wait that saw the end, or teardown, and that every
-//! owner sees exactly its session's jobs plus the unowned ones.
+//! owner sees exactly its session's jobs plus the unowned ones. A wait whose
+//! caller cancels it (before the job ends, or after the wait saw the end but
+//! before the read) consumes nothing and leaves the job's notice due.
 
 use std::collections::HashMap;
 
@@ -27,6 +29,7 @@ enum Op {
     Kill { caller: Option<usize>, job: usize },
     ShortWait { caller: Option<usize>, job: usize },
     SettleWhileWaiting { job: usize },
+    CancelledWait { job: usize, after_end: bool },
     Settle { job: usize, status: usize },
     Dispose { owner: usize },
     Claim { owner: usize, user: bool },
@@ -41,6 +44,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (who.clone(), any::<usize>()).prop_map(|(caller, job)| Op::Kill { caller, job }),
         1 => (who, any::<usize>()).prop_map(|(caller, job)| Op::ShortWait { caller, job }),
         1 => any::<usize>().prop_map(|job| Op::SettleWhileWaiting { job }),
+        1 => (any::<usize>(), any::<bool>()).prop_map(|(job, after_end)| Op::CancelledWait { job, after_end }),
         4 => (any::<usize>(), 0..3usize).prop_map(|(job, status)| Op::Settle { job, status }),
         1 => (0..OWNERS).prop_map(|owner| Op::Dispose { owner }),
         2 => (0..OWNERS, any::<bool>()).prop_map(|(owner, user)| Op::Claim { owner, user }),
@@ -181,6 +185,7 @@ impl World {
             Op::ShortWait { caller, job } => self.read(caller, job, true).await,
             Op::Kill { caller, job } => self.kill(caller, job).await,
             Op::SettleWhileWaiting { job } => self.settle_while_waiting(job).await,
+            Op::CancelledWait { job, after_end } => self.cancelled_wait(job, after_end).await,
             Op::Settle { job, status } => {
                 let Some(i) = self.pick(job) else { return };
                 if !self.jobs[i].live {
@@ -338,6 +343,50 @@ impl World {
         assert!(out.text.ends_with("[status: completed]"), "{}", out.text);
         self.jobs[i].live = false;
         self.jobs[i].reported = true;
+    }
+
+    /// A wait on a live job whose caller cancels it: before the job ends, or
+    /// after the wait saw the end but before the call could read it (the call
+    /// is not polled between the settlement and the cancel).
+    async fn cancelled_wait(&mut self, job: usize, after_end: bool) {
+        let Some(i) = self.pick(job) else { return };
+        if !self.jobs[i].live {
+            return;
+        }
+        let owner = self.jobs[i].owner.clone();
+        let id = self.jobs[i].id.clone();
+        let args = json!({"job_id": id, "wait": true}).to_string();
+        let abort = tokio_util::sync::CancellationToken::new();
+        let control = self.jobs[i].control.clone();
+        {
+            let mut call = std::pin::pin!(self.mounts[0].invoke_with_abort(
+                owner.as_ref(),
+                "job_output",
+                &args,
+                &abort
+            ));
+            tokio::select! {
+                out = &mut call => panic!("the wait ended early: {}", out.text),
+                () = until_waiting(&self.registry, &id) => {}
+            }
+            if after_end {
+                control
+                    .settle(OutcomeStatus::Completed, None, Some("answer"))
+                    .await;
+            }
+            abort.cancel();
+            let out = call.await;
+            assert_eq!(out.text, "Error: wait aborted");
+        }
+        if !after_end {
+            control
+                .settle(OutcomeStatus::Completed, None, Some("answer"))
+                .await;
+        }
+        self.jobs[i].live = false;
+        // Nothing was shown: the notice is due, exactly as after a settlement
+        // nobody saw.
+        self.expect_notice(i);
     }
 
     async fn dispose(&mut self, slot: usize) {

@@ -36,23 +36,23 @@ fn the_guest_imports_only_harness_jobs_interfaces() {
     }
     // Nothing outside the package may appear.
     let allowed = [
-        "harness:jobs/clock@0.4.0",
-        "harness:jobs/diag@0.4.0",
-        "harness:jobs/registry@0.4.0",
-        "harness:jobs/types@0.4.0",
+        "harness:jobs/clock@0.5.0",
+        "harness:jobs/diag@0.5.0",
+        "harness:jobs/registry@0.5.0",
+        "harness:jobs/types@0.5.0",
     ];
     assert!(
         imports.iter().all(|i| allowed.contains(&i.as_str())),
         "{imports:?}"
     );
-    assert!(imports.iter().any(|i| i == "harness:jobs/registry@0.4.0"));
+    assert!(imports.iter().any(|i| i == "harness:jobs/registry@0.5.0"));
     // Profile C reads the clock for its durations.
-    assert!(imports.iter().any(|i| i == "harness:jobs/clock@0.4.0"));
+    assert!(imports.iter().any(|i| i == "harness:jobs/clock@0.5.0"));
     let mut exports = runtime().exports();
     exports.sort();
     assert_eq!(
         exports,
-        ["harness:jobs/notices@0.4.0", "harness:jobs/tools@0.4.0"]
+        ["harness:jobs/notices@0.5.0", "harness:jobs/tools@0.5.0"]
     );
 }
 

@@ -42,9 +42,24 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve `bash` and the job tools as an MCP server over stdio.
+    ///
+    /// Under MCP a wait is capped at 110 s unless `--max-wait-timeout-ms`
+    /// (profiles a, b) or `--max-wait-seconds` (profile c) says otherwise:
+    /// clients move a call that runs two minutes to a background task of
+    /// their own, or time it out.
     Mcp {
         #[command(flatten)]
         settings: Settings,
+        /// Declare output schemas and add `structuredContent` to results (the
+        /// text, the notices before it, and the canonical value). Off by
+        /// default: clients that find it show the model that JSON instead of
+        /// the text.
+        #[arg(long)]
+        structured_output: bool,
+        /// How often a call whose request carried a `progressToken` sends
+        /// `notifications/progress` while it waits.
+        #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+        progress_interval_ms: u64,
     },
     /// An interactive console: type tool calls, see what the model sees. Reads a
     /// script from stdin when it is not a terminal.
@@ -94,6 +109,7 @@ struct Host {
     mount: Arc<Mount>,
     bash: BashProducer,
     shutdown_grace: std::time::Duration,
+    mcp: McpOptions,
 }
 
 async fn host(cache_dir: Option<&Path>, settings: Settings) -> Result<Host> {
@@ -111,6 +127,7 @@ async fn host(cache_dir: Option<&Path>, settings: Settings) -> Result<Host> {
         mount: Arc::new(mount),
         bash,
         shutdown_grace: settings.shutdown_grace(),
+        mcp: McpOptions::default(),
     })
 }
 
@@ -133,10 +150,24 @@ async fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let cache_dir = cli.cache_dir.clone().or_else(default_cache_dir);
+    let mut under_mcp = false;
+    let mut mcp_options = McpOptions::default();
     let (settings, run): (Settings, fn(Host) -> RunFuture) = match cli.command {
         Command::Check { plugin } => return check(&plugin, cache_dir.as_deref()),
         Command::Wasm { out } => return write_wasm(&out),
-        Command::Mcp { settings } => (settings, |h| Box::pin(mcp(h))),
+        Command::Mcp {
+            settings,
+            structured_output,
+            progress_interval_ms,
+        } => {
+            under_mcp = true;
+            mcp_options = McpOptions {
+                structured_output,
+                progress_interval: std::time::Duration::from_millis(progress_interval_ms),
+            };
+            let run: fn(Host) -> RunFuture = |h| Box::pin(mcp(h));
+            (settings, run)
+        }
         Command::Shell { settings } => (settings, |h| Box::pin(shell(h))),
         Command::Tools { settings } => (settings, |h| Box::pin(tools(h))),
     };
@@ -148,8 +179,13 @@ async fn main() -> ExitCode {
         }
     };
     let host = async {
-        let settings = settings_with_file(cli.config.as_deref(), settings)?;
-        host(cache_dir.as_deref(), settings).await
+        let mut settings = settings_with_file(cli.config.as_deref(), settings)?;
+        if under_mcp {
+            settings = settings.with_mcp_wait_cap();
+        }
+        let mut host = host(cache_dir.as_deref(), settings).await?;
+        host.mcp = mcp_options;
+        Ok::<Host, anyhow::Error>(host)
     };
     let host = tokio::select! {
         host = host => host,
@@ -226,10 +262,24 @@ fn open_session(
     Session::open(id, host.mount.clone(), host.bash.clone())
 }
 
+/// What `mcp` takes beyond the settings.
+#[derive(Clone, Copy, Default)]
+struct McpOptions {
+    structured_output: bool,
+    progress_interval: std::time::Duration,
+}
+
 async fn mcp(host: Host) -> Result<()> {
+    let options = host.mcp;
     let (session, announced) = open_session(&host, "mcp-session");
     let prompt = host.mount.prompt_section().await?;
-    let server = JobsServer::new(Arc::new(session), prompt.map(|p| p.text)).await?;
+    let server = JobsServer::new(
+        Arc::new(session),
+        prompt.map(|p| p.text),
+        options.structured_output,
+    )
+    .await?
+    .with_progress_interval(options.progress_interval);
     server.serve_stdio(announced).await
 }
 
@@ -395,12 +445,12 @@ fn check(path: &Path, cache_dir: Option<&Path>) -> ExitCode {
     match PluginRuntime::from_component_bytes(&bytes, SandboxLimits::default(), cache_dir) {
         Ok(runtime) if runtime.imports_wasi() => {
             println!(
-                "runnable: yes (world harness:jobs/tool-jobs@0.4.0; its WASI imports get a deny-by-default context)"
+                "runnable: yes (world harness:jobs/tool-jobs@0.5.0; its WASI imports get a deny-by-default context)"
             );
             ExitCode::SUCCESS
         }
         Ok(_) => {
-            println!("runnable: yes (world harness:jobs/tool-jobs@0.4.0)");
+            println!("runnable: yes (world harness:jobs/tool-jobs@0.5.0)");
             ExitCode::SUCCESS
         }
         Err(e) => {

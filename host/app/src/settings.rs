@@ -33,13 +33,13 @@ pub struct Settings {
     /// Wait used when `wait: true` comes without `timeout_ms` [default: 30000].
     #[arg(long, value_name = "MS")]
     pub wait_timeout_ms: Option<f64>,
-    /// Cap on any wait the model asks for [default: 600000].
+    /// Cap on any wait the model asks for [default: 600000; 110000 under mcp].
     #[arg(long, value_name = "MS")]
     pub max_wait_timeout_ms: Option<f64>,
     /// Profile c: most bytes of a job's result the model sees [default: 24576].
     #[arg(long, value_name = "BYTES")]
     pub max_result_bytes: Option<u64>,
-    /// Profile c: cap on `job_wait` [default: 120].
+    /// Profile c: cap on `job_wait` [default: 120; 110 under mcp].
     #[arg(long, value_name = "SECONDS")]
     pub max_wait_seconds: Option<u64>,
     /// Profile c: no `Background job update:` notices.
@@ -114,6 +114,9 @@ pub enum Containment {
     /// Subreaper and environment marker.
     Fallback,
 }
+
+/// The cap on one wait under MCP when the settings set none, in ms.
+pub const MCP_MAX_WAIT_MS: u64 = 110_000;
 
 /// Default `--shutdown-grace-ms`: short enough for a client that sends SIGTERM
 /// two seconds after closing stdin.
@@ -210,6 +213,26 @@ impl Settings {
             shutdown_grace_ms: over.shutdown_grace_ms.or(self.shutdown_grace_ms),
             containment: over.containment.or(self.containment),
         }
+    }
+
+    /// The settings under MCP: a wait nobody capped is held to
+    /// [`MCP_MAX_WAIT_MS`], below the two minutes after which clients move a
+    /// call to a background task of their own (Claude Code) or time it out.
+    /// A longer default wait (`wait-timeout-ms`) raises that cap to itself, as
+    /// the operator asked for it; an explicit cap is kept as it is.
+    pub fn with_mcp_wait_cap(mut self) -> Settings {
+        match self.profile {
+            Some(Profile::C) => {
+                self.max_wait_seconds = self.max_wait_seconds.or(Some(MCP_MAX_WAIT_MS / 1000));
+            }
+            _ => {
+                let wait = self.wait_timeout_ms.unwrap_or(0.0);
+                self.max_wait_timeout_ms = self
+                    .max_wait_timeout_ms
+                    .or(Some(wait.max(MCP_MAX_WAIT_MS as f64)));
+            }
+        }
+        self
     }
 
     /// How long shutdown waits between SIGTERM and SIGKILL.
@@ -336,5 +359,35 @@ impl Settings {
             },
             ..defaults
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(settings: Settings) -> serde_json::Value {
+        serde_json::from_str(&settings.with_mcp_wait_cap().plugin_config_json()).unwrap()
+    }
+
+    #[test]
+    fn under_mcp_an_uncapped_wait_stays_below_two_minutes() {
+        assert_eq!(config(Settings::default())["maxWaitTimeoutMs"], 110000.0);
+        let c = Settings {
+            profile: Some(Profile::C),
+            ..Settings::default()
+        };
+        assert_eq!(config(c)["maxWaitSeconds"], 110);
+        // What the operator set is kept; a longer default wait raises the cap.
+        let capped = Settings {
+            max_wait_timeout_ms: Some(600000.0),
+            ..Settings::default()
+        };
+        assert_eq!(config(capped)["maxWaitTimeoutMs"], 600000.0);
+        let long = Settings {
+            wait_timeout_ms: Some(200000.0),
+            ..Settings::default()
+        };
+        assert_eq!(config(long)["maxWaitTimeoutMs"], 200000.0);
     }
 }

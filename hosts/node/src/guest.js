@@ -1,4 +1,4 @@
-// The tool-jobs component (WIT `harness:jobs@0.4.0`), transpiled by jco
+// The tool-jobs component (WIT `harness:jobs@0.5.0`), transpiled by jco
 // (`--instantiation sync`) and linked to a JavaScript backend.
 //
 // `Guest` is the low-level binding. Calls share one instance: instantiating
@@ -19,7 +19,7 @@
 //
 //   writeInput(caller, jobId, data, close) -> number of bytes
 //   signal(caller, jobId, name)                       ('int', 'term', 'hup', ...)
-//   lines(caller, jobId, query) -> { lines, hits, totalMatches, extents, job }
+//   lines(caller, jobId, query) -> { lines, hits, totalMatches, extents, stopped?, job }
 //   ports(caller, jobId) -> [{ address, port }]
 //
 // A Job is a plain object with the WIT `job-snapshot` fields in camel case; times
@@ -30,7 +30,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-export const VERSION = '0.4.0';
+export const VERSION = '0.5.0';
 
 const BARE_ERRORS = new Set(['wait-aborted', 'no-input', 'input-closed']);
 
@@ -156,6 +156,7 @@ export class Guest {
             firstLine: BigInt(e.firstLine),
             lastLine: BigInt(e.lastLine),
           })),
+          stopped: page.stopped == null ? undefined : { stream: page.stopped.stream, line: BigInt(page.stopped.line) },
           job: toWitJob(page.job),
         };
       }),
@@ -210,6 +211,14 @@ export class Guest {
       description: d.description,
       inputSchema: JSON.parse(d.inputSchema),
       outputSchema: d.outputSchema === undefined ? null : JSON.parse(d.outputSchema),
+      // MCP tool annotations, spelled as MCP spells them.
+      annotations: {
+        title: d.annotations.title,
+        readOnlyHint: d.annotations.readOnlyHint,
+        destructiveHint: d.annotations.destructiveHint,
+        idempotentHint: d.annotations.idempotentHint,
+        openWorldHint: d.annotations.openWorldHint,
+      },
     }));
   }
 

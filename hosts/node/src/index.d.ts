@@ -35,11 +35,21 @@ export interface ToolResult {
   value: unknown | null;
 }
 
+export interface ToolAnnotations {
+  title: string;
+  readOnlyHint: boolean;
+  destructiveHint: boolean;
+  idempotentHint: boolean;
+  openWorldHint: boolean;
+}
+
 export interface ToolDefinition {
   name: string;
   description: string;
   inputSchema: object;
   outputSchema: object | null;
+  /** MCP tool annotations: a title and the behaviour hints. */
+  annotations: ToolAnnotations;
 }
 
 export interface Notice {

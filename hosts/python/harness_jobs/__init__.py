@@ -1,6 +1,6 @@
 """Background jobs for LLM agent harnesses, from Python.
 
-The tool-jobs WebAssembly component (WIT ``harness:jobs@0.4.0``) holds every
+The tool-jobs WebAssembly component (WIT ``harness:jobs@0.5.0``) holds every
 model-facing behaviour; this package hosts it with wasmtime-py over a registry
 of real child processes.
 

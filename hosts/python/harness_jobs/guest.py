@@ -1,4 +1,4 @@
-"""The tool-jobs component (WIT `harness:jobs@0.4.0`) loaded with wasmtime-py.
+"""The tool-jobs component (WIT `harness:jobs@0.5.0`) loaded with wasmtime-py.
 
 `Guest` is the low-level binding: it links the imports the component needs
 (the owner-scoped registry, the clock and the log) to a Python *backend* and
@@ -20,7 +20,7 @@ and, for the opt-in extensions (a backend without them answers ``unsupported``):
 
     write_input(caller, job_id, data, close) -> int
     signal(caller, job_id, name)                     # "int", "term", "hup", ...
-    lines(caller, job_id, query) -> dict(lines=, hits=, total_matches=, extents=, job=)
+    lines(caller, job_id, query) -> dict(lines=, hits=, total_matches=, extents=, stopped= (optional), job=)
     ports(caller, job_id) -> list[dict(address=, port=)]
 
 where ``job`` is a dict with the WIT `job-snapshot` fields in snake case
@@ -37,7 +37,7 @@ from wasmtime import component as wc
 from wasmtime.component import Record, ResourceHost, ResourceType, Variant
 
 PACKAGE = "harness:jobs"
-VERSION = "0.4.0"
+VERSION = "0.5.0"
 SCOPE_TYPE = 1
 log = logging.getLogger("harness_jobs.guest")
 
@@ -62,6 +62,14 @@ def _record(**fields):
     for key, value in fields.items():
         setattr(r, key.replace("_", "-"), value)
     return r
+
+
+def _annotations(a):
+    """MCP tool annotations, spelled as MCP spells them."""
+    return {"title": a.title, "readOnlyHint": getattr(a, "read-only-hint"),
+            "destructiveHint": getattr(a, "destructive-hint"),
+            "idempotentHint": getattr(a, "idempotent-hint"),
+            "openWorldHint": getattr(a, "open-world-hint")}
 
 
 def _plain(value):
@@ -185,6 +193,8 @@ class Guest:
                 extents=[_record(stream=e["stream"], total_bytes=int(e["total_bytes"]),
                                  dropped_bytes=int(e["dropped_bytes"]), first_line=int(e["first_line"]),
                                  last_line=int(e["last_line"])) for e in page["extents"]],
+                stopped=None if page.get("stopped") is None else _record(
+                    stream=page["stopped"]["stream"], line=int(page["stopped"]["line"])),
                 job=snapshot_record(page["job"]),
             )
 
@@ -250,7 +260,8 @@ class Guest:
         return [
             {"name": d.name, "description": d.description,
              "input_schema": json.loads(getattr(d, "input-schema")),
-             "output_schema": None if getattr(d, "output-schema") is None else json.loads(getattr(d, "output-schema"))}
+             "output_schema": None if getattr(d, "output-schema") is None else json.loads(getattr(d, "output-schema")),
+             "annotations": _annotations(d.annotations)}
             for d in self._call("tools", "tool-definitions", config)
         ]
 

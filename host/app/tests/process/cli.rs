@@ -135,14 +135,29 @@ async fn a_whole_mcp_session() {
             .unwrap()
             .starts_with("Track every background job id you start.")
     );
-    let names: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name.into_owned())
-        .collect();
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(names, ["bash", "job_output", "job_list", "job_kill"]);
+    // No output schema (clients would show the model JSON instead of the
+    // text), and the hints a client decides approval from.
+    assert!(tools.iter().all(|t| t.output_schema.is_none()));
+    let hints: Vec<Value> = tools
+        .iter()
+        .map(|t| serde_json::to_value(t.annotations.as_ref().unwrap()).unwrap())
+        .collect();
+    assert_eq!(
+        hints,
+        [
+            json!({"title": "Run a background shell command", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true}),
+            json!({"title": "Read background job output", "readOnlyHint": true, "destructiveHint": false, "idempotentHint": false, "openWorldHint": false}),
+            json!({"title": "List background jobs", "readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}),
+            json!({"title": "Stop a background job", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": false}),
+        ]
+    );
+    assert_eq!(
+        tools[1].title.as_deref(),
+        Some("Read background job output")
+    );
 
     // bash-1 finishes only when the test opens its gate; bash-2 runs until killed.
     let gate = Gate::new();
@@ -152,10 +167,7 @@ async fn a_whole_mcp_session() {
         .await
         .unwrap();
     assert_eq!(texts(&one), ["started background job bash-1"]);
-    assert_eq!(
-        one.structured_content,
-        Some(json!({"kind": "background", "jobId": "bash-1"}))
-    );
+    assert_eq!(one.structured_content, None);
     let two = client
         .call_tool(call("bash", json!({"command": "sleep 30"})))
         .await
@@ -168,10 +180,7 @@ async fn a_whole_mcp_session() {
         .unwrap();
     assert_eq!(texts(&read), ["(no new output)\n[status: running]"]);
     assert_eq!(read.is_error, Some(false));
-    assert_eq!(
-        read.structured_content.as_ref().unwrap()["job"]["status"],
-        "running"
-    );
+    assert_eq!(read.structured_content, None);
     let timed_out = client
         .call_tool(call(
             "job_output",
@@ -231,10 +240,9 @@ async fn a_whole_mcp_session() {
             "one\n[status: completed, exit code: 0]".to_owned()
         ]
     );
-    // Delivered once only; the list's canonical value rides under `result`.
+    // Delivered once only.
     let list = client.call_tool(call("job_list", json!({}))).await.unwrap();
-    let listed = &list.structured_content.as_ref().unwrap()["result"];
-    assert_eq!(listed[1]["detail"], "signal: SIGTERM");
+    assert_eq!(list.structured_content, None);
     assert_eq!(
         texts(&list),
         [format!(
@@ -548,10 +556,10 @@ fn check_accepts_the_built_in_plugin() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("  harness:jobs/registry@0.4.0\n"), "{text}");
-    assert!(text.contains("  harness:jobs/tools@0.4.0\n"), "{text}");
+    assert!(text.contains("  harness:jobs/registry@0.5.0\n"), "{text}");
+    assert!(text.contains("  harness:jobs/tools@0.5.0\n"), "{text}");
     assert!(
-        text.ends_with("runnable: yes (world harness:jobs/tool-jobs@0.4.0)\n"),
+        text.ends_with("runnable: yes (world harness:jobs/tool-jobs@0.5.0)\n"),
         "{text}"
     );
 }

@@ -21,30 +21,30 @@ fn cache_dir() -> PathBuf {
 }
 
 /// `jobs-host mcp` under a line-by-line JSON-RPC client.
-struct Host {
+pub(crate) struct Host {
     child: Child,
-    stdin: Option<ChildStdin>,
+    pub(crate) stdin: Option<ChildStdin>,
     lines: Lines<BufReader<ChildStdout>>,
     next_id: u64,
     /// The host's TMPDIR: its spill directory lives here.
     tmp: tempfile::TempDir,
 }
 
-struct Options<'a> {
-    flags: &'a [&'a str],
-    env: &'a [(&'a str, &'a str)],
+pub(crate) struct Options<'a> {
+    pub(crate) flags: &'a [&'a str],
+    pub(crate) env: &'a [(&'a str, &'a str)],
     /// Run the host as this uid and gid (needs root).
-    user: Option<u32>,
+    pub(crate) user: Option<u32>,
 }
 
-const PLAIN: Options<'static> = Options {
+pub(crate) const PLAIN: Options<'static> = Options {
     flags: &[],
     env: &[],
     user: None,
 };
 
 impl Host {
-    async fn start(options: Options<'_>) -> Host {
+    pub(crate) async fn start(options: Options<'_>) -> Host {
         let tmp = tempfile::tempdir().unwrap();
         let cache = match options.user {
             None => cache_dir(),
@@ -97,11 +97,11 @@ impl Host {
         host
     }
 
-    fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.child.id().unwrap() as i32
     }
 
-    async fn send(&mut self, line: &str) {
+    pub(crate) async fn send(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().expect("stdin is open");
         stdin
             .write_all(format!("{line}\n").as_bytes())
@@ -111,7 +111,12 @@ impl Host {
     }
 
     /// The next message that is not a notification.
-    async fn recv(&mut self) -> Value {
+    pub(crate) async fn recv(&mut self) -> Value {
+        self.recv_where(|m| m.get("id").is_some()).await
+    }
+
+    /// The next message `wanted` picks; the others are dropped.
+    pub(crate) async fn recv_where(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
         loop {
             let line = tokio::time::timeout(PATIENCE, self.lines.next_line())
                 .await
@@ -119,13 +124,13 @@ impl Host {
                 .unwrap()
                 .expect("the host's stdout is open");
             let value: Value = serde_json::from_str(&line).unwrap();
-            if value.get("id").is_some() {
+            if wanted(&value) {
                 return value;
             }
         }
     }
 
-    async fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) async fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
         let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
@@ -136,7 +141,7 @@ impl Host {
     }
 
     /// A tool call: its text blocks (notices first) and whether it failed.
-    async fn call(&mut self, tool: &str, args: Value) -> (Vec<String>, bool) {
+    pub(crate) async fn call(&mut self, tool: &str, args: Value) -> (Vec<String>, bool) {
         let reply = self
             .request("tools/call", json!({"name": tool, "arguments": args}))
             .await;
@@ -151,12 +156,12 @@ impl Host {
     }
 
     /// The last text of a call (its result, after any notices).
-    async fn text(&mut self, tool: &str, args: Value) -> String {
+    pub(crate) async fn text(&mut self, tool: &str, args: Value) -> String {
         self.call(tool, args).await.0.pop().unwrap()
     }
 
     /// Starts a job and reads it until its output holds `lines` lines.
-    async fn job_lines(&mut self, command: &str, lines: usize) -> (String, Vec<String>) {
+    pub(crate) async fn job_lines(&mut self, command: &str, lines: usize) -> (String, Vec<String>) {
         let started = self.text("bash", json!({"command": command})).await;
         let id = started
             .strip_prefix("started background job ")
@@ -181,7 +186,7 @@ impl Host {
         (id, out)
     }
 
-    async fn exit(&mut self) -> ExitStatus {
+    pub(crate) async fn exit(&mut self) -> ExitStatus {
         tokio::time::timeout(PATIENCE, self.child.wait())
             .await
             .expect("the host exits")
@@ -189,7 +194,7 @@ impl Host {
     }
 
     /// Spill directories of this host still in its TMPDIR.
-    fn spill_dirs(&self) -> Vec<PathBuf> {
+    pub(crate) fn spill_dirs(&self) -> Vec<PathBuf> {
         spill_dirs(self.tmp.path())
     }
 }
@@ -208,7 +213,7 @@ fn spill_dirs(tmp: &Path) -> Vec<PathBuf> {
 }
 
 /// Whether `pid` is a live process (a zombie awaiting its reaper counts as gone).
-fn running(pid: i32) -> bool {
+pub(crate) fn running(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => false,
         Ok(stat) => {
@@ -223,7 +228,7 @@ fn running(pid: i32) -> bool {
 
 /// Whether `check` holds within 30 s (what the test waits for was already set
 /// in motion; the bound only keeps a broken build from hanging).
-async fn soon(mut check: impl FnMut() -> bool) -> bool {
+pub(crate) async fn soon(mut check: impl FnMut() -> bool) -> bool {
     for _ in 0..3000 {
         if check() {
             return true;

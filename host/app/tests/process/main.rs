@@ -6,3 +6,4 @@
 
 mod cli;
 mod containment;
+mod harnesses;

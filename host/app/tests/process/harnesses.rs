@@ -1,0 +1,398 @@
+//! What clients do to a call that the happy path never does: cancel it, leave
+//! while it waits, send bytes that are not UTF-8, or ask for structured output.
+//! Each test speaks JSON-RPC to the real binary line by line.
+
+use serde_json::{Value, json};
+
+use super::containment::{Host, Options, PLAIN, running, soon};
+
+/// A FIFO that a job blocks on until the test writes to it.
+struct Gate {
+    dir: tempfile::TempDir,
+}
+
+impl Gate {
+    fn new() -> Gate {
+        let dir = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new("mkfifo")
+            .arg(dir.path().join("gate"))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        Gate { dir }
+    }
+
+    /// A command that waits for the gate, then prints `done`.
+    fn command(&self) -> String {
+        format!(
+            "read line < {}; echo done",
+            self.dir.path().join("gate").display()
+        )
+    }
+
+    fn open(&self) {
+        std::fs::write(self.dir.path().join("gate"), "go\n").unwrap();
+    }
+}
+
+fn notice_of(id: &str, command: &str) -> String {
+    format!(
+        "background job {id} (bash: {command}) finished [status: completed, exit code: 0]. Read its output with job_output."
+    )
+}
+
+/// Waits for the logging notification that carries a notice.
+async fn next_notice(host: &mut Host) -> Value {
+    host.recv_where(|m| m["method"] == "notifications/message")
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_wait_loses_no_output_and_no_notice() {
+    let mut host = Host::start(PLAIN).await;
+    let gate = Gate::new();
+    let command = gate.command();
+    assert_eq!(
+        host.text("bash", json!({"command": command})).await,
+        "started background job bash-1"
+    );
+    // A long wait, then the client gives up on it (as the TypeScript SDK does
+    // when its request timeout fires).
+    host.send(
+        &json!({"jsonrpc": "2.0", "id": 900, "method": "tools/call",
+                "params": {"name": "job_output", "arguments": {"job_id": "bash-1", "wait": true, "timeout_ms": 600000}}})
+        .to_string(),
+    )
+    .await;
+    host.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": 900, "reason": "timed out"}})
+        .to_string(),
+    )
+    .await;
+    // The job ends with nobody reading: its notice is owed, once.
+    gate.open();
+    let notice = next_notice(&mut host).await;
+    assert_eq!(
+        notice["params"]["data"]["text"],
+        notice_of("bash-1", &command)
+    );
+    // The next result carries the notice first, and the output is all there.
+    let (texts, is_error) = host.call("job_output", json!({"job_id": "bash-1"})).await;
+    assert!(!is_error);
+    assert_eq!(
+        texts,
+        [
+            notice_of("bash-1", &command),
+            "done\n[status: completed, exit code: 0]".to_owned()
+        ]
+    );
+    // The cancelled request never got an answer (the reply above was the
+    // next one with an id), and nothing is announced twice.
+    let (texts, _) = host.call("job_list", json!({})).await;
+    assert_eq!(
+        texts,
+        [format!("bash-1 [bash] completed \u{2014} {command}")]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_stdin_during_a_wait_ends_the_jobs_and_the_host() {
+    let mut host = Host::start(PLAIN).await;
+    let (_, lines) = host.job_lines("echo $$; exec sleep 300", 1).await;
+    let pid: i32 = lines[0].parse().unwrap();
+    host.send(
+        &json!({"jsonrpc": "2.0", "id": 901, "method": "tools/call",
+                "params": {"name": "job_output", "arguments": {"job_id": "bash-1", "wait": true, "timeout_ms": 600000}}})
+        .to_string(),
+    )
+    .await;
+    // A request the host answers after the wait's: by then the wait is
+    // registered or already aborted, and either way stdin closes mid-call.
+    host.request("ping", json!({})).await;
+    drop(host.stdin.take());
+    let status = host.exit().await;
+    assert!(status.success(), "{status:?}");
+    assert!(soon(|| !running(pid)).await, "{pid} outlived the session");
+    assert!(host.spill_dirs().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_that_is_not_utf8_gets_a_parse_error_and_the_session_goes_on() {
+    let mut host = Host::start(PLAIN).await;
+    assert_eq!(
+        host.text("bash", json!({"command": "sleep 300"})).await,
+        "started background job bash-1"
+    );
+    let stdin = host.stdin.as_mut().unwrap();
+    tokio::io::AsyncWriteExt::write_all(
+        stdin,
+        b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\",\"x\":\"\xff\"}\n",
+    )
+    .await
+    .unwrap();
+    // Not JSON, but its id can be read: the answer carries it.
+    assert_eq!(
+        host.recv().await,
+        json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32700, "message": "Parse error: the line is not UTF-8"}})
+    );
+    // The job and the session are still there.
+    assert_eq!(
+        host.text("job_list", json!({})).await,
+        "bash-1 [bash] running \u{2014} sleep 300"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn structured_output_carries_the_text_and_the_notices() {
+    let mut host = Host::start(Options {
+        flags: &["--structured-output"],
+        ..PLAIN
+    })
+    .await;
+    let tools = host.request("tools/list", json!({})).await;
+    let tools = tools["result"]["tools"].as_array().unwrap();
+    for tool in tools {
+        let schema = &tool["outputSchema"];
+        assert_eq!(schema["required"], json!(["text", "notices"]), "{tool}");
+    }
+    assert_eq!(
+        tools[2]["outputSchema"]["properties"]["value"]["type"], "array",
+        "the job list's canonical value"
+    );
+    let started = host
+        .request(
+            "tools/call",
+            json!({"name": "bash", "arguments": {"command": "echo hi"}}),
+        )
+        .await;
+    assert_eq!(
+        started["result"]["structuredContent"],
+        json!({"text": "started background job bash-1", "notices": [],
+               "value": {"kind": "background", "jobId": "bash-1"}})
+    );
+    let notice = next_notice(&mut host).await;
+    let notice = notice["params"]["data"]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(notice, notice_of("bash-1", "echo hi"));
+    let list = host
+        .request("tools/call", json!({"name": "job_list", "arguments": {}}))
+        .await;
+    let result = &list["result"];
+    let text = "bash-1 [bash] completed \u{2014} echo hi";
+    assert_eq!(result["content"][0]["text"], notice.as_str());
+    assert_eq!(result["content"][1]["text"], text);
+    assert_eq!(result["structuredContent"]["text"], text);
+    assert_eq!(result["structuredContent"]["notices"], json!([notice]));
+    assert_eq!(
+        result["structuredContent"]["value"][0]["status"],
+        "completed"
+    );
+    let bad = host
+        .request(
+            "tools/call",
+            json!({"name": "job_output", "arguments": {"job_id": "bash-9"}}),
+        )
+        .await;
+    assert_eq!(
+        bad["result"]["structuredContent"],
+        json!({"text": "Error: unknown job bash-9", "notices": []})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_arguments_are_bounded_through_the_binary() {
+    let mut host = Host::start(Options {
+        flags: &["--extensions", "all"],
+        ..PLAIN
+    })
+    .await;
+    let (_, lines) = host
+        .job_lines(
+            "for i in $(seq 300); do head -c 4000 /dev/zero | tr '\\0' a; echo; done; \
+             head -c 20000000 /dev/zero | tr '\\0' x; echo; echo last",
+            1,
+        )
+        .await;
+    assert!(!lines.is_empty());
+    // The job writes all of that, then ends.
+    let mut listed = String::new();
+    for _ in 0..6000 {
+        listed = host.text("job_list", json!({})).await;
+        if listed.contains("bash-1 [bash] completed") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(listed.contains("bash-1 [bash] completed"), "{listed}");
+    // A pattern past 4 KiB is refused before anything is compiled.
+    let (texts, is_error) = host
+        .call(
+            "job_log",
+            json!({"job_id": "bash-1", "search": "\\w".repeat(500_000)}),
+        )
+        .await;
+    assert!(is_error);
+    assert_eq!(
+        texts.last().unwrap(),
+        "Error: invalid search: the pattern is 1000000 bytes, more than the limit of 4096"
+    );
+    // A slow pattern stops within its budget and says where.
+    let text = host
+        .text(
+            "job_log",
+            json!({"job_id": "bash-1", "search": "[a-z]{3000}[A-Z]", "stream": "stdout", "context": 0}),
+        )
+        .await;
+    assert!(text.contains("; stopped early at stdout line "), "{text}");
+    // A line of 20 MB pages as its first kilobytes.
+    let text = host
+        .text(
+            "job_log",
+            json!({"job_id": "bash-1", "start_line": 301, "lines": 2}),
+        )
+        .await;
+    let rows: Vec<&str> = text.lines().collect();
+    assert!(
+        rows[1].starts_with("301:x") && rows[1].ends_with('\u{2026}'),
+        "{}",
+        &text[..200]
+    );
+    assert!(rows[1].len() < 4200);
+    assert_eq!(rows[2], "302:last");
+    // A name with a control character is refused and starts nothing.
+    let (texts, is_error) = host
+        .call(
+            "bash",
+            json!({"command": "sleep 300", "name": "web\u{1b}[2J"}),
+        )
+        .await;
+    assert!(is_error);
+    assert_eq!(
+        texts.last().unwrap(),
+        "Error: invalid name: it contains the control character U+001B"
+    );
+    assert!(!host.text("job_list", json!({})).await.contains("bash-2"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_that_asked_for_progress_reports_it_until_it_answers() {
+    let mut host = Host::start(Options {
+        flags: &["--progress-interval-ms", "50"],
+        ..PLAIN
+    })
+    .await;
+    let gate = Gate::new();
+    let command = gate.command();
+    host.text("bash", json!({"command": command})).await;
+    host.send(
+        &json!({"jsonrpc": "2.0", "id": 902, "method": "tools/call",
+                "params": {"name": "job_output", "arguments": {"job_id": "bash-1", "wait": true, "timeout_ms": 60000},
+                           "_meta": {"progressToken": "p1"}}})
+        .to_string(),
+    )
+    .await;
+    // Three reports, counting up, then the job ends and the call answers.
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let report = host
+            .recv_where(|m| m["method"] == "notifications/progress")
+            .await;
+        assert_eq!(report["params"]["progressToken"], "p1");
+        let message = report["params"]["message"].as_str().unwrap().to_owned();
+        assert!(
+            message.starts_with("waiting for bash-1: running after "),
+            "{message}"
+        );
+        seen.push(report["params"]["progress"].as_f64().unwrap());
+    }
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+    gate.open();
+    // Reports may still come until the answer; none comes after it.
+    let answer = host.recv_where(|m| m["id"] == 902).await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"],
+        "done\n[status: completed, exit code: 0]"
+    );
+    host.send(r#"{"jsonrpc":"2.0","id":903,"method":"ping"}"#)
+        .await;
+    let next = host
+        .recv_where(|m| m["id"] == 903 || m["method"] == "notifications/progress")
+        .await;
+    assert_eq!(next["id"], 903, "a report came after the answer: {next}");
+    // A wait without a token hears nothing of the kind.
+    host.text("bash", json!({"command": "sleep 300"})).await;
+    host.send(
+        &json!({"jsonrpc": "2.0", "id": 904, "method": "tools/call",
+                "params": {"name": "job_output", "arguments": {"job_id": "bash-2", "wait": true, "timeout_ms": 300}}})
+        .to_string(),
+    )
+    .await;
+    let next = host
+        .recv_where(|m| m["id"] == 904 || m["method"] == "notifications/progress")
+        .await;
+    assert_eq!(next["id"], 904, "{next}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_of_revision_2026_07_28_needs_no_handshake() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "stateless", "version": "0"}
+    });
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobs-host"))
+        .arg("mcp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let lines_in = [
+        // Before the session: a notification is dropped (the service would
+        // end the session on it), a request without the revision's _meta is
+        // answered with its id.
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+               "params": {"name": "job_list", "arguments": {}, "_meta": meta}}),
+    ];
+    for line in lines_in {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    stdin.flush().await.unwrap();
+    let mut answers = std::collections::BTreeMap::new();
+    while answers.len() < 3 {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("an answer")
+            .unwrap()
+            .expect("stdout open");
+        let value: Value = serde_json::from_str(&line).unwrap();
+        if let Some(id) = value["id"].as_u64() {
+            answers.insert(id, value);
+        }
+    }
+    assert_eq!(answers[&1]["error"]["code"], -32602, "{}", answers[&1]);
+    assert_eq!(
+        answers[&2]["result"]["tools"][0]["name"], "bash",
+        "{}",
+        answers[&2]
+    );
+    assert_eq!(
+        answers[&3]["result"]["content"][0]["text"], "(no background jobs)",
+        "{}",
+        answers[&3]
+    );
+    drop(stdin);
+    assert!(child.wait().await.unwrap().success());
+}
