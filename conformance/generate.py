@@ -1243,9 +1243,170 @@ def extensions():
     ])
 
 
+# ---------------------------------------------------------------------------
+# The start tool (README: the start tool; WIT start-tool, check-start, started)
+
+START_BASE = {
+    "a": "Run a shell command in the background and return a job id immediately (collect with job_output, stop with job_kill). No timeout applies.",
+    "b": "Run a shell command in the background and return a task id immediately (collect with task_output, stop with task_kill). No timeout applies.",
+    "c": "Run a shell command in the background and return a job id immediately (check with job_status, block with job_wait, stop with job_cancel). No timeout applies.",
+}
+LIMITS_SENTENCE = "Optional limits (timeout_ms, cpu_seconds, memory_bytes, max_output_bytes) stop it when reached; the session's maxima apply to every job and cannot be raised."
+LIMIT_KEYS = [("timeout_ms", "timeout_ms", "Kill the job after this many milliseconds."),
+              ("cpu_seconds", "cpu_seconds", "CPU seconds each process of the job may use."),
+              ("memory_bytes", "memory_bytes", "Address space each process of the job may use, in bytes."),
+              ("max_output_bytes", "output_bytes", "Kill the job once it has written this many bytes of output.")]
+MAX_SAFE = 2**53 - 1
+BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
+
+
+def start_tool(p, ext):
+    props = {"command": {"type": "string", "description": "The command to run with bash -c."},
+             "workdir": {"type": "string", "description": "Working directory; relative paths resolve against the session's."},
+             "description": {"type": "string", "description": "Short description of what the command does."}}
+    if "input" in ext:
+        props["stdin"] = {"type": "boolean", "description": "Keep stdin open so the job can be written to (default: stdin is /dev/null)."}
+    if "ports" in ext:
+        props["name"] = {"type": "string", "description": "A name for the job; starting a name whose job is still running returns that job instead of a second one."}
+    if "limits" in ext:
+        for key, _, what in LIMIT_KEYS:
+            props[key] = {"type": "integer", "description": what}
+    text = START_BASE[p]
+    if "limits" in ext:
+        text = text.replace("No timeout applies.", LIMITS_SENTENCE)
+    return {"name": "bash", "description": text,
+            "input_schema": {"type": "object", "properties": props, "required": ["command"]},
+            "output_schema": {"type": "object", "properties": {"kind": {"type": "string", "enum": ["background"]}, "jobId": {"type": "string"}},
+                              "required": ["kind", "jobId"], "additionalProperties": False},
+            "annotations": ann("Run a background shell command", False, True, False, True)}
+
+
+def start_check(args, ext, maxima):
+    """The start tool's argument check, in its documented order: an ok request or the error text."""
+    if not isinstance(args, dict):
+        return "invalid arguments: expected an object"
+    violations = [f'"{k}" must be a string' for k in ("command", "workdir", "description")
+                  if k in args and not isinstance(args[k], str)]
+    if "command" not in args:
+        violations.append('missing required property "command"')
+    if violations:
+        return "invalid arguments: " + "; ".join(violations)
+    if isinstance(args.get("description"), str) and not args["description"].strip():
+        return "invalid description: expected a non-blank string"
+    req = {"command": args["command"], "workdir": args.get("workdir"), "description": args.get("description"),
+           "stdin": False, "name": None,
+           "limits": {"timeout_ms": None, "cpu_seconds": None, "memory_bytes": None, "output_bytes": None}}
+    if "input" in ext and args.get("stdin") is not None:
+        if not isinstance(args["stdin"], bool):
+            return 'invalid arguments: "stdin" must be a boolean'
+        req["stdin"] = args["stdin"]
+    if "ports" in ext and args.get("name") is not None:
+        if not isinstance(args["name"], str):
+            return 'invalid arguments: "name" must be a string'
+        req["name"] = args["name"]
+    if "limits" in ext:
+        for key, field, _ in LIMIT_KEYS:
+            most = maxima.get(field)
+            asked = args.get(key)
+            if asked is None:
+                req["limits"][field] = most
+                continue
+            if isinstance(asked, bool) or not isinstance(asked, int) or not 1 <= asked <= MAX_SAFE:
+                return f"invalid {key}: expected a whole number of at least 1, got {json.dumps(asked)}"
+            if key == "timeout_ms" and asked > MAX_TIMER:
+                return f"invalid timeout_ms: expected at most {MAX_TIMER}, got {asked}"
+            if most is not None and asked > most:
+                return f"invalid {key}: {asked} is more than this session's limit of {most}"
+            req["limits"][field] = asked
+    name = req["name"]
+    if name is not None:
+        if not name.strip():
+            return "invalid name: expected a non-blank string"
+        bad = [c for c in name if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or ord(c) in BIDI]
+        if bad:
+            return f"invalid name: it contains the control character U+{ord(bad[0]):04X}"
+        if nbytes(name) > 128:
+            return f"invalid name: {nbytes(name)} bytes is more than the limit of 128 bytes"
+    if not req["command"].strip():
+        return "invalid command: expected a non-blank string"
+    return req
+
+
+def start_refusal(p, error):
+    (case, payload), = error.items()
+    noun, kill = {"a": ("job", "job_kill"), "b": ("task", "task_kill"), "c": ("job", "job_cancel")}[p]
+    if case == "no-controller":
+        if p == "b":
+            return "background tasks unavailable: no control surface is attached (load @deepseek-ai/dsh-tool-tasks)"
+        return "background jobs unavailable: no job controller serves this agent (load @buckeyestudio/toh-tool-jobs in its composition)"
+    if case == "stale-owner":
+        return f'agent "{payload}" is not the registered agent instance (background {noun} owner must be live)'
+    if case == "limit-reached":
+        return f"background {noun} limit reached for this owner (limit: {payload}); use {kill} to stop an unneeded {noun}, wait for it to finish, then retry"
+    return payload
+
+
+def starts():
+    every = ["ready", "input", "log", "limits", "ports"]
+    for p in "abc":
+        for ext_name, ext in (("none", []), ("all", every), ("limits", ["limits"]), ("input-ports", ["input", "ports"])):
+            extra = {} if not ext else {"extensions": ext}
+            vec("starts", f"{p}-start-tool-{ext_name}", "3.1 start tool; WIT start-tool",
+                [{"start_tool": {}, "expect": start_tool(p, ext)}], config=cfg(p, **extra))
+    maxima = {"timeout_ms": 5000, "output_bytes": 1000000}
+    cases = [
+        ("missing", {}), ("command-number", {"command": 5}), ("three-wrong", {"command": 1, "workdir": 2, "description": 3}),
+        ("array", [1]), ("string", "make"), ("blank-description", {"command": "make", "description": "  "}),
+        ("blank-command", {"command": " \t"}), ("plain", {"command": "make test"}),
+        ("workdir", {"command": "make", "workdir": "sub/dir", "description": "build"}),
+        ("name", {"command": "npm run dev", "name": "web"}), ("blank-name", {"command": " ", "name": " "}),
+        ("name-bidi", {"command": "x", "name": "a\u202eb"}), ("name-newline", {"command": "x", "name": "a\nb"}),
+        ("name-long", {"command": "x", "name": "n" * 129}), ("name-long-utf8", {"command": "x", "name": "\u00e9" * 65}),
+        ("name-128", {"command": "x", "name": "n" * 128}), ("name-number", {"command": "x", "name": 5}),
+        ("stdin", {"command": "cat", "stdin": True}), ("stdin-string", {"command": "cat", "stdin": "yes"}),
+        ("stdin-null", {"command": "cat", "stdin": None}),
+        ("timeout-zero", {"command": "x", "timeout_ms": 0}), ("timeout-fraction", {"command": "x", "timeout_ms": 1.5}),
+        ("timeout-over-timer", {"command": "x", "timeout_ms": 3000000000}),
+        ("timeout-over-max", {"command": "x", "timeout_ms": 6000}), ("timeout-in-range", {"command": "x", "timeout_ms": 4000}),
+        ("cpu-unsafe", {"command": "x", "cpu_seconds": 9007199254740992}), ("memory-string", {"command": "x", "memory_bytes": "1"}),
+        ("memory-bool", {"command": "x", "memory_bytes": True}), ("output-over-max", {"command": "x", "max_output_bytes": 1000001}),
+        ("limits-given", {"command": "x", "cpu_seconds": 3, "memory_bytes": 1 << 30}),
+    ]
+    for p in "abc":
+        for ext_name, ext, lim in (("none", [], {}), ("all", every, maxima)):
+            extra = {} if not ext else {"extensions": ext}
+            if lim:
+                extra["limits"] = {"timeoutMs": lim["timeout_ms"], "outputBytes": lim["output_bytes"]}
+            for name, args in cases:
+                got = start_check(args, ext, lim)
+                expect = {"ok": got} if isinstance(got, dict) else {"err": {"text": "Error: " + got, "is_error": True, "value": None}}
+                vec("starts", f"{p}-check-start-{ext_name}-{name}", "3.1 start tool arguments; WIT check-start",
+                    [{"check_start": json.dumps(args, ensure_ascii=False), "expect": expect}], config=cfg(p, **extra))
+        vec("starts", f"{p}-check-start-not-json", "3.1 start tool arguments; WIT check-start",
+            [{"check_start": "{\"command\": ", "expect": {"err_prefix": "Error: invalid arguments: "}}], config=cfg(p))
+        request = {"command": "npm run dev", "workdir": None, "description": None, "stdin": False, "name": "web",
+                   "limits": {"timeout_ms": None, "cpu_seconds": None, "memory_bytes": None, "output_bytes": None}}
+        answers = [
+            ("new", {"new": "bash-1"}, {"text": "started background job bash-1", "is_error": False,
+                                        "value": {"kind": "background", "jobId": "bash-1"}}),
+            ("existing", {"existing": "bash-2"}, {"text": 'background job bash-2 named "web" is already running; not started again',
+                                                  "is_error": False, "value": {"kind": "background", "jobId": "bash-2"}}),
+        ]
+        for case, payload in (("no-controller", None), ("stale-owner", "alice"), ("limit-reached", 10),
+                              ("refused", "invalid workdir: /nope is not a directory")):
+            answers.append((case, {"error": {case: payload}},
+                            {"text": "Error: " + start_refusal(p, {case: payload}), "is_error": True, "value": None}))
+        for name, made, expect in answers:
+            vec("starts", f"{p}-started-{name}", "4.2 start errors, 4.3 acknowledgement; WIT started",
+                [{"started": {"request": request, "made": made}, "expect": expect}], config=cfg(p, extensions=every))
+    for p, transport, disposed in (("a", "push", "report"), ("b", "push", "ignore"), ("c", "pull", "report")):
+        vec("configs", f"config-{p}-notice-transport", "6.6, 6.7; WIT config notice-transport, disposed-owner",
+            [{"configure": cfg(p), "expect": {"ok": {"notice_transport": transport, "disposed_owner": disposed}}}])
+
+
 def main():
     for family in (reads, capped_reads, notices, delivery, errors, waits, lists_and_kills, definitions,
-                   configs, finalizes, profile_c, extensions):
+                   configs, finalizes, profile_c, extensions, starts):
         family()
     ids = [v["id"] for vs in ALL.values() for v in vs]
     dupes = {i for i in ids if ids.count(i) > 1}

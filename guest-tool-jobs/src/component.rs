@@ -5,7 +5,7 @@ use crate::config::{
     JobLimits as PlainLimits, Profile as PlainProfile, parse_config,
 };
 use crate::model::{self, JobsView};
-use crate::{model as logic, notice, surface};
+use crate::{model as logic, notice, start, surface};
 
 wit_bindgen::generate!({
     world: "tool-jobs",
@@ -14,8 +14,9 @@ wit_bindgen::generate!({
 
 use exports::harness::jobs::notices::{self, AgentStatus, Delivery, Lane, Notice, OwnerState};
 use exports::harness::jobs::tools::{
-    self, CallOutcome, CompletionDelivery, Config, ContentBlock, Extension, JobLimits, OwnerScope,
-    Profile, PromptSection, ToolAnnotations, ToolDefinition, ToolResult, UiCard, WaitRequest,
+    self, CallOutcome, CompletionDelivery, Config, ContentBlock, DisposedOwner, Extension,
+    JobLimits, NoticeTransport, OwnerScope, Profile, PromptSection, StartError, StartMade,
+    StartRequest, ToolAnnotations, ToolDefinition, ToolResult, UiCard, WaitRequest,
 };
 use harness::jobs::clock::now_ms;
 use harness::jobs::diag::{Level, log};
@@ -290,12 +291,35 @@ fn config_from(config: Config) -> PlainConfig {
             }
             set
         },
-        limits: PlainLimits {
-            timeout_ms: config.limits.timeout_ms,
-            cpu_seconds: config.limits.cpu_seconds,
-            memory_bytes: config.limits.memory_bytes,
-            output_bytes: config.limits.output_bytes,
-        },
+        limits: limits_from(config.limits),
+    }
+}
+
+fn limits_from(limits: JobLimits) -> PlainLimits {
+    PlainLimits {
+        timeout_ms: limits.timeout_ms,
+        cpu_seconds: limits.cpu_seconds,
+        memory_bytes: limits.memory_bytes,
+        output_bytes: limits.output_bytes,
+    }
+}
+
+fn limits_to(limits: PlainLimits) -> JobLimits {
+    JobLimits {
+        timeout_ms: limits.timeout_ms,
+        cpu_seconds: limits.cpu_seconds,
+        memory_bytes: limits.memory_bytes,
+        output_bytes: limits.output_bytes,
+    }
+}
+
+fn annotations_to(a: model::ToolAnnotations) -> ToolAnnotations {
+    ToolAnnotations {
+        title: a.title,
+        read_only_hint: a.read_only,
+        destructive_hint: a.destructive,
+        idempotent_hint: a.idempotent,
+        open_world_hint: a.open_world,
     }
 }
 
@@ -328,13 +352,71 @@ impl tools::Guest for Component {
             .into_iter()
             .filter_map(|(on, e)| on.then_some(e))
             .collect(),
-            limits: JobLimits {
-                timeout_ms: c.limits.timeout_ms,
-                cpu_seconds: c.limits.cpu_seconds,
-                memory_bytes: c.limits.memory_bytes,
-                output_bytes: c.limits.output_bytes,
+            limits: limits_to(c.limits),
+            // Profile C's notices are pulled at each step (the Go plugin's
+            // drain); A and B push theirs as jobs settle.
+            notice_transport: match c.profile {
+                PlainProfile::C => NoticeTransport::Pull,
+                PlainProfile::A | PlainProfile::B => NoticeTransport::Push,
+            },
+            // Profile B's delivery drops a notice for an owner torn down
+            // meanwhile without a word; A reports it.
+            disposed_owner: match c.profile {
+                PlainProfile::B => DisposedOwner::Ignore,
+                PlainProfile::A | PlainProfile::C => DisposedOwner::Report,
             },
         })
+    }
+
+    fn start_tool(config: Config) -> ToolDefinition {
+        install_panic_hook();
+        let tool = start::definition(&config_from(config));
+        ToolDefinition {
+            name: start::START_TOOL.to_owned(),
+            description: tool.description,
+            input_schema: tool.input_schema.to_string(),
+            output_schema: Some(tool.output_schema.to_string()),
+            annotations: annotations_to(tool.annotations),
+        }
+    }
+
+    fn check_start(config: Config, args_json: String) -> Result<StartRequest, ToolResult> {
+        install_panic_hook();
+        start::check(&config_from(config), &args_json)
+            .map(|r| StartRequest {
+                command: r.command,
+                workdir: r.workdir,
+                description: r.description,
+                stdin: r.stdin,
+                name: r.name,
+                limits: limits_to(r.limits),
+            })
+            .map_err(result_to)
+    }
+
+    fn started(
+        config: Config,
+        request: StartRequest,
+        made: Result<StartMade, StartError>,
+    ) -> ToolResult {
+        install_panic_hook();
+        let request = start::StartRequest {
+            command: request.command,
+            workdir: request.workdir,
+            description: request.description,
+            stdin: request.stdin,
+            name: request.name,
+            limits: limits_from(request.limits),
+        };
+        let made = match made {
+            Ok(StartMade::New(id)) => Ok(start::StartMade::New(id)),
+            Ok(StartMade::Existing(id)) => Ok(start::StartMade::Existing(id)),
+            Err(StartError::NoController) => Err(start::StartError::NoController),
+            Err(StartError::StaleOwner(s)) => Err(start::StartError::StaleOwner(s)),
+            Err(StartError::LimitReached(n)) => Err(start::StartError::LimitReached(n)),
+            Err(StartError::Refused(m)) => Err(start::StartError::Refused(m)),
+        };
+        result_to(start::started(&config_from(config), &request, made))
     }
 
     fn tool_definitions(config: Config) -> Vec<ToolDefinition> {
@@ -346,13 +428,7 @@ impl tools::Guest for Component {
                 description: d.description.to_owned(),
                 input_schema: d.input_schema.to_string(),
                 output_schema: d.output_schema.map(|s| s.to_string()),
-                annotations: ToolAnnotations {
-                    title: d.annotations.title,
-                    read_only_hint: d.annotations.read_only,
-                    destructive_hint: d.annotations.destructive,
-                    idempotent_hint: d.annotations.idempotent,
-                    open_world_hint: d.annotations.open_world,
-                },
+                annotations: annotations_to(d.annotations),
             })
             .collect()
     }
@@ -439,13 +515,17 @@ impl tools::Guest for Component {
     }
 }
 
+fn result_to(result: model::ToolResult) -> ToolResult {
+    ToolResult {
+        text: result.text,
+        is_error: result.is_error,
+        value: result.value.map(|v| v.to_string()),
+    }
+}
+
 fn outcome_from(step: model::Step<model::ToolResult>) -> CallOutcome {
     match step {
-        model::Step::Done(result) => CallOutcome::Done(ToolResult {
-            text: result.text,
-            is_error: result.is_error,
-            value: result.value.map(|v| v.to_string()),
-        }),
+        model::Step::Done(result) => CallOutcome::Done(result_to(result)),
         model::Step::Wait(request) => CallOutcome::Wait(WaitRequest {
             job_id: request.job_id,
             timeout_ms: request.timeout_ms,

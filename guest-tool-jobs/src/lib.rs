@@ -18,6 +18,7 @@ pub mod model;
 pub mod notice;
 pub mod profile_c;
 pub mod render;
+pub mod start;
 pub mod surface;
 pub mod tools;
 pub mod wording;

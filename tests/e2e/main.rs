@@ -18,6 +18,7 @@ mod randomized_c;
 mod registry;
 mod sandbox;
 mod scale;
+mod start_tool;
 mod teardown;
 mod tool_jobs;
 mod wasi;

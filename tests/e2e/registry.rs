@@ -440,7 +440,7 @@ async fn settling_during_a_wait_resolves_it_reported() {
     let (heard, _l) = reported_bits(&f.registry);
     let (id, job) = f.start(ScriptedJob::stream(None)).unwrap();
     let abort = no_abort();
-    let wait = f.registry.wait(&id, 60_000.0, None, &abort);
+    let wait = f.registry.wait(&id, 60_000, None, &abort);
     let settle = async {
         crate::fixture::until_waiting(&f.registry, &id).await;
         job.settle(OutcomeStatus::Completed, None, None).await;
@@ -456,12 +456,12 @@ async fn timed_out_and_aborted_waits_leave_no_waiter() {
     let f = Fixture::new().await;
     let (id, _job) = f.start(ScriptedJob::stream(None)).unwrap();
     for _ in 0..3 {
-        let snap = f.registry.wait(&id, 5.0, None, &no_abort()).await.unwrap();
+        let snap = f.registry.wait(&id, 5, None, &no_abort()).await.unwrap();
         assert_eq!((snap.status, snap.reported), (JobStatus::Running, false));
         assert_eq!(f.registry.waiter_count(&id), 0);
     }
     let abort = CancellationToken::new();
-    let wait = f.registry.wait(&id, 60_000.0, None, &abort);
+    let wait = f.registry.wait(&id, 60_000, None, &abort);
     let cancel = async {
         crate::fixture::until_waiting(&f.registry, &id).await;
         abort.cancel();
@@ -480,7 +480,7 @@ async fn a_dropped_wait_leaves_no_waiter() {
     let f = Fixture::new().await;
     let (id, _job) = f.start(ScriptedJob::stream(None)).unwrap();
     let abort = no_abort();
-    let mut wait = Box::pin(f.registry.wait(&id, 60_000.0, None, &abort));
+    let mut wait = Box::pin(f.registry.wait(&id, 60_000, None, &abort));
     tokio::select! {
         biased;
         _ = &mut wait => panic!("the job never settles"),
@@ -511,7 +511,7 @@ async fn a_finished_job_returns_at_once_reported() {
 async fn invalid_timeouts_are_refused_before_any_waiter() {
     let f = Fixture::new().await;
     let (id, _job) = f.start(ScriptedJob::stream(None)).unwrap();
-    for bad in [0.0, -5.0, f64::NAN, f64::INFINITY, MAX_TIMER_DELAY_MS + 1.0] {
+    for bad in [0, MAX_TIMER_DELAY_MS + 1, u64::MAX] {
         let err = f
             .registry
             .wait(&id, bad, None, &no_abort())
@@ -533,10 +533,7 @@ async fn an_already_aborted_signal_rejects_at_once() {
     let abort = CancellationToken::new();
     abort.cancel();
     assert_eq!(
-        f.registry
-            .wait(&id, 1000.0, None, &abort)
-            .await
-            .unwrap_err(),
+        f.registry.wait(&id, 1000, None, &abort).await.unwrap_err(),
         RegistryError::WaitAborted
     );
 }
@@ -547,7 +544,7 @@ async fn an_abort_before_settlement_rejects_and_the_notice_stays_due() {
     let (heard, _l) = reported_bits(&f.registry);
     let (id, job) = f.start(ScriptedJob::stream(None)).unwrap();
     let abort = CancellationToken::new();
-    let wait = f.registry.wait(&id, 60_000.0, None, &abort);
+    let wait = f.registry.wait(&id, 60_000, None, &abort);
     let race = async {
         crate::fixture::until_waiting(&f.registry, &id).await;
         abort.cancel();
@@ -565,7 +562,7 @@ async fn an_abort_after_settlement_still_resolves_reported() {
     let from_listener = abort.clone();
     let _l = f.registry.on_job_done(move |_, _| from_listener.cancel());
     let (id, job) = f.start(ScriptedJob::stream(None)).unwrap();
-    let wait = f.registry.wait(&id, 60_000.0, None, &abort);
+    let wait = f.registry.wait(&id, 60_000, None, &abort);
     let settle = async {
         crate::fixture::until_waiting(&f.registry, &id).await;
         job.settle(OutcomeStatus::Completed, None, None).await;
@@ -607,7 +604,7 @@ async fn owners_see_their_jobs_and_unowned_ones() {
     );
     assert_eq!(
         f.registry
-            .wait(&mine, 10.0, Some(&f.bob), &no_abort())
+            .wait(&mine, 10, Some(&f.bob), &no_abort())
             .await
             .unwrap_err()
             .to_string(),

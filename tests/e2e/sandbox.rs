@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::fixture::{Fixture, ScriptedJob, runtime};
+use host::plugin::{WIT_PACKAGE, wit_interface};
 use host::{JobRegistry, Mount, PluginRuntime, SandboxLimits};
 use serde_json::json;
 
@@ -35,25 +36,18 @@ fn the_guest_imports_only_harness_jobs_interfaces() {
         );
     }
     // Nothing outside the package may appear.
-    let allowed = [
-        "harness:jobs/clock@0.5.0",
-        "harness:jobs/diag@0.5.0",
-        "harness:jobs/registry@0.5.0",
-        "harness:jobs/types@0.5.0",
-    ];
-    assert!(
-        imports.iter().all(|i| allowed.contains(&i.as_str())),
-        "{imports:?}"
-    );
-    assert!(imports.iter().any(|i| i == "harness:jobs/registry@0.5.0"));
+    let allowed = ["clock", "diag", "registry", "types"].map(wit_interface);
+    assert!(imports.iter().all(|i| allowed.contains(i)), "{imports:?}");
+    assert!(imports.contains(&wit_interface("registry")));
     // Profile C reads the clock for its durations.
-    assert!(imports.iter().any(|i| i == "harness:jobs/clock@0.5.0"));
+    assert!(imports.contains(&wit_interface("clock")));
     let mut exports = runtime().exports();
     exports.sort();
-    assert_eq!(
-        exports,
-        ["harness:jobs/notices@0.5.0", "harness:jobs/tools@0.5.0"]
-    );
+    assert_eq!(exports, ["notices", "tools"].map(wit_interface));
+    // The package the host names is the one `wit/` declares.
+    let wit =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/wit/jobs.wit")).unwrap();
+    assert!(wit.contains(&format!("\npackage {WIT_PACKAGE};\n")));
 }
 
 #[tokio::test]
@@ -212,4 +206,48 @@ fn the_pool_maps_no_fiber_stacks_and_few_regions() {
     let added = regions().saturating_sub(before);
     assert!(added < 1000, "a runtime added {added} mappings");
     drop(runtime);
+}
+
+#[tokio::test]
+async fn a_guest_that_traps_or_spins_on_the_start_tool_starts_nothing_or_answers_an_error() {
+    let limits = SandboxLimits {
+        cpu_ticks: 100,
+        ..SandboxLimits::default()
+    };
+    let (mount, _registry) = rogue_mount(limits).await;
+    // A trap in the check: the start is never made.
+    let mut made = false;
+    let failed = mount
+        .start_with(r#"{"command": "panic"}"#, |_| {
+            made = true;
+            Ok(host::plugin::StartMade::New("bash-1".into()))
+        })
+        .await;
+    assert!(!made);
+    assert!(failed.is_error);
+    assert!(
+        failed.text.starts_with("Error: plugin failed: "),
+        "{}",
+        failed.text
+    );
+    // A guest that spins while wording a start the host made: the CPU budget
+    // ends it with an error, and the next call works.
+    let spun = mount
+        .start_with("spin", |_| {
+            Ok(host::plugin::StartMade::New("bash-2".into()))
+        })
+        .await;
+    assert!(spun.is_error);
+    assert!(
+        spun.text.starts_with("Error: plugin failed: "),
+        "{}",
+        spun.text
+    );
+    let next = mount
+        .start_with("true", |_| {
+            Ok(host::plugin::StartMade::New("bash-3".into()))
+        })
+        .await;
+    assert!(!next.is_error);
+    assert_eq!(next.text, "Ok(StartMade::New(\"bash-3\"))");
 }

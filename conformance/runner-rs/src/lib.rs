@@ -25,7 +25,9 @@ mod bindings {
 
 use bindings::exports::harness::jobs::notices::{AgentStatus, OwnerState};
 use bindings::exports::harness::jobs::tools::{
-    CallOutcome, CompletionDelivery, Config as GuestConfig, ContentBlock, Extension, Profile,
+    CallOutcome, CompletionDelivery, Config as GuestConfig, ContentBlock, DisposedOwner, Extension,
+    JobLimits, NoticeTransport, Profile, StartError, StartMade, StartRequest, ToolDefinition,
+    ToolResult,
 };
 use bindings::harness::jobs::types as wit;
 use bindings::{ToolJobs, ToolJobsPre};
@@ -237,32 +239,37 @@ impl Runner {
                 .call_tool_definitions(&mut *store, config)
                 .map_err(trap)?;
             let only_annotations = step.get("tool_annotations").is_some();
-            let mut out = Vec::new();
-            for d in defs {
-                let parse = |s: &str| {
-                    serde_json::from_str::<Value>(s).map_err(|e| format!("schema is not JSON: {e}"))
-                };
-                let a = &d.annotations;
-                let annotations = json!({
-                    "title": a.title,
-                    "readOnlyHint": a.read_only_hint,
-                    "destructiveHint": a.destructive_hint,
-                    "idempotentHint": a.idempotent_hint,
-                    "openWorldHint": a.open_world_hint,
-                });
-                out.push(if only_annotations {
-                    json!({"name": d.name, "annotations": annotations})
-                } else {
-                    json!({
-                        "name": d.name,
-                        "description": d.description,
-                        "input_schema": parse(&d.input_schema)?,
-                        "output_schema": match &d.output_schema { Some(s) => parse(s)?, None => Value::Null },
-                        "annotations": annotations,
-                    })
-                });
-            }
+            let out = defs
+                .iter()
+                .map(|d| definition_json(d, only_annotations))
+                .collect::<Result<Vec<_>, _>>()?;
             return Ok(Value::Array(out));
+        }
+        if step.get("start_tool").is_some() {
+            let tool = guest
+                .harness_jobs_tools()
+                .call_start_tool(&mut *store, config)
+                .map_err(trap)?;
+            return definition_json(&tool, false);
+        }
+        if let Some(args) = step.get("check_start").and_then(Value::as_str) {
+            let checked = guest
+                .harness_jobs_tools()
+                .call_check_start(&mut *store, config, args)
+                .map_err(trap)?;
+            return Ok(match checked {
+                Ok(r) => json!({"ok": request_json(&r)}),
+                Err(r) => json!({"err": result_json(&r)?}),
+            });
+        }
+        if let Some(started) = step.get("started") {
+            let request = request_from(&started["request"]);
+            let made = made_from(&started["made"])?;
+            let result = guest
+                .harness_jobs_tools()
+                .call_started(&mut *store, config, &request, made.as_ref())
+                .map_err(trap)?;
+            return result_json(&result);
         }
         if let Some(tool) = step.get("describe_call").and_then(Value::as_str) {
             let card = guest
@@ -371,8 +378,113 @@ impl Runner {
     }
 }
 
+/// A tool definition in the vectors' form (schemas parsed, annotations as MCP
+/// spells them), or only its name and annotations.
+fn definition_json(d: &ToolDefinition, only_annotations: bool) -> Result<Value, String> {
+    let parse =
+        |s: &str| serde_json::from_str::<Value>(s).map_err(|e| format!("schema is not JSON: {e}"));
+    let a = &d.annotations;
+    let annotations = json!({
+        "title": a.title,
+        "readOnlyHint": a.read_only_hint,
+        "destructiveHint": a.destructive_hint,
+        "idempotentHint": a.idempotent_hint,
+        "openWorldHint": a.open_world_hint,
+    });
+    Ok(if only_annotations {
+        json!({"name": d.name, "annotations": annotations})
+    } else {
+        json!({
+            "name": d.name,
+            "description": d.description,
+            "input_schema": parse(&d.input_schema)?,
+            "output_schema": match &d.output_schema { Some(s) => parse(s)?, None => Value::Null },
+            "annotations": annotations,
+        })
+    })
+}
+
+fn result_json(r: &ToolResult) -> Result<Value, String> {
+    let value = match &r.value {
+        Some(v) => serde_json::from_str(v).map_err(|e| format!("value is not JSON ({e}): {v}"))?,
+        None => Value::Null,
+    };
+    Ok(json!({"text": r.text, "is_error": r.is_error, "value": value}))
+}
+
+fn limits_json(l: &JobLimits) -> Value {
+    json!({
+        "timeout_ms": l.timeout_ms,
+        "cpu_seconds": l.cpu_seconds,
+        "memory_bytes": l.memory_bytes,
+        "output_bytes": l.output_bytes,
+    })
+}
+
+fn request_json(r: &StartRequest) -> Value {
+    json!({
+        "command": r.command,
+        "workdir": r.workdir,
+        "description": r.description,
+        "stdin": r.stdin,
+        "name": r.name,
+        "limits": limits_json(&r.limits),
+    })
+}
+
+fn request_from(v: &Value) -> StartRequest {
+    let text = |key: &str| v[key].as_str().map(str::to_owned);
+    let limit = |key: &str| v["limits"][key].as_u64();
+    StartRequest {
+        command: text("command").unwrap_or_default(),
+        workdir: text("workdir"),
+        description: text("description"),
+        stdin: v["stdin"].as_bool().unwrap_or(false),
+        name: text("name"),
+        limits: JobLimits {
+            timeout_ms: limit("timeout_ms"),
+            cpu_seconds: limit("cpu_seconds"),
+            memory_bytes: limit("memory_bytes"),
+            output_bytes: limit("output_bytes"),
+        },
+    }
+}
+
+/// `{"new": id}`, `{"existing": id}` or `{"error": {"<start-error case>": payload}}`.
+fn made_from(v: &Value) -> Result<Result<StartMade, StartError>, String> {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    if let Some(id) = v.get("new") {
+        return Ok(Ok(StartMade::New(text(id))));
+    }
+    if let Some(id) = v.get("existing") {
+        return Ok(Ok(StartMade::Existing(text(id))));
+    }
+    let error = v["error"]
+        .as_object()
+        .and_then(|e| e.iter().next())
+        .ok_or_else(|| format!("unknown start answer {v}"))?;
+    Ok(Err(match error {
+        (case, _) if case == "no-controller" => StartError::NoController,
+        (case, p) if case == "stale-owner" => StartError::StaleOwner(text(p)),
+        (case, p) if case == "limit-reached" => StartError::LimitReached(p.as_u64().unwrap_or(0)),
+        (case, p) if case == "refused" => StartError::Refused(text(p)),
+        (case, _) => return Err(format!("unknown start-error case {case}")),
+    }))
+}
+
 /// Compares a step's actual answer with what the vector expects.
 fn check(step: &Value, got: &Value) -> Result<(), String> {
+    let want = &step["expect"];
+    if step.get("check_start").is_some()
+        && let Some(prefix) = want.get("err_prefix").and_then(Value::as_str)
+    {
+        let text = got["err"]["text"].as_str().unwrap_or_default();
+        return if text.starts_with(prefix) && got["err"]["is_error"] == true {
+            Ok(())
+        } else {
+            Err(format!("expected an error starting {prefix:?}, got {got}"))
+        };
+    }
     if let Some(want) = step.get("state").and_then(Value::as_object) {
         for (id, fields) in want {
             for (field, value) in fields.as_object().into_iter().flatten() {
@@ -384,7 +496,6 @@ fn check(step: &Value, got: &Value) -> Result<(), String> {
         }
         return Ok(());
     }
-    let want = &step["expect"];
     if step.get("invoke").is_some() {
         if let Some(waits) = step.get("waits").and_then(Value::as_array) {
             let asked: Vec<_> = waits.iter().map(|w| w["expect"].clone()).collect();
@@ -463,11 +574,14 @@ fn config_json(c: &GuestConfig) -> Value {
             Extension::Limits => "limits",
             Extension::Ports => "ports",
         }).collect::<Vec<_>>(),
-        "limits": {
-            "timeout_ms": c.limits.timeout_ms,
-            "cpu_seconds": c.limits.cpu_seconds,
-            "memory_bytes": c.limits.memory_bytes,
-            "output_bytes": c.limits.output_bytes,
+        "limits": limits_json(&c.limits),
+        "notice_transport": match c.notice_transport {
+            NoticeTransport::Push => "push",
+            NoticeTransport::Pull => "pull",
+        },
+        "disposed_owner": match c.disposed_owner {
+            DisposedOwner::Report => "report",
+            DisposedOwner::Ignore => "ignore",
         },
     })
 }

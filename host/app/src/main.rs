@@ -445,12 +445,16 @@ fn check(path: &Path, cache_dir: Option<&Path>) -> ExitCode {
     match PluginRuntime::from_component_bytes(&bytes, SandboxLimits::default(), cache_dir) {
         Ok(runtime) if runtime.imports_wasi() => {
             println!(
-                "runnable: yes (world harness:jobs/tool-jobs@0.5.0; its WASI imports get a deny-by-default context)"
+                "runnable: yes (world {}; its WASI imports get a deny-by-default context)",
+                host::plugin::wit_interface("tool-jobs")
             );
             ExitCode::SUCCESS
         }
         Ok(_) => {
-            println!("runnable: yes (world harness:jobs/tool-jobs@0.5.0)");
+            println!(
+                "runnable: yes (world {})",
+                host::plugin::wit_interface("tool-jobs")
+            );
             ExitCode::SUCCESS
         }
         Err(e) => {

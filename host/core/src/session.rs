@@ -1,5 +1,7 @@
-//! One agent's session over the host: a `bash` tool that starts background jobs,
-//! the plugin's tools, and completion notices placed before the next tool result.
+//! One agent's session over the host: the plugin's start tool (`bash`) wired to
+//! a shell producer, the plugin's job tools, and completion notices placed
+//! before the next tool result. Every word the model reads comes from the
+//! plugin; this module is wiring.
 //!
 //! The MCP server and the interactive shell of `jobs-host` are thin front ends over
 //! [`Session`]; a harness can use it the same way.
@@ -7,100 +9,14 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
+use serde_json::Value;
+use tokio::sync::{OnceCell, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::bash::{BashProducer, BashRequest, JobLimits, Started, started_text};
+use crate::bash::{BashProducer, BashRequest, Started};
 use crate::owner::{Agent, AgentStatus, DeliveryError, Lane, NoticeMessage, Owner};
-use crate::plugin::{Mount, ToolAnnotations, ToolDefinition, ToolOutcome};
+use crate::plugin::{Mount, StartMade, StartRequest, ToolDefinition, ToolOutcome};
 use crate::registry::JobRegistry;
-
-/// The name of the session's own tool that starts background shell jobs.
-pub const BASH_TOOL: &str = "bash";
-
-/// The `bash` tool's description, naming the profile's read and kill tools.
-pub fn bash_description(profile: crate::plugin::Profile) -> &'static str {
-    match profile {
-        crate::plugin::Profile::A => {
-            "Run a shell command in the background and return a job id immediately (collect with job_output, stop with job_kill). No timeout applies."
-        }
-        crate::plugin::Profile::B => {
-            "Run a shell command in the background and return a task id immediately (collect with task_output, stop with task_kill). No timeout applies."
-        }
-        crate::plugin::Profile::C => {
-            "Run a shell command in the background and return a job id immediately (check with job_status, block with job_wait, stop with job_cancel). No timeout applies."
-        }
-    }
-}
-
-/// The `bash` tool's description under a config: with the `limits` extension,
-/// the sentence about timeouts says what applies instead.
-pub fn bash_description_for(config: &crate::plugin::PluginConfig) -> String {
-    let base = bash_description(config.profile);
-    if !has_extension(config, Extension::Limits) {
-        return base.to_owned();
-    }
-    base.replace(
-        "No timeout applies.",
-        "Optional limits (timeout_ms, cpu_seconds, memory_bytes, max_output_bytes) stop it when reached; the session's maxima apply to every job and cannot be raised.",
-    )
-}
-
-/// Whether a mount's config enables `extension`.
-pub fn has_extension(config: &crate::plugin::PluginConfig, extension: Extension) -> bool {
-    config.extensions.contains(&extension)
-}
-
-pub use crate::plugin::Extension;
-
-/// The `bash` tool's title and behaviour hints: it runs any command, so it is
-/// neither read-only nor closed-world, and a second start is a second job.
-pub fn bash_annotations() -> ToolAnnotations {
-    ToolAnnotations {
-        title: "Run a background shell command".to_owned(),
-        read_only_hint: false,
-        destructive_hint: true,
-        idempotent_hint: false,
-        open_world_hint: true,
-    }
-}
-
-/// The `bash` tool's JSON Schema.
-pub fn bash_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "command": {"type": "string", "description": "The command to run with bash -c."},
-            "workdir": {"type": "string", "description": "Working directory; relative paths resolve against the session's."},
-            "description": {"type": "string", "description": "Short description of what the command does."}
-        },
-        "required": ["command"]
-    })
-}
-
-/// The `bash` tool's JSON Schema under a config: the extensions add `stdin`
-/// (input), `name` (ports) and the limits (limits).
-pub fn bash_schema_for(config: &crate::plugin::PluginConfig) -> Value {
-    let mut schema = bash_schema();
-    let properties = &mut schema["properties"];
-    if has_extension(config, Extension::Input) {
-        properties["stdin"] = json!({"type": "boolean", "description": "Keep stdin open so the job can be written to (default: stdin is /dev/null)."});
-    }
-    if has_extension(config, Extension::Ports) {
-        properties["name"] = json!({"type": "string", "description": "A name for the job; starting a name whose job is still running returns that job instead of a second one."});
-    }
-    if has_extension(config, Extension::Limits) {
-        let limit = |what: &str| json!({"type": "integer", "description": what});
-        properties["timeout_ms"] = limit("Kill the job after this many milliseconds.");
-        properties["cpu_seconds"] = limit("CPU seconds each process of the job may use.");
-        properties["memory_bytes"] =
-            limit("Address space each process of the job may use, in bytes.");
-        properties["max_output_bytes"] =
-            limit("Kill the job once it has written this many bytes of output.");
-    }
-    schema
-}
 
 /// The agent side of a session: it is always mid-conversation (a client model
 /// cannot be woken from here), so notices arrive through the inject lane and
@@ -157,6 +73,8 @@ pub struct Session {
     registry: JobRegistry,
     mount: Arc<Mount>,
     bash: BashProducer,
+    /// The start tool's name, as the plugin defines it (asked once).
+    start_name: OnceCell<String>,
 }
 
 impl Session {
@@ -182,6 +100,7 @@ impl Session {
             registry,
             mount,
             bash,
+            start_name: OnceCell::new(),
         };
         (session, announced)
     }
@@ -215,29 +134,34 @@ impl Session {
         self.agent.take()
     }
 
-    /// The `bash` tool followed by the plugin's tools.
+    /// The plugin's start tool followed by its job tools.
     ///
     /// # Errors
     ///
     /// When the plugin fails to list its tools.
     pub async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>, crate::PluginError> {
-        let mut tools = vec![ToolDefinition {
-            name: BASH_TOOL.to_owned(),
-            description: bash_description_for(self.mount.config()),
-            input_schema: bash_schema_for(self.mount.config()).to_string(),
-            output_schema: Some(
-                json!({
-                    "type": "object",
-                    "properties": {"kind": {"type": "string", "enum": ["background"]}, "jobId": {"type": "string"}},
-                    "required": ["kind", "jobId"],
-                    "additionalProperties": false
-                })
-                .to_string(),
-            ),
-            annotations: bash_annotations(),
-        }];
+        let start = self.mount.start_tool().await?;
+        // Known now, so a call never has to ask again.
+        let _ = self.start_name.set(start.name.clone());
+        let mut tools = vec![start];
         tools.extend(self.mount.tool_definitions().await?);
         Ok(tools)
+    }
+
+    /// Whether `tool` is the plugin's start tool.
+    async fn is_start_tool(&self, tool: &str) -> bool {
+        let name = self
+            .start_name
+            .get_or_try_init(|| async { self.mount.start_tool().await.map(|t| t.name) })
+            .await;
+        match name {
+            Ok(name) => name == tool,
+            // The call then goes to the plugin's invoke, which answers for it.
+            Err(e) => {
+                tracing::warn!("jobs: the plugin's start tool is unavailable: {e}");
+                false
+            }
+        }
     }
 
     /// Runs one tool call, then collects the notices delivered so far.
@@ -258,7 +182,7 @@ impl Session {
         args: &Value,
         abort: &CancellationToken,
     ) -> SessionReply {
-        let outcome = if tool == BASH_TOOL {
+        let outcome = if self.is_start_tool(tool).await {
             if abort.is_cancelled() {
                 return SessionReply {
                     notices: Vec::new(),
@@ -269,7 +193,7 @@ impl Session {
                     },
                 };
             }
-            self.start_bash(args)
+            self.start(args).await
         } else {
             self.mount
                 .invoke_with_abort(Some(&self.owner), tool, &args.to_string(), abort)
@@ -289,33 +213,27 @@ impl Session {
         }
     }
 
-    fn start_bash(&self, args: &Value) -> ToolOutcome {
-        let error = |message: String| ToolOutcome {
-            text: format!("Error: {message}"),
-            is_error: true,
-            value: None,
-        };
-        let request = match bash_request(args, self.mount.config()) {
-            Ok(request) => request,
-            Err(message) => return error(message),
-        };
-        let name = request.name.clone();
-        match self.bash.start_named(Some(self.owner.clone()), request) {
-            Ok(Started::New(id)) => ToolOutcome {
-                text: started_text(&id),
-                is_error: false,
-                value: Some(json!({"kind": "background", "jobId": id})),
-            },
-            Ok(Started::Existing(id)) => ToolOutcome {
-                text: format!(
-                    "background job {id} named \"{}\" is already running; not started again",
-                    name.unwrap_or_default()
-                ),
-                is_error: false,
-                value: Some(json!({"kind": "background", "jobId": id})),
-            },
-            Err(e) => error(e.to_string()),
-        }
+    /// The start tool: the plugin checks the arguments and words the answer;
+    /// the shell producer makes the start.
+    async fn start(&self, args: &Value) -> ToolOutcome {
+        self.mount
+            .start_with(&args.to_string(), |request: &StartRequest| {
+                let request = BashRequest {
+                    command: request.command.clone(),
+                    workdir: request.workdir.as_ref().map(PathBuf::from),
+                    stdin: request.stdin,
+                    name: request.name.clone(),
+                    limits: request.limits,
+                    ..BashRequest::default()
+                };
+                self.bash
+                    .start_named(Some(self.owner.clone()), request)
+                    .map(|started| match started {
+                        Started::New(id) => StartMade::New(id),
+                        Started::Existing(id) => StartMade::Existing(id),
+                    })
+            })
+            .await
     }
 
     /// Ends the session (for profile C, the run): its jobs are cancelled and
@@ -323,92 +241,5 @@ impl Session {
     pub async fn close(&self) {
         self.registry.dispose_owner(&self.owner).await;
         self.registry.agents().unregister(&self.owner);
-    }
-}
-
-/// Checks the `bash` tool's arguments; the extension arguments only where
-/// `config` enables them (elsewhere they are ignored, as any unknown key).
-fn bash_request(args: &Value, config: &crate::plugin::PluginConfig) -> Result<BashRequest, String> {
-    let Value::Object(map) = args else {
-        return Err("invalid arguments: expected an object".to_owned());
-    };
-    let mut violations = Vec::new();
-    let text =
-        |map: &Map<String, Value>, key: &str, violations: &mut Vec<String>| -> Option<String> {
-            match map.get(key) {
-                None => None,
-                Some(Value::String(s)) => Some(s.clone()),
-                Some(_) => {
-                    violations.push(format!("\"{key}\" must be a string"));
-                    None
-                }
-            }
-        };
-    let command = text(map, "command", &mut violations);
-    let workdir = text(map, "workdir", &mut violations);
-    let description = text(map, "description", &mut violations);
-    if !map.contains_key("command") {
-        violations.push("missing required property \"command\"".to_owned());
-    }
-    if !violations.is_empty() {
-        return Err(format!("invalid arguments: {}", violations.join("; ")));
-    }
-    if description.as_deref().is_some_and(|d| d.trim().is_empty()) {
-        return Err("invalid description: expected a non-blank string".to_owned());
-    }
-    let mut request = BashRequest {
-        command: command.unwrap_or_default(),
-        workdir: workdir.map(PathBuf::from),
-        ..BashRequest::default()
-    };
-    if has_extension(config, Extension::Input) {
-        request.stdin = match map.get("stdin") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => return Err("invalid arguments: \"stdin\" must be a boolean".to_owned()),
-        };
-    }
-    if has_extension(config, Extension::Ports) {
-        request.name = match map.get("name") {
-            None | Some(Value::Null) => None,
-            // The producer checks the name itself (blank, too long).
-            Some(Value::String(name)) => Some(name.clone()),
-            Some(_) => return Err("invalid arguments: \"name\" must be a string".to_owned()),
-        };
-    }
-    if has_extension(config, Extension::Limits) {
-        let max = &config.limits;
-        request.limits = JobLimits {
-            timeout_ms: limit(map, "timeout_ms", max.timeout_ms)?,
-            cpu_seconds: limit(map, "cpu_seconds", max.cpu_seconds)?,
-            memory_bytes: limit(map, "memory_bytes", max.memory_bytes)?,
-            output_bytes: limit(map, "max_output_bytes", max.output_bytes)?,
-        };
-    }
-    Ok(request)
-}
-
-/// One limit: what the call asks for (a whole number of at least 1, at most
-/// the session's maximum), or else the maximum.
-fn limit(map: &Map<String, Value>, key: &str, max: Option<u64>) -> Result<Option<u64>, String> {
-    let asked = match map.get(key) {
-        None | Some(Value::Null) => return Ok(max),
-        Some(v) => v
-            .as_u64()
-            .filter(|n| *n >= 1 && *n <= crate::registry::MAX_SAFE_INTEGER)
-            .ok_or_else(|| {
-                format!("invalid {key}: expected a whole number of at least 1, got {v}")
-            })?,
-    };
-    if key == "timeout_ms" && asked > crate::registry::MAX_TIMER_DELAY_MS as u64 {
-        return Err(format!(
-            "invalid timeout_ms: expected at most 2147483647, got {asked}"
-        ));
-    }
-    match max {
-        Some(max) if asked > max => Err(format!(
-            "invalid {key}: {asked} is more than this session's limit of {max}"
-        )),
-        _ => Ok(Some(asked)),
     }
 }

@@ -11,8 +11,9 @@ wit_bindgen::generate!({
 
 use exports::harness::jobs::notices::{self, Delivery, Notice, OwnerState};
 use exports::harness::jobs::tools::{
-    self, CallOutcome, CompletionDelivery, Config, ContentBlock, OwnerScope, Profile,
-    PromptSection, ToolDefinition, ToolResult, UiCard, WaitRequest,
+    self, CallOutcome, CompletionDelivery, Config, ContentBlock, DisposedOwner, NoticeTransport,
+    OwnerScope, Profile, PromptSection, StartError, StartMade, StartRequest, ToolAnnotations,
+    ToolDefinition, ToolResult, UiCard, WaitRequest,
 };
 use harness::jobs::types::{JobSnapshot, RegistryError, Waited};
 
@@ -71,12 +72,15 @@ fn wasi_misdeed(what: &str) -> String {
 impl tools::Guest for Rogue {
     // `"c"` anywhere in the config picks profile C, whose notices the host pulls.
     fn configure(config_json: String) -> Result<Config, String> {
+        let pulls = config_json.contains("\"c\"");
         Ok(Config {
-            profile: if config_json.contains("\"c\"") {
-                Profile::C
+            profile: if pulls { Profile::C } else { Profile::A },
+            notice_transport: if pulls {
+                NoticeTransport::Pull
             } else {
-                Profile::A
+                NoticeTransport::Push
             },
+            disposed_owner: DisposedOwner::Report,
             wait_timeout_ms: 10,
             max_wait_timeout_ms: 50,
             completion_delivery: CompletionDelivery::Quiet,
@@ -95,6 +99,60 @@ impl tools::Guest for Rogue {
 
     fn tool_definitions(_config: Config) -> Vec<ToolDefinition> {
         Vec::new()
+    }
+
+    fn start_tool(_config: Config) -> ToolDefinition {
+        ToolDefinition {
+            name: "bash".into(),
+            description: "rogue start".into(),
+            input_schema: "{}".into(),
+            output_schema: None,
+            annotations: ToolAnnotations {
+                title: "rogue".into(),
+                read_only_hint: true,
+                destructive_hint: false,
+                idempotent_hint: true,
+                open_world_hint: false,
+            },
+        }
+    }
+
+    // `"panic"` in the arguments traps the check; anything else is started
+    // as the command it names.
+    fn check_start(_config: Config, args_json: String) -> Result<StartRequest, ToolResult> {
+        assert!(!args_json.contains("panic"), "rogue check-start panics");
+        Ok(StartRequest {
+            command: args_json,
+            workdir: None,
+            description: None,
+            stdin: false,
+            name: None,
+            limits: tools::JobLimits {
+                timeout_ms: None,
+                cpu_seconds: None,
+                memory_bytes: None,
+                output_bytes: None,
+            },
+        })
+    }
+
+    // Spins on a start the host made: the answer comes from the CPU budget.
+    fn started(
+        _config: Config,
+        request: StartRequest,
+        made: Result<StartMade, StartError>,
+    ) -> ToolResult {
+        if request.command.contains("spin") {
+            let mut n: u64 = 0;
+            loop {
+                n = std::hint::black_box(n.wrapping_add(1));
+            }
+        }
+        ToolResult {
+            text: format!("{made:?}"),
+            is_error: made.is_err(),
+            value: None,
+        }
     }
 
     fn describe_call(_config: Config, _tool_name: String, _args_json: String) -> Option<UiCard> {

@@ -556,10 +556,14 @@ fn check_accepts_the_built_in_plugin() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("  harness:jobs/registry@0.5.0\n"), "{text}");
-    assert!(text.contains("  harness:jobs/tools@0.5.0\n"), "{text}");
+    let named = host::plugin::wit_interface;
     assert!(
-        text.ends_with("runnable: yes (world harness:jobs/tool-jobs@0.5.0)\n"),
+        text.contains(&format!("  {}\n", named("registry"))),
+        "{text}"
+    );
+    assert!(text.contains(&format!("  {}\n", named("tools"))), "{text}");
+    assert!(
+        text.ends_with(&format!("runnable: yes (world {})\n", named("tool-jobs"))),
         "{text}"
     );
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::bindings::exports::harness::jobs::notices as wit_notices;
-use super::bindings::exports::harness::jobs::tools::{Config as PluginConfig, Profile};
+use super::bindings::exports::harness::jobs::tools::{Config as PluginConfig, DisposedOwner};
 use super::bindings::harness::jobs::types as wit;
 use super::runtime::{PluginRuntime, instantiate};
 use super::trap;
@@ -103,9 +103,13 @@ async fn deliver_one(
         Lane::Followup => agent.followup(message),
     })? {
         Ok(()) => Ok(()),
-        // Profile B: an owner torn down while its notice was on the way is a
-        // harmless race, not a failure.
-        Err(owner::DeliveryError::Disposed(_)) if config.profile == Profile::B => Ok(()),
+        // An owner torn down while its notice was on the way is a harmless
+        // race, not a failure, where the config says so (profile B).
+        Err(owner::DeliveryError::Disposed(_))
+            if config.disposed_owner == DisposedOwner::Ignore =>
+        {
+            Ok(())
+        }
         Err(e) => Err(e.to_string()),
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Rooms: [`runtime`] (engine configuration, limits, the pre-instantiated
 //! component), `cache` (the compiled artifact on disk), [`mount`] (one loaded copy
-//! over a registry and its calls), `delivery` (pushed completion notices),
+//! over a registry and its calls), `start` (the start tool, through the
+//! guest), `delivery` (pushed completion notices),
 //! `host_impl` (the WIT interfaces the host implements) and `convert` (the
 //! conversions between registry and WIT types).
 //!
@@ -20,6 +21,7 @@ mod delivery;
 mod host_impl;
 pub mod mount;
 pub mod runtime;
+mod start;
 pub mod wasi;
 
 mod bindings {
@@ -42,6 +44,18 @@ pub use bindings::exports::harness::jobs::tools::{
 
 pub use mount::{Mount, ToolOutcome};
 pub use runtime::{PluginRuntime, SandboxLimits, inspect_component};
+pub use start::{StartMade, StartRequest};
+
+/// The WIT package this host implements, as components name it in their
+/// imports and exports (`harness:jobs/registry@0.6.0`, ...).
+pub const WIT_PACKAGE: &str = "harness:jobs@0.6.0";
+
+/// [`WIT_PACKAGE`]'s interface `name` (`registry`, `tools`, ...), as a
+/// component's import or export names it.
+pub fn wit_interface(name: &str) -> String {
+    let (package, version) = WIT_PACKAGE.split_once('@').expect("a versioned package");
+    format!("{package}/{name}@{version}")
+}
 
 /// The tool-jobs component this crate was built with.
 pub const TOOL_JOBS_WASM: &[u8] = include_bytes!(env!("TOOL_JOBS_WASM"));

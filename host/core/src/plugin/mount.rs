@@ -10,8 +10,8 @@ use wasmtime::component::Resource;
 use super::bindings::ToolJobs;
 use super::bindings::exports::harness::jobs::notices::Notice;
 use super::bindings::exports::harness::jobs::tools::{
-    CallOutcome, Config as PluginConfig, ContentBlock, Profile, PromptSection, ToolDefinition,
-    ToolResult, UiCard, WaitRequest,
+    CallOutcome, Config as PluginConfig, ContentBlock, NoticeTransport, PromptSection,
+    ToolDefinition, ToolResult, UiCard, WaitRequest,
 };
 use super::bindings::harness::jobs::types as wit;
 use super::delivery::{NoticeWork, deliver_notices};
@@ -92,7 +92,7 @@ impl Mount {
         // A pulling mount (profile C) takes settled jobs from the registry at the
         // owner's next step instead; asking its guest about each settlement
         // would only cost an instance per job.
-        let listener = (config.profile != Profile::C).then(|| {
+        let listener = (config.notice_transport == NoticeTransport::Push).then(|| {
             let owed = sender.clone();
             (
                 registry.on_job_done_in(scope, move |job, owner| {
@@ -261,7 +261,7 @@ impl Mount {
         let cap = self
             .config
             .max_wait_timeout_ms
-            .clamp(1, registry::MAX_TIMER_DELAY_MS as u64);
+            .clamp(1, registry::MAX_TIMER_DELAY_MS);
         let timeout_ms = u64::from(request.timeout_ms).clamp(1, cap);
         let until = request
             .until
@@ -273,7 +273,7 @@ impl Mount {
             })
             .unwrap_or_default();
         self.registry
-            .wait_held(&request.job_id, timeout_ms as f64, caller, abort, &until)
+            .wait_held(&request.job_id, timeout_ms, caller, abort, &until)
             .await
             .map(|(job, end, matched, hold)| {
                 let waited = wit::Waited {
@@ -441,7 +441,7 @@ impl Mount {
     }
 
     /// Runs `f` against a fresh instance that has no caller scope.
-    async fn with_instance<T: Send>(
+    pub(super) async fn with_instance<T: Send>(
         &self,
         f: impl FnOnce(&ToolJobs, &mut Store<CallState>) -> wasmtime::Result<T> + Send,
     ) -> Result<T, PluginError> {
@@ -492,7 +492,7 @@ pub const CANCELLED_BEFORE_IT_RAN: &str = "Error: cancelled before it ran";
 /// only stops a guest that keeps asking.
 const MAX_WAITS_PER_CALL: usize = 8;
 
-fn outcome_of(result: ToolResult) -> ToolOutcome {
+pub(super) fn outcome_of(result: ToolResult) -> ToolOutcome {
     ToolOutcome {
         value: result.value.and_then(|v| serde_json::from_str(&v).ok()),
         text: result.text,
@@ -500,7 +500,7 @@ fn outcome_of(result: ToolResult) -> ToolOutcome {
     }
 }
 
-fn failed(error: &dyn std::fmt::Display) -> ToolOutcome {
+pub(super) fn failed(error: &dyn std::fmt::Display) -> ToolOutcome {
     ToolOutcome {
         text: format!("Error: {error}"),
         is_error: true,

@@ -160,12 +160,12 @@ impl JobRegistry {
     ///
     /// # Errors
     ///
-    /// Unknown or foreign job (checked first), then an invalid timeout (not
-    /// finite, not positive, or above 2147483647 ms), then an abort.
+    /// Unknown or foreign job (checked first), then an invalid timeout (0, or
+    /// above 2147483647 ms), then an abort.
     pub async fn wait(
         &self,
         id: &str,
-        timeout_ms: f64,
+        timeout_ms: u64,
         caller: Option<&Owner>,
         abort: &CancellationToken,
     ) -> Result<JobSnapshot, RegistryError> {
@@ -187,7 +187,7 @@ impl JobRegistry {
     pub async fn wait_until(
         &self,
         id: &str,
-        timeout_ms: f64,
+        timeout_ms: u64,
         caller: Option<&Owner>,
         abort: &CancellationToken,
         until: &WaitUntil,
@@ -210,7 +210,7 @@ impl JobRegistry {
     pub async fn wait_held(
         &self,
         id: &str,
-        timeout_ms: f64,
+        timeout_ms: u64,
         caller: Option<&Owner>,
         abort: &CancellationToken,
         until: &WaitUntil,
@@ -225,7 +225,7 @@ impl JobRegistry {
             .transpose()
             .map_err(RegistryError::InvalidPattern);
         let mut watched = self.with_visible(id, caller, |r| {
-            if !timeout_ms.is_finite() || timeout_ms <= 0.0 || timeout_ms > MAX_TIMER_DELAY_MS {
+            if timeout_ms == 0 || timeout_ms > MAX_TIMER_DELAY_MS {
                 return Err(RegistryError::InvalidTimeout(timeout_ms));
             }
             let pattern = pattern?;
@@ -258,7 +258,7 @@ impl JobRegistry {
                 handed_over: false,
             };
             let start = tokio::time::Instant::now();
-            let deadline = start + Duration::from_secs_f64(timeout_ms / 1000.0);
+            let deadline = start + Duration::from_millis(timeout_ms);
             let mut changes = control.as_ref().map(|c| c.output_changes());
             let mut scan = ScanState::default();
             loop {

@@ -41,11 +41,11 @@ pub enum RegistryError {
     /// Owned by another session.
     #[error("job {0} belongs to another session")]
     ForeignJob(String),
-    /// A wait timeout that is not finite, not positive, or above the timer bound.
+    /// A wait timeout of 0, or above the timer bound.
     #[error(
         "invalid wait timeout: expected a positive number of milliseconds no greater than 2147483647, got {0}"
     )]
-    InvalidTimeout(f64),
+    InvalidTimeout(u64),
     /// The caller cancelled its wait.
     #[error("wait aborted")]
     WaitAborted,

@@ -3,7 +3,7 @@
 use crate::owner::Owner;
 
 /// The largest wait timeout a timer accepts, in milliseconds.
-pub const MAX_TIMER_DELAY_MS: f64 = 2_147_483_647.0;
+pub const MAX_TIMER_DELAY_MS: u64 = 2_147_483_647;
 /// Largest integer a JSON (JavaScript) number holds exactly.
 pub const MAX_SAFE_INTEGER: u64 = 9_007_199_254_740_991;
 /// The most bytes of a label the registry keeps: a longer one is cut to a

@@ -1,0 +1,407 @@
+//! The start tool (`bash`): its definition per profile and extensions, the
+//! check of the model's arguments, and the words for what the host's start did.
+//!
+//! The host starts the process and words nothing: it gets a [`StartRequest`]
+//! from [`check`] and hands what happened back to [`started`].
+
+use serde_json::{Map, Value, json};
+
+use crate::config::{Config, JobLimits, Profile};
+use crate::model::{MAX_TIMER_MS, ToolAnnotations, ToolResult};
+
+/// The start tool's name.
+pub const START_TOOL: &str = "bash";
+
+/// The longest job name accepted, in bytes.
+pub const MAX_NAME_BYTES: usize = 128;
+
+/// The largest integer a JSON number carries exactly (2^53 - 1).
+const MAX_SAFE_INTEGER: u64 = 9_007_199_254_740_991;
+
+/// The start tool as the model receives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartTool {
+    /// The exact description.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub input_schema: Value,
+    /// JSON Schema of the canonical value.
+    pub output_schema: Value,
+    /// Title and behaviour hints.
+    pub annotations: ToolAnnotations,
+}
+
+/// A checked start (see the WIT `start-request`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StartRequest {
+    /// The command line, not blank.
+    pub command: String,
+    /// The working directory as the model wrote it.
+    pub workdir: Option<String>,
+    /// The model's description, not blank.
+    pub description: Option<String>,
+    /// Keep stdin open (extension `input`).
+    pub stdin: bool,
+    /// The job's name (extension `ports`).
+    pub name: Option<String>,
+    /// The job's limits (extension `limits`).
+    pub limits: JobLimits,
+}
+
+/// What the host's start did (see the WIT `start-made`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartMade {
+    /// A new job.
+    New(String),
+    /// The live job that holds the requested name.
+    Existing(String),
+}
+
+/// Why the host refused a start (see the WIT `start-error`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartError {
+    /// No job controller serves the caller.
+    NoController,
+    /// The caller is not the live agent of its session.
+    StaleOwner(String),
+    /// The caller's live jobs are at the limit.
+    LimitReached(u64),
+    /// The host's own check or the spawn failed, in the host's words.
+    Refused(String),
+}
+
+/// The start tool under `config`: the description names the profile's read and
+/// kill tools; the extensions add arguments.
+pub fn definition(config: &Config) -> StartTool {
+    let base = match config.profile {
+        Profile::A => {
+            "Run a shell command in the background and return a job id immediately (collect with job_output, stop with job_kill). No timeout applies."
+        }
+        Profile::B => {
+            "Run a shell command in the background and return a task id immediately (collect with task_output, stop with task_kill). No timeout applies."
+        }
+        Profile::C => {
+            "Run a shell command in the background and return a job id immediately (check with job_status, block with job_wait, stop with job_cancel). No timeout applies."
+        }
+    };
+    let description = if config.extensions.limits {
+        base.replace(
+            "No timeout applies.",
+            "Optional limits (timeout_ms, cpu_seconds, memory_bytes, max_output_bytes) stop it when reached; the session's maxima apply to every job and cannot be raised.",
+        )
+    } else {
+        base.to_owned()
+    };
+    let mut schema = json!({
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The command to run with bash -c."},
+            "workdir": {"type": "string", "description": "Working directory; relative paths resolve against the session's."},
+            "description": {"type": "string", "description": "Short description of what the command does."}
+        },
+        "required": ["command"]
+    });
+    let properties = &mut schema["properties"];
+    if config.extensions.input {
+        properties["stdin"] = json!({"type": "boolean", "description": "Keep stdin open so the job can be written to (default: stdin is /dev/null)."});
+    }
+    if config.extensions.ports {
+        properties["name"] = json!({"type": "string", "description": "A name for the job; starting a name whose job is still running returns that job instead of a second one."});
+    }
+    if config.extensions.limits {
+        let limit = |what: &str| json!({"type": "integer", "description": what});
+        properties["timeout_ms"] = limit("Kill the job after this many milliseconds.");
+        properties["cpu_seconds"] = limit("CPU seconds each process of the job may use.");
+        properties["memory_bytes"] =
+            limit("Address space each process of the job may use, in bytes.");
+        properties["max_output_bytes"] =
+            limit("Kill the job once it has written this many bytes of output.");
+    }
+    StartTool {
+        description,
+        input_schema: schema,
+        output_schema: json!({
+            "type": "object",
+            "properties": {"kind": {"type": "string", "enum": ["background"]}, "jobId": {"type": "string"}},
+            "required": ["kind", "jobId"],
+            "additionalProperties": false
+        }),
+        // It runs any command: neither read-only nor closed-world, and a second
+        // start is a second job.
+        annotations: ToolAnnotations {
+            title: "Run a background shell command".to_owned(),
+            read_only: false,
+            destructive: true,
+            idempotent: false,
+            open_world: true,
+        },
+    }
+}
+
+/// Checks the start tool's arguments: the start to make, or the error result.
+/// The extensions' arguments are read only where `config` enables them
+/// (elsewhere they are ignored, as any unknown key).
+///
+/// # Errors
+///
+/// The exact result for the model when the arguments are refused.
+pub fn check(config: &Config, args_json: &str) -> Result<StartRequest, ToolResult> {
+    request(config, args_json).map_err(|message| ToolResult {
+        text: format!("Error: {message}"),
+        is_error: true,
+        value: None,
+    })
+}
+
+fn request(config: &Config, args_json: &str) -> Result<StartRequest, String> {
+    let args: Value =
+        serde_json::from_str(args_json).map_err(|e| format!("invalid arguments: {e}"))?;
+    let Value::Object(map) = args else {
+        return Err("invalid arguments: expected an object".to_owned());
+    };
+    let mut violations = Vec::new();
+    let command = text(&map, "command", &mut violations);
+    let workdir = text(&map, "workdir", &mut violations);
+    let description = text(&map, "description", &mut violations);
+    if !map.contains_key("command") {
+        violations.push("missing required property \"command\"".to_owned());
+    }
+    if !violations.is_empty() {
+        return Err(format!("invalid arguments: {}", violations.join("; ")));
+    }
+    if description.as_deref().is_some_and(|d| d.trim().is_empty()) {
+        return Err("invalid description: expected a non-blank string".to_owned());
+    }
+    let mut request = StartRequest {
+        command: command.unwrap_or_default(),
+        workdir,
+        description,
+        ..StartRequest::default()
+    };
+    if config.extensions.input {
+        request.stdin = match map.get("stdin") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err("invalid arguments: \"stdin\" must be a boolean".to_owned()),
+        };
+    }
+    if config.extensions.ports {
+        request.name = match map.get("name") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(name)) => Some(name.clone()),
+            Some(_) => return Err("invalid arguments: \"name\" must be a string".to_owned()),
+        };
+    }
+    if config.extensions.limits {
+        let max = &config.limits;
+        request.limits = JobLimits {
+            timeout_ms: limit(&map, "timeout_ms", max.timeout_ms)?,
+            cpu_seconds: limit(&map, "cpu_seconds", max.cpu_seconds)?,
+            memory_bytes: limit(&map, "memory_bytes", max.memory_bytes)?,
+            output_bytes: limit(&map, "max_output_bytes", max.output_bytes)?,
+        };
+    }
+    // In the order the host checked them before: the name, then the command.
+    if let Some(name) = &request.name {
+        check_name(name)?;
+    }
+    if request.command.trim().is_empty() {
+        return Err("invalid command: expected a non-blank string".to_owned());
+    }
+    Ok(request)
+}
+
+/// A string argument, or a violation when it is present and not a string.
+fn text(map: &Map<String, Value>, key: &str, violations: &mut Vec<String>) -> Option<String> {
+    match map.get(key) {
+        None => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            violations.push(format!("\"{key}\" must be a string"));
+            None
+        }
+    }
+}
+
+/// A job name is shown in every list and status line: it may not move the
+/// cursor, recolour a terminal or reorder text.
+fn check_name(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err("invalid name: expected a non-blank string".to_owned());
+    }
+    if let Some(c) = name.chars().find(|c| c.is_control() || is_bidi_control(*c)) {
+        return Err(format!(
+            "invalid name: it contains the control character U+{:04X}",
+            u32::from(c)
+        ));
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return Err(format!(
+            "invalid name: {} bytes is more than the limit of {MAX_NAME_BYTES} bytes",
+            name.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Characters that reorder displayed text (bidirectional embeddings,
+/// overrides and isolates), which a terminal or a UI acts on.
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// One limit: what the call asks for (a whole number of at least 1, at most
+/// the session's maximum), or else the maximum.
+fn limit(map: &Map<String, Value>, key: &str, max: Option<u64>) -> Result<Option<u64>, String> {
+    let asked = match map.get(key) {
+        None | Some(Value::Null) => return Ok(max),
+        Some(v) => v
+            .as_u64()
+            .filter(|n| *n >= 1 && *n <= MAX_SAFE_INTEGER)
+            .ok_or_else(|| {
+                format!("invalid {key}: expected a whole number of at least 1, got {v}")
+            })?,
+    };
+    if key == "timeout_ms" && asked > u64::from(MAX_TIMER_MS) {
+        return Err(format!(
+            "invalid timeout_ms: expected at most {MAX_TIMER_MS}, got {asked}"
+        ));
+    }
+    match max {
+        Some(max) if asked > max => Err(format!(
+            "invalid {key}: {asked} is more than this session's limit of {max}"
+        )),
+        _ => Ok(Some(asked)),
+    }
+}
+
+/// The start tool's result for `request`, given what the host's start did.
+pub fn started(
+    config: &Config,
+    request: &StartRequest,
+    made: Result<StartMade, StartError>,
+) -> ToolResult {
+    let (text, id) = match made {
+        Ok(StartMade::New(id)) => (format!("started background job {id}"), id),
+        Ok(StartMade::Existing(id)) => (
+            format!(
+                "background job {id} named \"{}\" is already running; not started again",
+                request.name.as_deref().unwrap_or_default()
+            ),
+            id,
+        ),
+        Err(error) => {
+            return ToolResult {
+                text: format!("Error: {}", refusal(config.profile, error)),
+                is_error: true,
+                value: None,
+            };
+        }
+    };
+    ToolResult {
+        text,
+        is_error: false,
+        value: Some(json!({"kind": "background", "jobId": id})),
+    }
+}
+
+/// A refused start in the profile's words: the limit names the profile's own
+/// kill tool.
+fn refusal(profile: Profile, error: StartError) -> String {
+    let (noun, kill) = match profile {
+        Profile::A => ("job", "job_kill"),
+        Profile::B => ("task", "task_kill"),
+        Profile::C => ("job", "job_cancel"),
+    };
+    match error {
+        StartError::NoController => match profile {
+            Profile::B => "background tasks unavailable: no control surface is attached (load @deepseek-ai/dsh-tool-tasks)".to_owned(),
+            Profile::A | Profile::C => "background jobs unavailable: no job controller serves this agent (load @buckeyestudio/toh-tool-jobs in its composition)".to_owned(),
+        },
+        StartError::StaleOwner(session) => format!(
+            "agent \"{session}\" is not the registered agent instance (background {noun} owner must be live)"
+        ),
+        StartError::LimitReached(limit) => format!(
+            "background {noun} limit reached for this owner (limit: {limit}); use {kill} to stop an unneeded {noun}, wait for it to finish, then retry"
+        ),
+        StartError::Refused(message) => message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_config;
+
+    fn config(json: &str) -> Config {
+        parse_config(json).expect("valid config")
+    }
+
+    #[test]
+    fn arguments_are_checked_in_order() {
+        let c = config(r#"{"extensions": true, "limits": {"timeoutMs": 5000}}"#);
+        let error = |args: &str| check(&c, args).expect_err(args).text;
+        assert_eq!(
+            error("{}"),
+            "Error: invalid arguments: missing required property \"command\""
+        );
+        assert_eq!(
+            error(r#"{"command": 1, "workdir": 2}"#),
+            "Error: invalid arguments: \"command\" must be a string; \"workdir\" must be a string"
+        );
+        assert_eq!(
+            error(r#"{"command": " ", "name": " "}"#),
+            "Error: invalid name: expected a non-blank string"
+        );
+        assert_eq!(
+            error(r#"{"command": " "}"#),
+            "Error: invalid command: expected a non-blank string"
+        );
+        assert_eq!(
+            error(r#"{"command": "x", "timeout_ms": 6000}"#),
+            "Error: invalid timeout_ms: 6000 is more than this session's limit of 5000"
+        );
+        assert_eq!(error("[]"), "Error: invalid arguments: expected an object");
+        let ok = check(&c, r#"{"command": "make", "stdin": true, "name": "web"}"#).unwrap();
+        assert_eq!(ok.limits.timeout_ms, Some(5000));
+        assert!(ok.stdin);
+        assert_eq!(ok.name.as_deref(), Some("web"));
+    }
+
+    #[test]
+    fn extension_arguments_are_ignored_when_off() {
+        let ok = check(&config("{}"), r#"{"command": "x", "stdin": 3, "name": 4}"#).unwrap();
+        assert_eq!(
+            ok,
+            StartRequest {
+                command: "x".into(),
+                ..StartRequest::default()
+            }
+        );
+    }
+
+    #[test]
+    fn the_limit_names_each_profile_s_kill_tool() {
+        let request = StartRequest::default();
+        let text = |profile: &str| {
+            started(
+                &config(&format!(r#"{{"profile": "{profile}"}}"#)),
+                &request,
+                Err(StartError::LimitReached(2)),
+            )
+            .text
+        };
+        assert_eq!(
+            text("a"),
+            "Error: background job limit reached for this owner (limit: 2); use job_kill to stop an unneeded job, wait for it to finish, then retry"
+        );
+        assert_eq!(
+            text("b"),
+            "Error: background task limit reached for this owner (limit: 2); use task_kill to stop an unneeded task, wait for it to finish, then retry"
+        );
+        assert_eq!(
+            text("c"),
+            "Error: background job limit reached for this owner (limit: 2); use job_cancel to stop an unneeded job, wait for it to finish, then retry"
+        );
+    }
+}

@@ -1,0 +1,116 @@
+//! The start tool through the guest: the guest defines it, checks the model's
+//! arguments and words the answer; the host only makes the start.
+
+use super::bindings::exports::harness::jobs::tools as wit;
+use super::mount::{Mount, ToolOutcome, failed, outcome_of};
+use super::{PluginError, ToolDefinition};
+use crate::bash::JobLimits;
+use crate::registry::StartError;
+
+/// A start the guest checked (see the WIT `start-request`), for the host to make.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StartRequest {
+    /// The command line, not blank.
+    pub command: String,
+    /// The working directory as the model wrote it.
+    pub workdir: Option<String>,
+    /// The model's short description, not blank.
+    pub description: Option<String>,
+    /// Keep stdin open for writes (extension `input`).
+    pub stdin: bool,
+    /// The job's name (extension `ports`).
+    pub name: Option<String>,
+    /// The job's limits (extension `limits`), within the mount's maxima.
+    pub limits: JobLimits,
+}
+
+/// What a start did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartMade {
+    /// A new job with this id.
+    New(String),
+    /// The live job that already holds the requested name; nothing started.
+    Existing(String),
+}
+
+impl Mount {
+    /// The start tool (`bash`) in this mount's words: description, schema and
+    /// hints follow the profile and the extensions.
+    ///
+    /// # Errors
+    ///
+    /// [`PluginError::Trap`] when the guest fails.
+    pub async fn start_tool(&self) -> Result<ToolDefinition, PluginError> {
+        self.with_instance(|jobs, store| {
+            jobs.harness_jobs_tools()
+                .call_start_tool(store, self.config())
+        })
+        .await
+    }
+
+    /// Runs the start tool: the guest checks `args_json`, `start` makes the
+    /// start it asked for, and the guest words what happened. Refused
+    /// arguments never reach `start`.
+    pub async fn start_with(
+        &self,
+        args_json: &str,
+        start: impl FnOnce(&StartRequest) -> Result<StartMade, StartError>,
+    ) -> ToolOutcome {
+        let checked = self
+            .with_instance(|jobs, store| {
+                jobs.harness_jobs_tools()
+                    .call_check_start(store, self.config(), args_json)
+            })
+            .await;
+        let asked = match checked {
+            Ok(Ok(asked)) => asked,
+            Ok(Err(refused)) => return outcome_of(refused),
+            Err(e) => return failed(&e),
+        };
+        let made = match start(&request_from(&asked)) {
+            Ok(StartMade::New(id)) => Ok(wit::StartMade::New(id)),
+            Ok(StartMade::Existing(id)) => Ok(wit::StartMade::Existing(id)),
+            Err(e) => Err(refusal(e)),
+        };
+        let answer = self
+            .with_instance(|jobs, store| {
+                jobs.harness_jobs_tools()
+                    .call_started(store, self.config(), &asked, made.as_ref())
+            })
+            .await;
+        match answer {
+            Ok(result) => outcome_of(result),
+            Err(e) => failed(&e),
+        }
+    }
+}
+
+fn request_from(r: &wit::StartRequest) -> StartRequest {
+    StartRequest {
+        command: r.command.clone(),
+        workdir: r.workdir.clone(),
+        description: r.description.clone(),
+        stdin: r.stdin,
+        name: r.name.clone(),
+        limits: JobLimits {
+            timeout_ms: r.limits.timeout_ms,
+            cpu_seconds: r.limits.cpu_seconds,
+            memory_bytes: r.limits.memory_bytes,
+            output_bytes: r.limits.output_bytes,
+        },
+    }
+}
+
+/// The registry's refusal as the guest words it; the host's own checks pass
+/// their message through.
+fn refusal(error: StartError) -> wit::StartError {
+    match error {
+        StartError::NoController => wit::StartError::NoController,
+        StartError::StaleOwner(session) => wit::StartError::StaleOwner(session),
+        StartError::LimitReached(limit) => wit::StartError::LimitReached(limit),
+        other @ (StartError::InvalidKind
+        | StartError::InvalidLabel
+        | StartError::InvalidOutputLimit(_)
+        | StartError::Producer(_)) => wit::StartError::Refused(other.to_string()),
+    }
+}
