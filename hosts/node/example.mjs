@@ -5,6 +5,7 @@
 import { Plugin, Registry } from './src/index.js';
 
 const registry = new Registry();
+/** @type {(value?: unknown) => void} */
 let noticed;
 const notice = new Promise((resolve) => { noticed = resolve; });
 const plugin = await Plugin.load(registry, {

@@ -1,20 +1,20 @@
 #!/usr/bin/env python3
 """Starts real jobs, reads one with a wait, kills one, and prints a notice.
 
-    python3 hosts/python/example.py path/to/tool-jobs.wasm
+python3 hosts/python/example.py path/to/tool-jobs.wasm
 """
 
 import sys
 import threading
 
-from harness_jobs import Plugin, Registry
+from harness_jobs import Lane, Notice, Plugin, Registry
 
 wasm = sys.argv[1] if len(sys.argv) > 1 else "target/tool-jobs.wasm"
 registry = Registry()
 noticed = threading.Event()
 
 
-def on_notice(owner, lane, notice):
+def on_notice(owner: str | None, lane: Lane, notice: Notice) -> None:
     print(f"notice for {owner} ({lane}): {notice['text']}")
     noticed.set()
 

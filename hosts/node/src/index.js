@@ -4,3 +4,9 @@
 export { Guest, GuestError, RegistryError, VERSION } from './guest.js';
 export { Plugin } from './plugin.js';
 export { Registry } from './registry.js';
+export * from './types.js';
+
+/** @typedef {import('./guest.js').OwnerScope} OwnerScope */
+/** @typedef {import('./plugin.js').PluginOptions} PluginOptions */
+/** @typedef {import('./registry.js').RegistryOptions} RegistryOptions */
+/** @typedef {import('./registry.js').StartOptions} StartOptions */

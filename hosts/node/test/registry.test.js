@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Plugin, Registry } from '../src/index.js';
 
+/** @param {number} pid */
 const alive = (pid) => {
   try {
     process.kill(pid, 0);
@@ -16,6 +17,10 @@ const alive = (pid) => {
   }
 };
 
+/**
+ * @param {() => boolean} check
+ * @param {string} what
+ */
 async function until(check, what) {
   // Bounded only against hanging (a minute, for loaded machines); the condition decides.
   const deadline = Date.now() + 60000;
@@ -30,7 +35,9 @@ test('a kill ends the whole process group, even a child that ignores SIGTERM', a
   const registry = new Registry({ graceMs: 200 });
   const plugin = await Plugin.load(registry);
   const id = registry.startShell("trap '' TERM; sleep 60 & echo $!; wait", { owner: 's' });
-  await until(() => registry.jobs.get(id).out.streams.stdout.size() > 0, 'the child pid');
+  // An excerpt leaves the output unread for the read below.
+  const whole = { wholeUpTo: 1 << 20, headBytes: 1 << 20, tailBytes: 0 };
+  await until(() => registry.output('s', id, whole).head.length > 0, 'the child pid');
   const childPid = Number(registry.read('s', id).text.trim());
   assert.ok(alive(childPid));
   assert.equal((await plugin.invoke('s', 'job_kill', { job_id: id })).text, `requested cancellation of job ${id}`);
@@ -66,8 +73,9 @@ test('an aborted wait says so and leaves the job alone', async () => {
   const plugin = await Plugin.load(registry);
   const id = registry.startShell('sleep 60', { owner: 's' });
   const abort = new AbortController();
+  // invoke runs up to its first await now, so the wait is pending once it returns.
   const pending = plugin.invoke('s', 'job_output', { job_id: id, wait: true }, abort.signal);
-  await until(() => registry.jobs.get(id).waiters === 1, 'the waiter');
+  await new Promise((r) => setImmediate(r));
   abort.abort();
   assert.equal((await pending).text, 'Error: wait aborted');
   assert.equal(registry.get('s', id).status, 'running');
@@ -98,9 +106,11 @@ test('output past the pending bound is dropped and said so; stderr is marked', a
 
 test('a finished job nobody read gets exactly one notice; a read one gets none', async () => {
   const registry = new Registry();
+  /** @type {[string | null, string, string][]} */
   const notices = [];
   await Plugin.load(registry, { onNotice: (owner, lane, n) => notices.push([owner, lane, n.text]) });
   // Listeners run in order: once this one heard a job, the plugin has decided on it.
+  /** @type {Set<string>} */
   const heard = new Set();
   registry.onJobDone((job) => heard.add(job.id));
   const quiet = registry.startShell('true', { owner: 's' });
@@ -109,8 +119,8 @@ test('a finished job nobody read gets exactly one notice; a read one gets none',
   const flag = join(dir, 'go');
   const read = registry.startShell(`while [ ! -e ${flag} ]; do sleep 0.01; done`, { owner: 's' });
   const unowned = registry.startShell('true');
+  // A wait is pending as soon as `wait` returns its promise.
   const waited = registry.wait('s', read, 10000);
-  await until(() => registry.jobs.get(read).waiters === 1, 'the waiter');
   writeFileSync(flag, '');
   await waited;
   await until(() => heard.size === 3 && heard.has(quiet) && heard.has(read) && heard.has(unowned), 'every settlement');

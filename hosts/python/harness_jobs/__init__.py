@@ -14,5 +14,43 @@ of real child processes.
 from .guest import Guest, GuestError, RegistryError
 from .plugin import Plugin
 from .registry import Registry
+from .types import (
+    Backend,
+    Delivery,
+    ExcerptWindow,
+    GuestConfig,
+    JobSnapshot,
+    JobStatus,
+    Lane,
+    Notice,
+    OutputExcerpt,
+    RegistryErrorKind,
+    ToolAnnotations,
+    ToolDefinition,
+    ToolResult,
+    WaitOutcome,
+    WaitRequest,
+)
 
-__all__ = ["Guest", "GuestError", "Plugin", "Registry", "RegistryError"]
+__all__ = [
+    "Backend",
+    "Delivery",
+    "ExcerptWindow",
+    "Guest",
+    "GuestConfig",
+    "GuestError",
+    "JobSnapshot",
+    "JobStatus",
+    "Lane",
+    "Notice",
+    "OutputExcerpt",
+    "Plugin",
+    "Registry",
+    "RegistryError",
+    "RegistryErrorKind",
+    "ToolAnnotations",
+    "ToolDefinition",
+    "ToolResult",
+    "WaitOutcome",
+    "WaitRequest",
+]

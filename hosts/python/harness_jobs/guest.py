@@ -28,18 +28,45 @@ where ``job`` is a dict with the WIT `job-snapshot` fields in snake case
 output_limit_bytes, reported``).
 """
 
+from __future__ import annotations
+
 import itertools
 import json
 import logging
+from collections.abc import Callable
+from os import PathLike
+from typing import Any, Literal, cast
 
 import wasmtime
 from wasmtime import component as wc
 from wasmtime.component import Record, ResourceHost, ResourceType, Variant
 
+from .types import (
+    Backend,
+    ContentBlock,
+    Delivery,
+    GuestConfig,
+    JobSnapshot,
+    Notice,
+    OutputLine,
+    OwnerState,
+    PromptSection,
+    RegistryErrorKind,
+    ToolAnnotations,
+    ToolDefinition,
+    ToolResult,
+    UiCard,
+    WaitOutcome,
+    WaitRequest,
+)
+
 PACKAGE = "harness:jobs"
 VERSION = "0.5.0"
 SCOPE_TYPE = 1
 log = logging.getLogger("harness_jobs.guest")
+
+Step = tuple[Literal["done"], ToolResult] | tuple[Literal["wait"], WaitRequest]
+"""One step of a call: ``("done", result)`` or ``("wait", request)``."""
 
 
 class RegistryError(Exception):
@@ -47,9 +74,9 @@ class RegistryError(Exception):
     (``unknown-job``, ``foreign-job``, ``wait-aborted``, ``producer-failed``,
     ``invalid-pattern``, ``no-input``, ``input-closed``, ``unsupported``)."""
 
-    def __init__(self, kind, payload=None):
+    def __init__(self, kind: RegistryErrorKind, payload: str | None = None) -> None:
         super().__init__(f"{kind}: {payload}" if payload is not None else kind)
-        self.kind = kind
+        self.kind: RegistryErrorKind = kind
         self.payload = payload
 
 
@@ -57,22 +84,25 @@ class GuestError(Exception):
     """The component trapped or answered something the WIT does not allow."""
 
 
-def _record(**fields):
+def _record(**fields: Any) -> Record:
     r = Record()
     for key, value in fields.items():
         setattr(r, key.replace("_", "-"), value)
     return r
 
 
-def _annotations(a):
+def _annotations(a: Any) -> ToolAnnotations:
     """MCP tool annotations, spelled as MCP spells them."""
-    return {"title": a.title, "readOnlyHint": getattr(a, "read-only-hint"),
-            "destructiveHint": getattr(a, "destructive-hint"),
-            "idempotentHint": getattr(a, "idempotent-hint"),
-            "openWorldHint": getattr(a, "open-world-hint")}
+    return {
+        "title": a.title,
+        "readOnlyHint": getattr(a, "read-only-hint"),
+        "destructiveHint": getattr(a, "destructive-hint"),
+        "idempotentHint": getattr(a, "idempotent-hint"),
+        "openWorldHint": getattr(a, "open-world-hint"),
+    }
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     """A lifted WIT value as plain Python (records become dicts, snake case)."""
     if isinstance(value, Record):
         return {k.replace("-", "_"): _plain(v) for k, v in vars(value).items()}
@@ -83,130 +113,151 @@ def _plain(value):
     return value
 
 
-def snapshot_record(job):
+def snapshot_record(job: JobSnapshot) -> Record:
+    finished_at = job.get("finished_at")
     return _record(
-        id=job["id"], kind=job["kind"], label=job["label"], status=job["status"],
-        detail=job.get("detail"), started_at=int(job["started_at"]),
-        finished_at=None if job.get("finished_at") is None else int(job["finished_at"]),
-        output_limit_bytes=job.get("output_limit_bytes"), reported=bool(job.get("reported")),
+        id=job["id"],
+        kind=job["kind"],
+        label=job["label"],
+        status=job["status"],
+        detail=job.get("detail"),
+        started_at=int(job["started_at"]),
+        finished_at=None if finished_at is None else int(finished_at),
+        output_limit_bytes=job.get("output_limit_bytes"),
+        reported=bool(job.get("reported")),
     )
 
 
 BARE_ERRORS = {"wait-aborted", "no-input", "input-closed"}
 
 
-def error_variant(error):
+def error_variant(error: RegistryError) -> Variant:
     if error.kind in BARE_ERRORS:
         return Variant(error.kind)
     return Variant(error.kind, str(error.payload or ""))
 
 
-def line_record(line):
+def line_record(line: OutputLine) -> Record:
     return _record(stream=line["stream"], number=int(line["number"]), text=line["text"])
 
 
-def waited_record(waited):
+def waited_record(waited: JobSnapshot | WaitOutcome) -> Record:
     """A wait's outcome for ``resume``: a job dict (ended by settling or the
     timeout), or a dict with ``job``, ``end`` and ``matched``."""
-    job = waited.get("job", waited) if "end" in waited or "job" in waited else waited
+    w = cast(dict[str, Any], waited)
+    job = cast(JobSnapshot, w.get("job", w) if "end" in w or "job" in w else w)
     terminal = job["status"] in ("completed", "killed", "failed")
-    end = waited.get("end") or ("settled" if terminal else "timed-out")
-    matched = waited.get("matched")
+    end = w.get("end") or ("settled" if terminal else "timed-out")
+    matched = w.get("matched")
     if matched is not None:
-        matched = _record(line=line_record(matched["line"]),
-                          before=[line_record(x) for x in matched["before"]])
+        matched = _record(line=line_record(matched["line"]), before=[line_record(x) for x in matched["before"]])
     return _record(job=snapshot_record(job), end=end, matched=matched)
 
 
 class Guest:
     """The component, linked to `backend`. `wasm` is the component's path or bytes."""
 
-    def __init__(self, wasm, backend):
+    def __init__(self, wasm: str | PathLike[str] | bytes | bytearray, backend: Backend | None) -> None:
         self.backend = backend
         self.engine = wasmtime.Engine()
         if isinstance(wasm, (bytes, bytearray)):
             self.component = wc.Component(self.engine, bytes(wasm))
         else:
             self.component = wc.Component.from_file(self.engine, str(wasm))
-        self._callers = {}
+        self._callers: dict[int, str | None] = {}
         self._reps = itertools.count(1)
         self.linker = wc.Linker(self.engine)
         self._link()
 
     # -- imports ------------------------------------------------------------
 
-    def _caller(self, store, this):
+    def _caller(self, store: Any, this: Any) -> str | None:
         # Taking the host side of a borrowed handle also ends the borrow.
         return self._callers[this.to_host(store).rep]
 
-    def _link(self):
+    def _link(self) -> None:
         # The backend is looked up on every call, so it can be swapped.
         class Current:
-            def __getattr__(_, name):
+            def __getattr__(_, name: str) -> Any:
                 return getattr(self.backend, name)
-        b = Current()
 
-        def guarded(fn):
-            def call(store, this, *args):
+        b: Any = Current()
+
+        def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def call(store: Any, this: Any, *args: Any) -> Any:
                 caller = self._caller(store, this)
                 try:
                     return fn(caller, *args)
                 except RegistryError as e:
                     return error_variant(e)
+
             return call
 
-        def get(caller, job_id):
+        def get(caller: str | None, job_id: str) -> Record:
             return snapshot_record(b.get(caller, job_id))
 
-        def read(caller, job_id):
+        def read(caller: str | None, job_id: str) -> Record:
             text, job = b.read(caller, job_id)
             return _record(text=text, job=snapshot_record(job))
 
-        def kill(caller, job_id, reason):
+        def kill(caller: str | None, job_id: str, reason: str | None) -> Any:
             return b.kill(caller, job_id, reason)
 
-        def output(caller, job_id, window):
+        def output(caller: str | None, job_id: str, window: Record) -> Record:
             w = _plain(window)
             out = b.output(caller, job_id, w)
-            return _record(head=out["head"], tail=out["tail"], omitted_bytes=int(out["omitted_bytes"]),
-                           job=snapshot_record(out["job"]))
+            return _record(
+                head=out["head"],
+                tail=out["tail"],
+                omitted_bytes=int(out["omitted_bytes"]),
+                job=snapshot_record(out["job"]),
+            )
 
-        def optional(name, extension):
-            method = getattr(self.backend, name, None)
+        def optional(name: str, extension: str) -> Callable[..., Any]:
+            method: Callable[..., Any] | None = getattr(self.backend, name, None)
             if method is None:
                 raise RegistryError("unsupported", extension)
             return method
 
-        def write_input(caller, job_id, data, close):
+        def write_input(caller: str | None, job_id: str, data: str, close: bool) -> int:
             return int(optional("write_input", "input")(caller, job_id, data, close))
 
-        def signal(caller, job_id, name):
+        def signal(caller: str | None, job_id: str, name: str) -> None:
             optional("signal", "input")(caller, job_id, name)
             return None
 
-        def lines(caller, job_id, query):
+        def lines(caller: str | None, job_id: str, query: Any) -> Record:
             page = optional("lines", "log")(caller, job_id, _plain(query))
             return _record(
                 lines=[line_record(x) for x in page["lines"]],
                 hits=[int(h) for h in page["hits"]],
                 total_matches=int(page["total_matches"]),
-                extents=[_record(stream=e["stream"], total_bytes=int(e["total_bytes"]),
-                                 dropped_bytes=int(e["dropped_bytes"]), first_line=int(e["first_line"]),
-                                 last_line=int(e["last_line"])) for e in page["extents"]],
-                stopped=None if page.get("stopped") is None else _record(
-                    stream=page["stopped"]["stream"], line=int(page["stopped"]["line"])),
+                extents=[
+                    _record(
+                        stream=e["stream"],
+                        total_bytes=int(e["total_bytes"]),
+                        dropped_bytes=int(e["dropped_bytes"]),
+                        first_line=int(e["first_line"]),
+                        last_line=int(e["last_line"]),
+                    )
+                    for e in page["extents"]
+                ],
+                stopped=None
+                if page.get("stopped") is None
+                else _record(stream=page["stopped"]["stream"], line=int(page["stopped"]["line"])),
                 job=snapshot_record(page["job"]),
             )
 
-        def ports(caller, job_id):
-            return [_record(address=p["address"], port=int(p["port"]))
-                    for p in optional("ports", "ports")(caller, job_id)]
+        def ports(caller: str | None, job_id: str) -> list[Record]:
+            return [
+                _record(address=p["address"], port=int(p["port"])) for p in optional("ports", "ports")(caller, job_id)
+            ]
 
-        def list_jobs(store, this):
+        def list_jobs(store: Any, this: Any) -> list[Record]:
             caller = self._caller(store, this)
             return [snapshot_record(j) for j in b.list_jobs(caller)]
 
-        def diag(store, level, message):
+        def diag(store: Any, level: str, message: str) -> None:
             getattr(log, {"warn": "warning"}.get(level, level), log.info)("%s", message)
 
         with self.linker.root() as root:
@@ -228,11 +279,12 @@ class Guest:
 
     # -- calls --------------------------------------------------------------
 
-    def _call(self, interface, name, *args, caller=None, scoped=False):
+    def _call(self, interface: str, name: str, *args: Any, caller: str | None = None, scoped: bool = False) -> Any:
         store = wasmtime.Store(self.engine)
         instance = self.linker.instantiate(store, self.component)
         iface = instance.get_export_index(store, f"{PACKAGE}/{interface}@{VERSION}")
-        func = instance.get_func(store, instance.get_export_index(store, name, iface))
+        # A component without the export fails in wasmtime-py, as a component should not.
+        func: Any = instance.get_func(store, instance.get_export_index(store, name, iface))  # type: ignore[arg-type]
         rep = None
         if scoped:
             rep = next(self._reps)
@@ -248,30 +300,42 @@ class Guest:
             if rep is not None:
                 self._callers.pop(rep, None)
 
-    def configure(self, config_json):
+    def configure(self, config_json: str) -> GuestConfig:
         """The validated config (a WIT record, passed back to every call), or
         raise ValueError with the plugin's message."""
         out = self._call("tools", "configure", config_json)
         if isinstance(out, str):
             raise ValueError(out)
-        return out
+        return cast(GuestConfig, out)
 
-    def tool_definitions(self, config):
+    def tool_definitions(self, config: GuestConfig) -> list[ToolDefinition]:
         return [
-            {"name": d.name, "description": d.description,
-             "input_schema": json.loads(getattr(d, "input-schema")),
-             "output_schema": None if getattr(d, "output-schema") is None else json.loads(getattr(d, "output-schema")),
-             "annotations": _annotations(d.annotations)}
+            {
+                "name": d.name,
+                "description": d.description,
+                "input_schema": json.loads(getattr(d, "input-schema")),
+                "output_schema": None
+                if getattr(d, "output-schema") is None
+                else json.loads(getattr(d, "output-schema")),
+                "annotations": _annotations(d.annotations),
+            }
             for d in self._call("tools", "tool-definitions", config)
         ]
 
-    def describe_call(self, config, tool, args_json):
-        return _plain(self._call("tools", "describe-call", config, tool, args_json))
+    def describe_call(self, config: GuestConfig, tool: str, args_json: str) -> UiCard | None:
+        return cast("UiCard | None", _plain(self._call("tools", "describe-call", config, tool, args_json)))
 
-    def system_prompt(self, config):
-        return _plain(self._call("tools", "system-prompt", config))
+    def system_prompt(self, config: GuestConfig) -> PromptSection | None:
+        return cast("PromptSection | None", _plain(self._call("tools", "system-prompt", config)))
 
-    def invoke_step(self, caller, config, tool, args_json, waited=None):
+    def invoke_step(
+        self,
+        caller: str | None,
+        config: GuestConfig,
+        tool: str,
+        args_json: str,
+        waited: JobSnapshot | WaitOutcome | RegistryError | None = None,
+    ) -> Step:
         """One step of a call: ``("done", result)`` or ``("wait", request)``.
         `waited` is absent on the first step, then a job dict, a dict with
         ``job``, ``end`` and ``matched``, or a RegistryError."""
@@ -283,29 +347,36 @@ class Guest:
         if out.tag == "done":
             r = _plain(out.payload)
             value = json.loads(r["value"]) if r["value"] is not None else None
-            return "done", {"text": r["text"], "is_error": r["is_error"], "value": value}
+            result: ToolResult = {"text": r["text"], "is_error": r["is_error"], "value": value}
+            return "done", result
         if out.tag == "wait":
-            return "wait", _plain(out.payload)
+            return "wait", cast(WaitRequest, _plain(out.payload))
         raise GuestError(f"unexpected call outcome {out.tag}")
 
-    def finalize(self, caller, config, tool, args_json, blocks):
+    def finalize(
+        self, caller: str | None, config: GuestConfig, tool: str, args_json: str, blocks: list[ContentBlock]
+    ) -> list[ContentBlock]:
         lowered = [Variant("text", b["text"]) if "text" in b else Variant("other", b["other"]) for b in blocks]
         out = self._call("tools", "finalize", config, tool, args_json, lowered, caller=caller, scoped=True)
         return [{v.tag: v.payload} for v in out]
 
-    def completion_notice(self, config, job):
-        return _plain(self._call("notices", "completion-notice", config, snapshot_record(job)))
+    def completion_notice(self, config: GuestConfig, job: JobSnapshot) -> Notice:
+        return cast(Notice, _plain(self._call("notices", "completion-notice", config, snapshot_record(job))))
 
-    def deliver(self, config, job, owner_state):
-        owner = None if owner_state is None else _record(status=owner_state["status"],
-                                                         wakes_spent=int(owner_state["wakes_spent"]))
-        return _plain(self._call("notices", "deliver", config, snapshot_record(job), owner))
+    def deliver(self, config: GuestConfig, job: JobSnapshot, owner_state: OwnerState | None) -> Delivery | None:
+        owner = (
+            None
+            if owner_state is None
+            else _record(status=owner_state["status"], wakes_spent=int(owner_state["wakes_spent"]))
+        )
+        return cast("Delivery | None", _plain(self._call("notices", "deliver", config, snapshot_record(job), owner)))
 
-    def batch_notice(self, caller, config, jobs):
-        return _plain(self._call("notices", "batch-notice", config, [snapshot_record(j) for j in jobs],
-                                 caller=caller, scoped=True))
+    def batch_notice(self, caller: str | None, config: GuestConfig, jobs: list[JobSnapshot]) -> Notice | None:
+        jobs_in = [snapshot_record(j) for j in jobs]
+        out = self._call("notices", "batch-notice", config, jobs_in, caller=caller, scoped=True)
+        return cast("Notice | None", _plain(out))
 
 
-def config_plain(config):
+def config_plain(config: GuestConfig) -> dict[str, Any]:
     """A configured record as a dict (snake case), for display and comparison."""
-    return _plain(config)
+    return cast(dict[str, Any], _plain(config))

@@ -1,10 +1,20 @@
 """The plugin as a harness uses it: tools, calls (with waits run here, in the
 host) and completion notices, over a `Registry` of real processes."""
 
+from __future__ import annotations
+
 import json
 import threading
+from collections.abc import Callable
+from os import PathLike
+from typing import Any
 
 from .guest import Guest, RegistryError
+from .registry import Registry
+from .types import AgentStatus, JobSnapshot, Lane, Notice, OwnerState, PromptSection, ToolDefinition, ToolResult
+
+NoticeHandler = Callable[["str | None", Lane, Notice], None]
+"""Receives ``(owner, lane, notice)`` for each notice a pushing profile delivers."""
 
 
 class Plugin:
@@ -16,55 +26,66 @@ class Plugin:
     owner is ``"idle"`` or ``"running"`` (default: running).
     """
 
-    def __init__(self, wasm, registry, config_json="{}", on_notice=None, owner_status=None):
+    def __init__(
+        self,
+        wasm: str | PathLike[str] | bytes | bytearray,
+        registry: Registry,
+        config_json: str = "{}",
+        on_notice: NoticeHandler | None = None,
+        owner_status: Callable[[str], AgentStatus] | None = None,
+    ) -> None:
         self.registry = registry
         self.guest = Guest(wasm, registry)
         self.config = self.guest.configure(config_json)
         # This reference host runs the seed surfaces only; the extensions need a
         # registry with input, retained lines and ports (the Rust host has them).
         if self.config.extensions:
-            raise ValueError("this host does not support extensions (asked for: "
-                             + ", ".join(self.config.extensions) + ")")
+            raise ValueError(
+                "this host does not support extensions (asked for: " + ", ".join(self.config.extensions) + ")"
+            )
         self.profile = self.config.profile
-        self.on_notice = on_notice or (lambda owner, lane, notice: None)
-        self.owner_status = owner_status or (lambda owner: "running")
-        self._wakes = {}
-        self._pulled = {}
+        self.on_notice: NoticeHandler = on_notice or (lambda owner, lane, notice: None)
+        self.owner_status: Callable[[str], AgentStatus] = owner_status or (lambda owner: "running")
+        self._wakes: dict[str | None, int] = {}
+        self._pulled: dict[str, list[JobSnapshot]] = {}
         self._lock = threading.Lock()
         registry.on_job_done(self._on_done)
 
-    def tool_definitions(self):
+    def tool_definitions(self) -> list[ToolDefinition]:
         """The tools, each a dict with name, description, input_schema, output_schema."""
         return self.guest.tool_definitions(self.config)
 
-    def system_prompt(self):
+    def system_prompt(self) -> PromptSection | None:
         return self.guest.system_prompt(self.config)
 
-    def invoke(self, caller, tool, args, cancel=None):
+    def invoke(
+        self, caller: str | None, tool: str, args: dict[str, Any] | str, cancel: threading.Event | None = None
+    ) -> ToolResult:
         """Runs one tool call for `caller` (an owner id, or None) and returns
         ``{"text", "is_error", "value"}``. A call that waits does so here, on the
         registry; `cancel` (a threading.Event) ends such a wait."""
         args_json = args if isinstance(args, str) else json.dumps(args)
-        kind, out = self.guest.invoke_step(caller, self.config, tool, args_json)
+        step = self.guest.invoke_step(caller, self.config, tool, args_json)
         for _ in range(8):
-            if kind == "done":
-                return out
+            if step[0] == "done":
+                return step[1]
+            request = step[1]
+            waited: JobSnapshot | RegistryError
             try:
-                waited = self.registry.wait(caller, out["job_id"], out["timeout_ms"], cancel)
+                waited = self.registry.wait(caller, request["job_id"], request["timeout_ms"], cancel)
             except RegistryError as e:
                 waited = e
-            kind, out = self.guest.invoke_step(caller, self.config, tool, args_json, waited)
-        if kind == "done":
-            return out
-        return {"text": "Error: plugin failed: the guest asked to wait too many times", "is_error": True,
-                "value": None}
+            step = self.guest.invoke_step(caller, self.config, tool, args_json, waited)
+        if step[0] == "done":
+            return step[1]
+        return {"text": "Error: plugin failed: the guest asked to wait too many times", "is_error": True, "value": None}
 
-    def person_wrote(self, owner):
+    def person_wrote(self, owner: str) -> None:
         """A person wrote to `owner`: its wake budget is full again."""
         with self._lock:
             self._wakes.pop(owner, None)
 
-    def pull_notice(self, owner):
+    def pull_notice(self, owner: str) -> Notice | None:
         """Profile C: the one update for `owner`'s next step, or None."""
         with self._lock:
             jobs = self._pulled.pop(owner, [])
@@ -72,7 +93,7 @@ class Plugin:
             return None
         return self.guest.batch_notice(owner, self.config, jobs)
 
-    def _on_done(self, snapshot, owner):
+    def _on_done(self, snapshot: JobSnapshot, owner: str | None) -> None:
         if self.profile == "c":
             if owner is not None:
                 with self._lock:
@@ -81,7 +102,7 @@ class Plugin:
         current = self.registry.inspect(snapshot["id"])
         if current is None:
             return
-        state = None
+        state: OwnerState | None = None
         if owner is not None:
             with self._lock:
                 spent = self._wakes.get(owner, 0)
