@@ -46,7 +46,7 @@ fn to_model_error(e: host::RegistryError) -> model::RegistryError {
     match e {
         host::RegistryError::UnknownJob(id) => model::RegistryError::UnknownJob(id),
         host::RegistryError::ForeignJob(id) => model::RegistryError::ForeignJob(id),
-        host::RegistryError::InvalidTimeout(v) => model::RegistryError::InvalidTimeout(v),
+        host::RegistryError::InvalidTimeout(v) => model::RegistryError::InvalidTimeout(v as f64),
         host::RegistryError::WaitAborted => model::RegistryError::WaitAborted,
         host::RegistryError::ProducerFailed(m) => model::RegistryError::ProducerFailed(m),
         host::RegistryError::InvalidPattern(m) => model::RegistryError::InvalidPattern(m),

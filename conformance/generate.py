@@ -1281,7 +1281,7 @@ def start_tool(p, ext):
             "annotations": ann("Run a background shell command", False, True, False, True)}
 
 
-def start_check(args, ext, maxima):
+def start_check(args, ext, maxima, max_command=65536):
     """The start tool's argument check, in its documented order: an ok request or the error text."""
     if not isinstance(args, dict):
         return "invalid arguments: expected an object"
@@ -1329,6 +1329,8 @@ def start_check(args, ext, maxima):
             return f"invalid name: {nbytes(name)} bytes is more than the limit of 128 bytes"
     if not req["command"].strip():
         return "invalid command: expected a non-blank string"
+    if nbytes(req["command"]) > max_command:
+        return f"invalid command: {nbytes(req['command'])} bytes is more than the limit of {max_command} bytes"
     return req
 
 
@@ -1381,9 +1383,20 @@ def starts():
                 got = start_check(args, ext, lim)
                 expect = {"ok": got} if isinstance(got, dict) else {"err": {"text": "Error: " + got, "is_error": True, "value": None}}
                 vec("starts", f"{p}-check-start-{ext_name}-{name}", "3.1 start tool arguments; WIT check-start",
-                    [{"check_start": json.dumps(args, ensure_ascii=False), "expect": expect}], config=cfg(p, **extra))
+                    [{"check_start": json.dumps(args, ensure_ascii=False), "max_command_bytes": 65536,
+                      "expect": expect}], config=cfg(p, **extra))
+        # The host's bound on a command, in bytes as written (README: bounded input).
+        for name, command, bound in (("at-bound", "x" * 16, 16), ("over-bound", "x" * 17, 16),
+                                     ("over-bound-utf8", "\u00e9" * 9, 16), ("blank-over-bound", " " * 40, 16),
+                                     ("escaped-over-bound", "\n" * 20, 16)):
+            got = start_check({"command": command}, [], {}, bound)
+            expect = {"ok": got} if isinstance(got, dict) else {"err": {"text": "Error: " + got, "is_error": True, "value": None}}
+            vec("starts", f"{p}-check-start-command-{name}", "README: bounded input; WIT check-start",
+                [{"check_start": json.dumps({"command": command}), "max_command_bytes": bound, "expect": expect}],
+                config=cfg(p))
         vec("starts", f"{p}-check-start-not-json", "3.1 start tool arguments; WIT check-start",
-            [{"check_start": "{\"command\": ", "expect": {"err_prefix": "Error: invalid arguments: "}}], config=cfg(p))
+            [{"check_start": "{\"command\": ", "max_command_bytes": 65536,
+              "expect": {"err_prefix": "Error: invalid arguments: "}}], config=cfg(p))
         request = {"command": "npm run dev", "workdir": None, "description": None, "stdin": False, "name": "web",
                    "limits": {"timeout_ms": None, "cpu_seconds": None, "memory_bytes": None, "output_bytes": None}}
         answers = [

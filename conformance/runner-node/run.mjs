@@ -147,6 +147,29 @@ class Scripted {
   }
 }
 
+const limitsJson = (l) => Object.fromEntries(['timeoutMs', 'cpuSeconds', 'memoryBytes', 'outputBytes'].map((k) => [
+  k.replace(/[A-Z]/g, (m) => `_${m.toLowerCase()}`), l[k] === undefined ? null : Number(l[k]),
+]));
+const requestJson = (r) => ({
+  command: r.command, workdir: r.workdir ?? null, description: r.description ?? null, stdin: r.stdin,
+  name: r.name ?? null, limits: limitsJson(r.limits),
+});
+const requestFrom = (v) => ({
+  command: v.command, workdir: v.workdir ?? undefined, description: v.description ?? undefined, stdin: v.stdin,
+  name: v.name ?? undefined,
+  limits: Object.fromEntries(['timeout_ms', 'cpu_seconds', 'memory_bytes', 'output_bytes'].map((k) => [
+    k.replace(/_([a-z])/g, (_, m) => m.toUpperCase()), v.limits[k] === null ? undefined : BigInt(v.limits[k]),
+  ])),
+});
+// `{new: id}`, `{existing: id}` or `{error: {<start-error case>: payload}}`, as jco lowers a result.
+const madeFrom = (m) => {
+  if ('new' in m) return { tag: 'ok', val: { tag: 'new', val: m.new } };
+  if ('existing' in m) return { tag: 'ok', val: { tag: 'existing', val: m.existing } };
+  const [tag, val] = Object.entries(m.error)[0];
+  if (tag === 'no-controller') return { tag: 'err', val: { tag } };
+  return { tag: 'err', val: { tag, val: tag === 'limit-reached' ? BigInt(val) : val } };
+};
+const resultJson = (r) => ({ text: r.text, is_error: r.isError, value: r.value });
 const configJson = (c) => ({
   profile: c.profile,
   wait_timeout_ms: Number(c.waitTimeoutMs),
@@ -156,9 +179,9 @@ const configJson = (c) => ({
   max_result_bytes: Number(c.maxResultBytes),
   suppress_completion_notice: c.suppressCompletionNotice,
   extensions: [...c.extensions],
-  limits: Object.fromEntries(['timeoutMs', 'cpuSeconds', 'memoryBytes', 'outputBytes'].map((k) => [
-    k.replace(/[A-Z]/g, (m) => `_${m.toLowerCase()}`), c.limits[k] === undefined ? null : Number(c.limits[k]),
-  ])),
+  limits: limitsJson(c.limits),
+  notice_transport: c.noticeTransport,
+  disposed_owner: c.disposedOwner,
 });
 const noticeJson = (n) => ({ text: n.text, summary: n.summary ?? null, plugin: n.plugin, form: n.form ?? null });
 
@@ -194,6 +217,15 @@ function step(guest, scripted, config, s) {
   if ('tool_annotations' in s) {
     return guest.toolDefinitions(config).map((d) => ({ name: d.name, annotations: d.annotations }));
   }
+  if ('start_tool' in s) {
+    const d = guest.startTool(config);
+    return { name: d.name, description: d.description, input_schema: d.inputSchema, output_schema: d.outputSchema, annotations: d.annotations };
+  }
+  if ('check_start' in s) {
+    const checked = guest.checkStart(config, s.check_start, s.max_command_bytes ?? 65536);
+    return checked.err ? { err: resultJson(checked.err) } : { ok: requestJson(checked.ok) };
+  }
+  if ('started' in s) return resultJson(guest.started(config, requestFrom(s.started.request), madeFrom(s.started.made)));
   if ('describe_call' in s) {
     const c = guest.describeCall(config, s.describe_call, s.args);
     return c && { title: c.title, kind: c.kind, raw_input: c.rawInput ?? null };
@@ -238,6 +270,9 @@ function check(s, got) {
     return null;
   }
   const want = s.expect;
+  if ('check_start' in s && want.err_prefix !== undefined) {
+    return got.err?.is_error === true && String(got.err.text).startsWith(want.err_prefix) ? null : `expected an error starting ${j(want.err_prefix)}, got ${j(got)}`;
+  }
   if ('invoke' in s) {
     const asked = (s.waits ?? []).map((w) => w.expect);
     if (!same(got.waits, asked)) return `waits ${j(got.waits)} expected ${j(asked)}`;

@@ -18,7 +18,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "hosts", "python"))
 
-from harness_jobs.guest import Guest, GuestError, RegistryError, config_plain  # noqa: E402
+from harness_jobs.guest import Guest, GuestError, RegistryError, _plain, _record, config_plain  # noqa: E402
+from wasmtime.component import Variant  # noqa: E402
 
 TERMINAL = ("completed", "killed", "failed")
 
@@ -159,6 +160,22 @@ class Scripted:
         return job.get("ports", [])
 
 
+def request_from(v):
+    limits = _record(**{k: v["limits"][k] for k in ("timeout_ms", "cpu_seconds", "memory_bytes", "output_bytes")})
+    return _record(command=v["command"], workdir=v["workdir"], description=v["description"], stdin=v["stdin"],
+                   name=v["name"], limits=limits)
+
+
+def made_from(m):
+    """``{new: id}``, ``{existing: id}`` or ``{error: {<start-error case>: payload}}``."""
+    if "new" in m:
+        return Variant("ok", Variant("new", m["new"]))
+    if "existing" in m:
+        return Variant("ok", Variant("existing", m["existing"]))
+    (case, payload), = m["error"].items()
+    return Variant("err", Variant(case, None if case == "no-controller" else payload))
+
+
 def step(guest, scripted, config, s):
     if "configure" in s:
         try:
@@ -189,6 +206,15 @@ def step(guest, scripted, config, s):
         return guest.tool_definitions(config)
     if "tool_annotations" in s:
         return [{"name": d["name"], "annotations": d["annotations"]} for d in guest.tool_definitions(config)]
+    if "start_tool" in s:
+        return guest.start_tool(config)
+    if "check_start" in s:
+        kind, checked = guest.check_start(config, s["check_start"], s.get("max_command_bytes", 65536))
+        if kind == "err":
+            return {"err": checked}
+        return {"ok": _plain(checked)}
+    if "started" in s:
+        return guest.started(config, request_from(s["started"]["request"]), made_from(s["started"]["made"]))
     if "describe_call" in s:
         return guest.describe_call(config, s["describe_call"], s["args"])
     if "system_prompt" in s:
@@ -213,6 +239,11 @@ def check(s, got):
                     return f"job {job_id}: {field} is {json.dumps(actual)}, expected {json.dumps(value)}"
         return None
     want = s["expect"]
+    if "check_start" in s and "err_prefix" in want:
+        err = got.get("err") or {}
+        if err.get("is_error") is True and str(err.get("text", "")).startswith(want["err_prefix"]):
+            return None
+        return f"expected an error starting {want['err_prefix']!r}, got {json.dumps(got)}"
     if "invoke" in s:
         asked = [w["expect"] for w in s.get("waits", [])]
         if got["waits"] != asked:

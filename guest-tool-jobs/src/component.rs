@@ -380,9 +380,13 @@ impl tools::Guest for Component {
         }
     }
 
-    fn check_start(config: Config, args_json: String) -> Result<StartRequest, ToolResult> {
+    fn check_start(
+        config: Config,
+        args_json: String,
+        max_command_bytes: u64,
+    ) -> Result<StartRequest, ToolResult> {
         install_panic_hook();
-        start::check(&config_from(config), &args_json)
+        start::check(&config_from(config), &args_json, max_command_bytes)
             .map(|r| StartRequest {
                 command: r.command,
                 workdir: r.workdir,

@@ -4,7 +4,12 @@
 //! The host starts the process and words nothing: it gets a [`StartRequest`]
 //! from [`check`] and hands what happened back to [`started`].
 
-use serde_json::{Map, Value, json};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
 
 use crate::config::{Config, JobLimits, Profile};
 use crate::model::{MAX_TIMER_MS, ToolAnnotations, ToolResult};
@@ -140,25 +145,45 @@ pub fn definition(config: &Config) -> StartTool {
 
 /// Checks the start tool's arguments: the start to make, or the error result.
 /// The extensions' arguments are read only where `config` enables them
-/// (elsewhere they are ignored, as any unknown key).
+/// (elsewhere they are ignored, as any unknown key). A command longer than
+/// `max_command_bytes` is refused before it is copied: the arguments may be
+/// as large as the host's request bound, and the guest's memory is smaller.
 ///
 /// # Errors
 ///
 /// The exact result for the model when the arguments are refused.
-pub fn check(config: &Config, args_json: &str) -> Result<StartRequest, ToolResult> {
-    request(config, args_json).map_err(|message| ToolResult {
+pub fn check(
+    config: &Config,
+    args_json: &str,
+    max_command_bytes: u64,
+) -> Result<StartRequest, ToolResult> {
+    request(config, args_json, max_command_bytes).map_err(|message| ToolResult {
         text: format!("Error: {message}"),
         is_error: true,
         value: None,
     })
 }
 
-fn request(config: &Config, args_json: &str) -> Result<StartRequest, String> {
-    let args: Value =
+/// The arguments as raw JSON borrowed from the call's text, by key (the last
+/// of a repeated key wins, as in any JSON object).
+type RawArgs<'a> = BTreeMap<String, &'a RawValue>;
+
+/// A JSON string, borrowed from the call's text unless it has escapes.
+#[derive(Deserialize)]
+struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+
+fn request(
+    config: &Config,
+    args_json: &str,
+    max_command_bytes: u64,
+) -> Result<StartRequest, String> {
+    let whole: &RawValue =
         serde_json::from_str(args_json).map_err(|e| format!("invalid arguments: {e}"))?;
-    let Value::Object(map) = args else {
+    if !whole.get().trim_start().starts_with('{') {
         return Err("invalid arguments: expected an object".to_owned());
-    };
+    }
+    let map: RawArgs<'_> =
+        serde_json::from_str(whole.get()).map_err(|e| format!("invalid arguments: {e}"))?;
     let mut violations = Vec::new();
     let command = text(&map, "command", &mut violations);
     let workdir = text(&map, "workdir", &mut violations);
@@ -173,22 +198,21 @@ fn request(config: &Config, args_json: &str) -> Result<StartRequest, String> {
         return Err("invalid description: expected a non-blank string".to_owned());
     }
     let mut request = StartRequest {
-        command: command.unwrap_or_default(),
-        workdir,
-        description,
+        workdir: workdir.map(Cow::into_owned),
+        description: description.map(Cow::into_owned),
         ..StartRequest::default()
     };
     if config.extensions.input {
-        request.stdin = match map.get("stdin") {
+        request.stdin = match value(&map, "stdin") {
             None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
+            Some(Value::Bool(b)) => b,
             Some(_) => return Err("invalid arguments: \"stdin\" must be a boolean".to_owned()),
         };
     }
     if config.extensions.ports {
-        request.name = match map.get("name") {
+        request.name = match value(&map, "name") {
             None | Some(Value::Null) => None,
-            Some(Value::String(name)) => Some(name.clone()),
+            Some(Value::String(name)) => Some(name),
             Some(_) => return Err("invalid arguments: \"name\" must be a string".to_owned()),
         };
     }
@@ -205,22 +229,36 @@ fn request(config: &Config, args_json: &str) -> Result<StartRequest, String> {
     if let Some(name) = &request.name {
         check_name(name)?;
     }
-    if request.command.trim().is_empty() {
+    let command = command.unwrap_or_default();
+    if command.trim().is_empty() {
         return Err("invalid command: expected a non-blank string".to_owned());
     }
+    if command.len() as u64 > max_command_bytes {
+        return Err(format!(
+            "invalid command: {} bytes is more than the limit of {max_command_bytes} bytes",
+            command.len()
+        ));
+    }
+    request.command = command.into_owned();
     Ok(request)
 }
 
 /// A string argument, or a violation when it is present and not a string.
-fn text(map: &Map<String, Value>, key: &str, violations: &mut Vec<String>) -> Option<String> {
-    match map.get(key) {
-        None => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => {
+fn text<'a>(map: &RawArgs<'a>, key: &str, violations: &mut Vec<String>) -> Option<Cow<'a, str>> {
+    let raw = map.get(key)?;
+    match serde_json::from_str::<Text<'a>>(raw.get()) {
+        Ok(Text(s)) => Some(s),
+        Err(_) => {
             violations.push(format!("\"{key}\" must be a string"));
             None
         }
     }
+}
+
+/// A small argument as a JSON value.
+fn value(map: &RawArgs<'_>, key: &str) -> Option<Value> {
+    map.get(key)
+        .map(|raw| serde_json::from_str(raw.get()).unwrap_or(Value::Null))
 }
 
 /// A job name is shown in every list and status line: it may not move the
@@ -252,8 +290,8 @@ pub fn is_bidi_control(c: char) -> bool {
 
 /// One limit: what the call asks for (a whole number of at least 1, at most
 /// the session's maximum), or else the maximum.
-fn limit(map: &Map<String, Value>, key: &str, max: Option<u64>) -> Result<Option<u64>, String> {
-    let asked = match map.get(key) {
+fn limit(map: &RawArgs<'_>, key: &str, max: Option<u64>) -> Result<Option<u64>, String> {
+    let asked = match value(map, key) {
         None | Some(Value::Null) => return Ok(max),
         Some(v) => v
             .as_u64()
@@ -340,7 +378,7 @@ mod tests {
     #[test]
     fn arguments_are_checked_in_order() {
         let c = config(r#"{"extensions": true, "limits": {"timeoutMs": 5000}}"#);
-        let error = |args: &str| check(&c, args).expect_err(args).text;
+        let error = |args: &str| check(&c, args, 65_536).expect_err(args).text;
         assert_eq!(
             error("{}"),
             "Error: invalid arguments: missing required property \"command\""
@@ -362,7 +400,25 @@ mod tests {
             "Error: invalid timeout_ms: 6000 is more than this session's limit of 5000"
         );
         assert_eq!(error("[]"), "Error: invalid arguments: expected an object");
-        let ok = check(&c, r#"{"command": "make", "stdin": true, "name": "web"}"#).unwrap();
+        // Refused before it is copied, in the host's bound.
+        assert_eq!(
+            error(&format!(r#"{{"command": "{}"}}"#, "a".repeat(70_000))),
+            "Error: invalid command: 70000 bytes is more than the limit of 65536 bytes"
+        );
+        // Escapes and repeated keys read as JSON does.
+        let ok = check(
+            &c,
+            r#"{"command": "x", "command": "echo \u00e9\n"}"#,
+            65_536,
+        )
+        .unwrap();
+        assert_eq!(ok.command, "echo \u{e9}\n");
+        let ok = check(
+            &c,
+            r#"{"command": "make", "stdin": true, "name": "web"}"#,
+            65_536,
+        )
+        .unwrap();
         assert_eq!(ok.limits.timeout_ms, Some(5000));
         assert!(ok.stdin);
         assert_eq!(ok.name.as_deref(), Some("web"));
@@ -370,7 +426,12 @@ mod tests {
 
     #[test]
     fn extension_arguments_are_ignored_when_off() {
-        let ok = check(&config("{}"), r#"{"command": "x", "stdin": 3, "name": 4}"#).unwrap();
+        let ok = check(
+            &config("{}"),
+            r#"{"command": "x", "stdin": 3, "name": 4}"#,
+            65_536,
+        )
+        .unwrap();
         assert_eq!(
             ok,
             StartRequest {

@@ -18,9 +18,16 @@ const plugin = await Plugin.load(registry, {
 const owner = 'session-1';
 console.log('tools:', plugin.toolDefinitions().map((t) => t.name).join(', '));
 
-const build = registry.startShell('echo compiling; sleep 0.2; echo built', { owner });
-const server = registry.startShell('echo serving; sleep 60', { owner });
-registry.startShell('sleep 0.3; echo 12 passed', { owner });
+// The model starts its jobs with the guest's own start tool.
+/** @param {string} command */
+const start = async (command) => {
+  const started = await plugin.invoke(owner, 'bash', { command });
+  console.log(started.text);
+  return /** @type {{ jobId: string }} */ (started.value).jobId;
+};
+const build = await start('echo compiling; sleep 0.2; echo built');
+const server = await start('echo serving; sleep 60');
+await start('sleep 0.3; echo 12 passed');
 
 console.log((await plugin.invoke(owner, 'job_list', {})).text);
 console.log((await plugin.invoke(owner, 'job_output', { job_id: build, wait: true, timeout_ms: 10000 })).text);

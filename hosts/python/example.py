@@ -23,9 +23,19 @@ plugin = Plugin(wasm, registry, '{"profile":"a"}', on_notice=on_notice)
 owner = "session-1"
 print("tools:", ", ".join(t["name"] for t in plugin.tool_definitions()))
 
-build = registry.start_shell("echo compiling; sleep 0.2; echo built", owner=owner)
-server = registry.start_shell("echo serving; sleep 60", owner=owner)
-tests = registry.start_shell("sleep 0.3; echo 12 passed", owner=owner)
+
+def start(command: str) -> str:
+    """Starts `command` as the model does, with the guest's own start tool."""
+    started = plugin.invoke(owner, "bash", {"command": command})
+    print(started["text"])
+    value = started["value"]
+    assert isinstance(value, dict), started
+    return str(value["jobId"])
+
+
+build = start("echo compiling; sleep 0.2; echo built")
+server = start("echo serving; sleep 60")
+tests = start("sleep 0.3; echo 12 passed")
 
 print(plugin.invoke(owner, "job_list", {})["text"])
 print(plugin.invoke(owner, "job_output", {"job_id": build, "wait": True, "timeout_ms": 10000})["text"])

@@ -11,6 +11,7 @@ mod delivery;
 mod extensions;
 mod hostile;
 mod inproc;
+mod layout;
 mod profile_b;
 mod profile_c;
 mod randomized;

@@ -218,7 +218,7 @@ async fn a_guest_that_traps_or_spins_on_the_start_tool_starts_nothing_or_answers
     // A trap in the check: the start is never made.
     let mut made = false;
     let failed = mount
-        .start_with(r#"{"command": "panic"}"#, |_| {
+        .start_with(r#"{"command": "panic"}"#, 65_536, |_| {
             made = true;
             Ok(host::plugin::StartMade::New("bash-1".into()))
         })
@@ -233,7 +233,7 @@ async fn a_guest_that_traps_or_spins_on_the_start_tool_starts_nothing_or_answers
     // A guest that spins while wording a start the host made: the CPU budget
     // ends it with an error, and the next call works.
     let spun = mount
-        .start_with("spin", |_| {
+        .start_with("spin", 65_536, |_| {
             Ok(host::plugin::StartMade::New("bash-2".into()))
         })
         .await;
@@ -244,7 +244,7 @@ async fn a_guest_that_traps_or_spins_on_the_start_tool_starts_nothing_or_answers
         spun.text
     );
     let next = mount
-        .start_with("true", |_| {
+        .start_with("true", 65_536, |_| {
             Ok(host::plugin::StartMade::New("bash-3".into()))
         })
         .await;

@@ -255,7 +255,12 @@ impl Runner {
         if let Some(args) = step.get("check_start").and_then(Value::as_str) {
             let checked = guest
                 .harness_jobs_tools()
-                .call_check_start(&mut *store, config, args)
+                .call_check_start(
+                    &mut *store,
+                    config,
+                    args,
+                    step["max_command_bytes"].as_u64().unwrap_or(65_536),
+                )
                 .map_err(trap)?;
             return Ok(match checked {
                 Ok(r) => json!({"ok": request_json(&r)}),

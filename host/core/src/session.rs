@@ -217,22 +217,26 @@ impl Session {
     /// the shell producer makes the start.
     async fn start(&self, args: &Value) -> ToolOutcome {
         self.mount
-            .start_with(&args.to_string(), |request: &StartRequest| {
-                let request = BashRequest {
-                    command: request.command.clone(),
-                    workdir: request.workdir.as_ref().map(PathBuf::from),
-                    stdin: request.stdin,
-                    name: request.name.clone(),
-                    limits: request.limits,
-                    ..BashRequest::default()
-                };
-                self.bash
-                    .start_named(Some(self.owner.clone()), request)
-                    .map(|started| match started {
-                        Started::New(id) => StartMade::New(id),
-                        Started::Existing(id) => StartMade::Existing(id),
-                    })
-            })
+            .start_with(
+                &args.to_string(),
+                self.bash.max_command_bytes(),
+                |request: &StartRequest| {
+                    let request = BashRequest {
+                        command: request.command.clone(),
+                        workdir: request.workdir.as_ref().map(PathBuf::from),
+                        stdin: request.stdin,
+                        name: request.name.clone(),
+                        limits: request.limits,
+                        ..BashRequest::default()
+                    };
+                    self.bash
+                        .start_named(Some(self.owner.clone()), request)
+                        .map(|started| match started {
+                            Started::New(id) => StartMade::New(id),
+                            Started::Existing(id) => StartMade::Existing(id),
+                        })
+                },
+            )
             .await
     }
 

@@ -1,12 +1,17 @@
 // The plugin as a harness uses it: tools, calls (with waits run here, on the
 // event loop) and completion notices, over a Registry of real processes.
 
+import { statSync } from 'node:fs';
+
 import { Guest, RegistryError } from './guest.js';
 
 /** @import { AgentStatus, GuestConfig, Job, Lane, Notice, PromptSection, ToolDefinition, ToolResult, WaitOutcome } from './types.js' */
 /** @import { Registry } from './registry.js' */
 
 const MAX_WAITS_PER_CALL = 8;
+// The longest command started, as the Rust host's default: one argument of
+// execve may not be longer than 128 KiB anyway.
+const MAX_COMMAND_BYTES = 65536;
 
 /**
  * @typedef {object} PluginOptions
@@ -30,6 +35,8 @@ export class Plugin {
   #wakes = new Map();
   /** @type {Map<string, Job[]>} */
   #pulled = new Map();
+  /** @type {string | undefined} the start tool's name, as the guest defines it */
+  #startName;
 
   /**
    * `await Plugin.load(registry, { config, onNotice, ownerStatus, generated })`.
@@ -70,8 +77,14 @@ export class Plugin {
     registry.onJobDone((job, owner) => this.#onDone(job, owner));
   }
 
-  /** @returns {ToolDefinition[]} */
-  toolDefinitions() { return this.#guest.toolDefinitions(this.config); }
+  /**
+   * The guest's start tool (`bash`) followed by its job tools, as the model
+   * receives them.
+   * @returns {ToolDefinition[]}
+   */
+  toolDefinitions() {
+    return [this.#guest.startTool(this.config), ...this.#guest.toolDefinitions(this.config)];
+  }
 
   /** @returns {PromptSection | null} */
   systemPrompt() { return this.#guest.systemPrompt(this.config); }
@@ -87,6 +100,8 @@ export class Plugin {
    */
   async invoke(caller, tool, args, signal) {
     const argsJson = typeof args === 'string' ? args : JSON.stringify(args);
+    this.#startName ??= this.#guest.startTool(this.config).name;
+    if (tool === this.#startName) return this.#start(caller, argsJson);
     let out = this.#guest.invokeStep(caller, this.config, tool, argsJson);
     for (let n = 0; out.wait && n < MAX_WAITS_PER_CALL; n += 1) {
       /** @type {Job | WaitOutcome | RegistryError} */
@@ -101,6 +116,31 @@ export class Plugin {
     }
     if (out.wait) return { text: 'Error: plugin failed: the guest asked to wait too many times', isError: true, value: null };
     return out.done;
+  }
+
+  /**
+   * The start tool: the guest checks the arguments and words the answer; the
+   * registry starts `bash -c` for the owner.
+   * @param {string | null} caller
+   * @param {string} argsJson
+   * @returns {ToolResult}
+   */
+  #start(caller, argsJson) {
+    const checked = this.#guest.checkStart(this.config, argsJson, MAX_COMMAND_BYTES);
+    const request = checked.ok;
+    if (request === undefined) return /** @type {ToolResult} */ (checked.err);
+    /** @type {import('./guest.js').StartError | undefined} */
+    let refused;
+    if (request.workdir !== undefined) {
+      try {
+        if (!statSync(request.workdir).isDirectory()) refused = { tag: 'refused', val: `invalid workdir: ${request.workdir} is not a directory` };
+      } catch (e) {
+        refused = { tag: 'refused', val: `invalid workdir: ${request.workdir}: ${/** @type {Error} */ (e).message}` };
+      }
+    }
+    if (refused) return this.#guest.started(this.config, request, { tag: 'err', val: refused });
+    const id = this.#registry.startShell(request.command, { owner: caller, cwd: request.workdir });
+    return this.#guest.started(this.config, request, { tag: 'ok', val: { tag: 'new', val: id } });
   }
 
   /**

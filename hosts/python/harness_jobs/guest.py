@@ -1,4 +1,4 @@
-"""The tool-jobs component (WIT `harness:jobs@0.5.0`) loaded with wasmtime-py.
+"""The tool-jobs component (WIT `harness:jobs@0.6.0`) loaded with wasmtime-py.
 
 `Guest` is the low-level binding: it links the imports the component needs
 (the owner-scoped registry, the clock and the log) to a Python *backend* and
@@ -61,7 +61,7 @@ from .types import (
 )
 
 PACKAGE = "harness:jobs"
-VERSION = "0.5.0"
+VERSION = "0.6.0"
 SCOPE_TYPE = 1
 log = logging.getLogger("harness_jobs.guest")
 
@@ -111,6 +111,24 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
+
+
+def _definition(d: Any) -> ToolDefinition:
+    """A tool definition with its schemas parsed."""
+    output_schema = getattr(d, "output-schema")
+    return {
+        "name": d.name,
+        "description": d.description,
+        "input_schema": json.loads(getattr(d, "input-schema")),
+        "output_schema": None if output_schema is None else json.loads(output_schema),
+        "annotations": _annotations(d.annotations),
+    }
+
+
+def _result(r: Any) -> ToolResult:
+    """A WIT tool-result as a dict, its value parsed."""
+    value = r.value
+    return {"text": r.text, "is_error": getattr(r, "is-error"), "value": None if value is None else json.loads(value)}
 
 
 def snapshot_record(job: JobSnapshot) -> Record:
@@ -309,18 +327,28 @@ class Guest:
         return cast(GuestConfig, out)
 
     def tool_definitions(self, config: GuestConfig) -> list[ToolDefinition]:
-        return [
-            {
-                "name": d.name,
-                "description": d.description,
-                "input_schema": json.loads(getattr(d, "input-schema")),
-                "output_schema": None
-                if getattr(d, "output-schema") is None
-                else json.loads(getattr(d, "output-schema")),
-                "annotations": _annotations(d.annotations),
-            }
-            for d in self._call("tools", "tool-definitions", config)
-        ]
+        return [_definition(d) for d in self._call("tools", "tool-definitions", config)]
+
+    def start_tool(self, config: GuestConfig) -> ToolDefinition:
+        """The start tool (`bash`) in the config's words."""
+        return _definition(self._call("tools", "start-tool", config))
+
+    def check_start(self, config: GuestConfig, args_json: str, max_command_bytes: int) -> tuple[str, Any]:
+        """Checks the start tool's arguments: ``("ok", request)``, a WIT
+        ``start-request`` record to pass to `started`, or ``("err", result)``,
+        the exact result for the model. A command longer than
+        `max_command_bytes` is refused before the guest copies it."""
+        out = self._call("tools", "check-start", config, args_json, max_command_bytes)
+        if out.tag == "err":
+            return "err", _result(out.payload)
+        return "ok", out.payload
+
+    def started(self, config: GuestConfig, request: Any, made: Variant) -> ToolResult:
+        """The start tool's result for `request`, given what the start did:
+        ``Variant("ok", Variant("new", id))``, ``Variant("ok", Variant("existing", id))``
+        or ``Variant("err", Variant(case, payload))`` with a WIT ``start-error`` case
+        (``no-controller``, ``stale-owner``, ``limit-reached``, ``refused``)."""
+        return _result(self._call("tools", "started", config, request, made))
 
     def describe_call(self, config: GuestConfig, tool: str, args_json: str) -> UiCard | None:
         return cast("UiCard | None", _plain(self._call("tools", "describe-call", config, tool, args_json)))
@@ -345,10 +373,7 @@ class Guest:
             outcome = error_variant(waited) if isinstance(waited, RegistryError) else waited_record(waited)
             out = self._call("tools", "resume", config, tool, args_json, outcome, caller=caller, scoped=True)
         if out.tag == "done":
-            r = _plain(out.payload)
-            value = json.loads(r["value"]) if r["value"] is not None else None
-            result: ToolResult = {"text": r["text"], "is_error": r["is_error"], "value": value}
-            return "done", result
+            return "done", _result(out.payload)
         if out.tag == "wait":
             return "wait", cast(WaitRequest, _plain(out.payload))
         raise GuestError(f"unexpected call outcome {out.tag}")

@@ -4,14 +4,21 @@ host) and completion notices, over a `Registry` of real processes."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable
 from os import PathLike
-from typing import Any
+from typing import Any, cast
+
+from wasmtime.component import Variant
 
 from .guest import Guest, RegistryError
 from .registry import Registry
 from .types import AgentStatus, JobSnapshot, Lane, Notice, OwnerState, PromptSection, ToolDefinition, ToolResult
+
+MAX_COMMAND_BYTES = 65536
+"""The longest command started, as the Rust host's default: one argument of
+execve may not be longer than 128 KiB anyway."""
 
 NoticeHandler = Callable[["str | None", Lane, Notice], None]
 """Receives ``(owner, lane, notice)`` for each notice a pushing profile delivers."""
@@ -49,11 +56,13 @@ class Plugin:
         self._wakes: dict[str | None, int] = {}
         self._pulled: dict[str, list[JobSnapshot]] = {}
         self._lock = threading.Lock()
+        self._start_name: str | None = None
         registry.on_job_done(self._on_done)
 
     def tool_definitions(self) -> list[ToolDefinition]:
-        """The tools, each a dict with name, description, input_schema, output_schema."""
-        return self.guest.tool_definitions(self.config)
+        """The guest's start tool (`bash`) followed by its job tools, each a dict
+        with name, description, input_schema, output_schema and annotations."""
+        return [self.guest.start_tool(self.config), *self.guest.tool_definitions(self.config)]
 
     def system_prompt(self) -> PromptSection | None:
         return self.guest.system_prompt(self.config)
@@ -65,6 +74,10 @@ class Plugin:
         ``{"text", "is_error", "value"}``. A call that waits does so here, on the
         registry; `cancel` (a threading.Event) ends such a wait."""
         args_json = args if isinstance(args, str) else json.dumps(args)
+        if self._start_name is None:
+            self._start_name = self.guest.start_tool(self.config)["name"]
+        if tool == self._start_name:
+            return self._start(caller, args_json)
         step = self.guest.invoke_step(caller, self.config, tool, args_json)
         for _ in range(8):
             if step[0] == "done":
@@ -79,6 +92,23 @@ class Plugin:
         if step[0] == "done":
             return step[1]
         return {"text": "Error: plugin failed: the guest asked to wait too many times", "is_error": True, "value": None}
+
+    def _start(self, caller: str | None, args_json: str) -> ToolResult:
+        """The start tool: the guest checks the arguments and words the answer;
+        the registry starts ``bash -c`` for the owner."""
+        kind, checked = self.guest.check_start(self.config, args_json, MAX_COMMAND_BYTES)
+        if kind == "err":
+            return cast(ToolResult, checked)
+        request = checked
+        workdir = request.workdir
+        if workdir is not None and not os.path.isdir(workdir):
+            why = (
+                f"{workdir} is not a directory" if os.path.exists(workdir) else f"{workdir}: No such file or directory"
+            )
+            made = Variant("err", Variant("refused", f"invalid workdir: {why}"))
+            return self.guest.started(self.config, request, made)
+        job_id = self.registry.start_shell(request.command, owner=caller, workdir=workdir)
+        return self.guest.started(self.config, request, Variant("ok", Variant("new", job_id)))
 
     def person_wrote(self, owner: str) -> None:
         """A person wrote to `owner`: its wake budget is full again."""

@@ -119,7 +119,11 @@ impl tools::Guest for Rogue {
 
     // `"panic"` in the arguments traps the check; anything else is started
     // as the command it names.
-    fn check_start(_config: Config, args_json: String) -> Result<StartRequest, ToolResult> {
+    fn check_start(
+        _config: Config,
+        args_json: String,
+        _max_command_bytes: u64,
+    ) -> Result<StartRequest, ToolResult> {
         assert!(!args_json.contains("panic"), "rogue check-start panics");
         Ok(StartRequest {
             command: args_json,

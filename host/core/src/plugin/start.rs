@@ -48,18 +48,25 @@ impl Mount {
         .await
     }
 
-    /// Runs the start tool: the guest checks `args_json`, `start` makes the
-    /// start it asked for, and the guest words what happened. Refused
-    /// arguments never reach `start`.
+    /// Runs the start tool: the guest checks `args_json` (a command longer
+    /// than `max_command_bytes` is refused there, in the contract's words),
+    /// `start` makes the start it asked for, and the guest words what
+    /// happened. Refused arguments never reach `start`.
     pub async fn start_with(
         &self,
         args_json: &str,
+        max_command_bytes: usize,
         start: impl FnOnce(&StartRequest) -> Result<StartMade, StartError>,
     ) -> ToolOutcome {
+        let max_command_bytes = u64::try_from(max_command_bytes).unwrap_or(u64::MAX);
         let checked = self
             .with_instance(|jobs, store| {
-                jobs.harness_jobs_tools()
-                    .call_check_start(store, self.config(), args_json)
+                jobs.harness_jobs_tools().call_check_start(
+                    store,
+                    self.config(),
+                    args_json,
+                    max_command_bytes,
+                )
             })
             .await;
         let asked = match checked {

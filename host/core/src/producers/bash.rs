@@ -172,6 +172,11 @@ pub fn started_text(job_id: &str) -> String {
 }
 
 impl BashProducer {
+    /// The longest command this producer starts, in bytes.
+    pub fn max_command_bytes(&self) -> usize {
+        self.inner.config.max_command_bytes
+    }
+
     /// A producer for `registry`. Spill files go to a private (0700) directory
     /// that is removed when the last clone of the producer is dropped (or, if the
     /// host dies first, by its watchdog). Sets up containment (see
