@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::fixture::{Fixture, gone_soon};
 use host::bash::{BashConfig, BashProducer, BashRequest, started_text};
-use host::output::OutputLimits;
+use host::capture::OutputLimits;
 use host::{JobStatus, Owner, StartError};
 use serde_json::{Value, json};
 

@@ -4,7 +4,7 @@
 //! container of its own ([`crate::containment`]), with stdin from `/dev/null`, an
 //! allowlisted environment and no inherited descriptor beyond 0-2. Output is
 //! captured per stream with a bounded tail and a bounded spill file
-//! ([`crate::output`]), under one disk budget per producer. A kill sends SIGTERM to
+//! ([`crate::capture`]), under one disk budget per producer. A kill sends SIGTERM to
 //! every process of the job and SIGKILL after the grace period; when the leader is
 //! gone, whatever is left of the job is killed too, so no process of it outlives
 //! it. Background commands have no timeout.
@@ -22,16 +22,12 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use super::lines::{self, Retained};
 use super::spawner::Spawner;
 use super::vfork;
+use crate::capture::{OutputLimits, OutputStream, SharedCapture, SpillBudget};
 use crate::containment::{self, ActiveMode, Containment, ContainmentMode, JobContainer};
-use crate::output::{Capture, OutputLimits, SpillBudget, StreamName};
 use crate::owner::Owner;
-use crate::registry::control::{
-    ControlError, JobControl, JobSignal, LineMatch, LinePage, LineQuery, ListeningPort,
-    OutputStream, ScanState,
-};
+use crate::registry::control::{ControlError, JobControl, JobSignal, ListeningPort};
 use crate::registry::{JobHooks, JobOutcome, JobRegistry, JobStart, OutcomeStatus, StartError};
 
 /// The kind every shell job is registered under.
@@ -387,11 +383,11 @@ impl BashProducer {
         let mut setup = container.pre_exec();
         let create = container.creator();
 
-        let capture = Arc::new(Mutex::new(Capture::with_budget(
+        let capture = SharedCapture::new(
             &inner.spill_dir.path().join(format!("spawn-{n}")),
             inner.config.limits,
             Some(inner.budget.clone()),
-        )));
+        );
         let (exited, _) = watch::channel(false);
         let control = Arc::new(ProcessControl {
             state: Mutex::new(ControlState::default()),
@@ -400,13 +396,9 @@ impl BashProducer {
             exited,
             limit_hit: Mutex::new(None),
         });
-        let (changes, _) = watch::channel(0u64);
-        let changes = Arc::new(changes);
         let (stdin_tx, stdin_rx) = tokio::sync::oneshot::channel();
         let extras = Arc::new(BashControl {
-            capture: capture.clone(),
             process: control.clone(),
-            changes: changes.clone(),
             input: Mutex::new(if request.stdin {
                 InputState::Open(InputWriter::start(
                     stdin_rx,
@@ -448,18 +440,11 @@ impl BashProducer {
             live.push(Arc::downgrade(&control));
         }
 
-        let read_capture = capture.clone();
-        let read_output = Box::new(move || Ok(lock(&read_capture).render_delta()));
-        let excerpt_capture = capture.clone();
-        let output_excerpt = Box::new(move |window| Ok(lock(&excerpt_capture).excerpt(window)));
-
         let supervisor = Supervisor {
-            capture,
+            capture: capture.clone(),
             control: control.clone(),
             grace: inner.config.grace,
-            budget: inner.budget.clone(),
             _spawner: inner.spawner.clone(),
-            changes,
             limits: request.limits,
         };
         let done = Box::pin(async move {
@@ -475,8 +460,9 @@ impl BashProducer {
                 cancel_control.request_kill(Signal::SIGTERM);
                 Ok(())
             }),
-            read_output: Some(read_output),
-            output_excerpt: Some(output_excerpt),
+            capture: Some(capture),
+            read_output: None,
+            output_excerpt: None,
             control: Some(extras),
             done,
         })
@@ -699,10 +685,6 @@ fn resolve_in_path(shell: &Path) -> PathBuf {
         .unwrap_or_else(|| shell.to_owned())
 }
 
-fn lock(capture: &Mutex<Capture>) -> MutexGuard<'_, Capture> {
-    capture.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 fn lock_any<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -787,14 +769,11 @@ impl ProcessControl {
 }
 
 struct Supervisor {
-    capture: Arc<Mutex<Capture>>,
+    capture: SharedCapture,
     control: Arc<ProcessControl>,
     grace: Duration,
-    budget: Arc<SpillBudget>,
     /// Keeps the spawner threads (and so the jobs' death signal) alive.
     _spawner: Arc<Spawner>,
-    /// Bumped on every chunk of output (for ready waits).
-    changes: Arc<watch::Sender<u64>>,
     limits: JobLimits,
 }
 
@@ -805,16 +784,11 @@ impl Supervisor {
         self.control.exited.send_replace(true);
         let control = self.control.clone();
         let _ = tokio::task::spawn_blocking(move || lock_any(&control.container).release()).await;
-        {
-            let mut capture = lock(&self.capture);
-            capture.push(
-                StreamName::Stderr,
-                format!("spawn failed: {why}").as_bytes(),
-            );
-            capture.closed = true;
-        }
-        self.changes.send_modify(|_| {});
-        self.budget.finished(&self.capture);
+        self.capture.push(
+            OutputStream::Stderr,
+            format!("spawn failed: {why}").as_bytes(),
+        );
+        self.capture.close();
         process_outcome(None, true)
     }
 
@@ -822,8 +796,8 @@ impl Supervisor {
         let pid = started.pid as u32;
         let mut readers = Vec::new();
         for (fd, stream) in [
-            (started.stdout, StreamName::Stdout),
-            (started.stderr, StreamName::Stderr),
+            (started.stdout, OutputStream::Stdout),
+            (started.stderr, OutputStream::Stderr),
         ] {
             match tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
                 Ok(pipe) => readers.push(self.pump(pipe, stream)),
@@ -904,10 +878,8 @@ impl Supervisor {
                 reader.abort();
             }
         }
-        lock(&self.capture).closed = true;
-        // Wakes a ready wait for the last line, now complete; the count stays.
-        self.changes.send_modify(|_| {});
-        self.budget.finished(&self.capture);
+        // Wakes a ready wait for the last line, now complete.
+        self.capture.close();
         let mut outcome = process_outcome(status.ok(), kill_requested);
         if let Some(why) = lock_any(&self.control.limit_hit).take() {
             outcome.status = OutcomeStatus::Killed;
@@ -935,9 +907,8 @@ impl Supervisor {
     /// The read buffer exists only while the pipe has data: an idle job (most
     /// of them, when thousands run) holds no buffer, where a buffer kept
     /// across waits cost 128 KiB per job.
-    fn pump(&self, pipe: tokio::net::unix::pipe::Receiver, stream: StreamName) -> JoinHandle<()> {
+    fn pump(&self, pipe: tokio::net::unix::pipe::Receiver, stream: OutputStream) -> JoinHandle<()> {
         let capture = self.capture.clone();
-        let changes = self.changes.clone();
         let control = self.control.clone();
         let ceiling = self.limits.output_bytes;
         tokio::spawn(async move {
@@ -954,12 +925,7 @@ impl Supervisor {
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                         Err(_) => return,
                     }
-                    let written = {
-                        let mut capture = lock(&capture);
-                        capture.push(stream, &buf);
-                        capture.stdout.total() + capture.stderr.total()
-                    };
-                    changes.send_replace(written);
+                    let written = capture.push(stream, &buf);
                     if let Some(limit) = ceiling
                         && written > limit
                     {
@@ -1060,11 +1026,9 @@ impl InputWriter {
     }
 }
 
-/// The shell job's answers to the extension calls.
+/// The shell job's answers to the extension calls only a producer can serve.
 struct BashControl {
-    capture: Arc<Mutex<Capture>>,
     process: Arc<ProcessControl>,
-    changes: Arc<watch::Sender<u64>>,
     input: Mutex<InputState>,
 }
 
@@ -1120,57 +1084,9 @@ impl JobControl for BashControl {
         Ok(())
     }
 
-    fn lines(&self, query: &LineQuery, pattern: Option<&regex::Regex>) -> LinePage {
-        let retained = {
-            let capture = lock(&self.capture);
-            [
-                Retained::of(&capture.stdout, OutputStream::Stdout),
-                Retained::of(&capture.stderr, OutputStream::Stderr),
-            ]
-        };
-        // Spill files are read after the lock, so the job's output keeps
-        // flowing, and off the async workers, so a slow pattern holds no
-        // other call.
-        crate::registry::control::heavy(|| lines::query(&retained, query, pattern))
-    }
-
     fn ports(&self) -> Vec<ListeningPort> {
         let pids = lock_any(&self.process.container).pids();
         super::ports::listening_ports(&pids)
-    }
-
-    fn output_changes(&self) -> watch::Receiver<u64> {
-        self.changes.subscribe()
-    }
-
-    fn last_output(&self) -> Option<std::time::Instant> {
-        lock(&self.capture).last_output
-    }
-
-    fn find_unread(&self, pattern: &regex::Regex, scan: &mut ScanState) -> Option<LineMatch> {
-        // Copied under the lock, matched without it (and off the async
-        // workers): a slow pattern neither stalls the job's output nor the
-        // server's other calls.
-        let (stdout, stderr) = {
-            let capture = lock(&self.capture);
-            (
-                lines::unread(&capture.stdout, OutputStream::Stdout, scan.stdout),
-                lines::unread(&capture.stderr, OutputStream::Stderr, scan.stderr),
-            )
-        };
-        let (line, at) = crate::registry::control::heavy(|| {
-            lines::scan_unread(&stdout, pattern, &mut scan.stdout)
-                .or_else(|| lines::scan_unread(&stderr, pattern, &mut scan.stderr))
-        })?;
-        let capture = lock(&self.capture);
-        let buffer = match line.stream {
-            OutputStream::Stdout => &capture.stdout,
-            OutputStream::Stderr => &capture.stderr,
-        };
-        Some(LineMatch {
-            before: lines::context_before(buffer, line.stream, line.number, at),
-            line,
-        })
     }
 }
 

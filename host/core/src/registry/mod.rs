@@ -41,6 +41,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::capture::SharedCapture;
 use crate::clock::{Clock, SystemClock};
 use crate::owner::{AgentDirectory, Owner};
 use crate::scope::{Layered, ScopeKey, ScopeTree};
@@ -65,6 +66,8 @@ struct JobRecord {
     wait_holds: u32,
     waiters: Vec<WaiterSlot>,
     cancel: CancelHook,
+    /// The job's output, when its producer writes it to a capture.
+    capture: Option<SharedCapture>,
     read_output: Option<ReadHook>,
     output_excerpt: Option<ExcerptHook>,
     /// The producer's extension controls, shared so calls run outside the lock.
