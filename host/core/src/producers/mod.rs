@@ -8,5 +8,3 @@ pub mod bash;
 pub mod containment;
 pub mod inproc;
 pub mod ports;
-mod spawner;
-mod vfork;

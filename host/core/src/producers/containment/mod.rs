@@ -16,9 +16,9 @@
 //!   with its marker, and every descendant of either (walked through `/proc`).
 //!   Freeze-then-kill sweeps repeat until a sweep finds nobody.
 //!
-//! In both modes each job leader gets `PR_SET_PDEATHSIG(SIGKILL)` (from one spawner
-//! thread that lives as long as any of its jobs, because the signal follows the
-//! thread that forked), and a watchdog process outside every job holds a pipe from
+//! In both modes each job leader gets `PR_SET_PDEATHSIG(SIGKILL)` (cloned from one
+//! of the producer's four spawner threads, which live as long as any of their
+//! jobs, because the signal follows the thread that cloned), and a watchdog process outside every job holds a pipe from
 //! the host: when the host dies in any way, even by SIGKILL, the pipe closes and the
 //! watchdog kills what is left (the cgroups, or every marked process) and removes
 //! the spill directory.
