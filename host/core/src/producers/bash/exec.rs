@@ -94,6 +94,12 @@ impl BashProducer {
             cwd,
             open_stdin: request.stdin,
             rlimits,
+            setup: vfork::ChildSetup {
+                new_session: true,
+                die_with_parent: Some(std::process::id() as libc::pid_t),
+                join_cgroup: container.cgroup_procs().map(ToOwned::to_owned),
+                close_inherited_fds: true,
+            },
         })
     }
 }
@@ -122,35 +128,18 @@ pub(super) static GIVEN_OPEN_FILE_LIMIT: std::sync::OnceLock<Option<(libc::rlim_
 /// live job holds three descriptors of the host (two pipes and a pidfd), so
 /// the usual soft limit of 1,024 would fail spawns past about 300 jobs at once.
 pub(super) fn raise_open_file_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
     GIVEN_OPEN_FILE_LIMIT.get_or_init(|| {
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit and setrlimit on a valid struct.
-        unsafe {
-            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0
-                || limit.rlim_cur >= limit.rlim_max
-            {
-                return None;
-            }
-            let given = (limit.rlim_cur, limit.rlim_max);
-            limit.rlim_cur = limit.rlim_max;
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                tracing::info!(
-                    "jobs: the open-file limit stays at {}: {}",
-                    given.0,
-                    std::io::Error::last_os_error()
-                );
-                return None;
-            }
-            tracing::info!(
-                "jobs: open-file limit raised from {} to {}",
-                given.0,
-                given.1
-            );
-            Some(given)
+        let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+        if soft >= hard {
+            return None;
         }
+        if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            tracing::info!("jobs: the open-file limit stays at {soft}: {e}");
+            return None;
+        }
+        tracing::info!("jobs: open-file limit raised from {soft} to {hard}");
+        Some((soft, hard))
     });
 }
 

@@ -298,7 +298,6 @@ impl BashProducer {
             .new_job()
             .map_err(|e| format!("spawn failed: cannot create the job's container: {e}"))?;
         let spec = self.spec(request, dir, &container)?;
-        let mut setup = container.pre_exec();
         let create = container.creator();
 
         let capture = SharedCapture::new(
@@ -336,7 +335,7 @@ impl BashProducer {
                 let result = create()
                     .map_err(|e| format!("cannot create the job's container: {e}"))
                     .and_then(|()| {
-                        containment::start_leader(|| vfork::spawn(&spec, &mut setup), |s| s.pid)
+                        containment::start_leader(|| vfork::spawn(&spec), |s| s.pid)
                             .map_err(|e| e.to_string())
                     })
                     .map(|mut started| {

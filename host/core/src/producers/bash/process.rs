@@ -2,7 +2,7 @@
 //! shared by the cancel hook, shutdown and the supervisor, and how a process's
 //! end maps to a job outcome.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::process::ExitStatus;
 use std::sync::Mutex;
 
@@ -22,33 +22,22 @@ pub(super) struct Leader {
 impl Leader {
     /// Waits until the leader exits and reaps it.
     pub(super) async fn wait(&self) -> std::io::Result<ExitStatus> {
+        use rustix::process::{WaitId, WaitIdOptions, waitid};
         use std::os::unix::process::ExitStatusExt;
         loop {
             let mut ready = self.pidfd.readable().await?;
-            // SAFETY: waitid on our own pidfd into a zeroed siginfo.
-            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-            let r = unsafe {
-                libc::waitid(
-                    libc::P_PIDFD,
-                    self.pidfd.get_ref().as_raw_fd() as libc::id_t,
-                    &mut info,
-                    libc::WEXITED | libc::WNOHANG,
-                )
-            };
-            if r < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // SAFETY: filled by waitid for an exited child.
-            let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
-            if pid == 0 {
+            let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
+            let Some(status) = waitid(WaitId::PidFd(self.pidfd.get_ref().as_fd()), options)? else {
+                // Readable, but not yet waitable: wait for the next wakeup.
                 ready.clear_ready();
                 continue;
-            }
+            };
             // The raw wait status, as waitpid would have written it.
-            let raw = match info.si_code {
-                libc::CLD_EXITED => (status & 0xff) << 8,
-                libc::CLD_DUMPED => status | 0x80,
-                _ => status,
+            let raw = match (status.exit_status(), status.terminating_signal()) {
+                (Some(code), _) => (code & 0xff) << 8,
+                (None, Some(signal)) if status.dumped() => signal | 0x80,
+                (None, Some(signal)) => signal,
+                (None, None) => 0,
             };
             return Ok(ExitStatus::from_raw(raw));
         }
@@ -56,16 +45,9 @@ impl Leader {
 
     /// SIGKILL to the leader alone (the rest of the job is the container's).
     pub(super) fn kill(&self) {
-        // SAFETY: pidfd_send_signal on our own pidfd.
-        unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                self.pidfd.get_ref().as_raw_fd(),
-                libc::SIGKILL,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            );
-        }
+        // ESRCH: already gone, which is what we wanted.
+        let _ =
+            rustix::process::pidfd_send_signal(self.pidfd.get_ref(), rustix::process::Signal::KILL);
     }
 }
 
