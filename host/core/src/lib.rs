@@ -31,7 +31,7 @@ pub mod capture;
 pub mod clock;
 pub mod owner;
 pub mod plugin;
-pub mod producers;
+mod producers;
 pub mod registry;
 pub mod scope;
 pub mod session;

@@ -7,4 +7,4 @@
 pub mod bash;
 pub mod containment;
 pub mod inproc;
-pub mod ports;
+mod ports;

@@ -370,7 +370,7 @@ impl JobRegistry {
     /// # Errors
     ///
     /// Unknown or foreign job; `input-closed` for a terminal job; the
-    /// producer's [`ControlError`].
+    /// producer's [`ControlError`](super::control::ControlError).
     pub fn write_input(
         &self,
         id: &str,

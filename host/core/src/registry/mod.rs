@@ -45,6 +45,10 @@ use crate::capture::SharedCapture;
 use crate::clock::{Clock, SystemClock};
 use crate::owner::{AgentDirectory, Owner};
 use crate::scope::{Layered, ScopeKey, ScopeTree};
+// Producer hooks run under the registry's lock; a panicking hook must not wedge
+// every later call, and each mutation leaves the records consistent before any
+// hook.
+use crate::sync::lock;
 
 struct JobRecord {
     id: String,
@@ -208,12 +212,6 @@ struct Shared {
 #[derive(Clone)]
 pub struct JobRegistry {
     shared: Arc<Shared>,
-}
-
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    // Producer hooks run under this lock; a panicking hook must not wedge every
-    // later call, and each mutation leaves the records consistent before any hook.
-    state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Milliseconds since the Unix epoch, by the system clock.

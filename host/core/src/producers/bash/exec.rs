@@ -106,7 +106,7 @@ impl BashProducer {
 
 /// The environment a job gets: the allowlisted host variables ([`PASSED_ENV`],
 /// `LC_*`, and `pass` by name) and nothing else.
-pub fn job_env(
+pub(crate) fn job_env(
     vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
     pass: &[String],
 ) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {

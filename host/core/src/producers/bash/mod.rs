@@ -30,8 +30,6 @@ pub use config::{
     BASH_KIND, BashConfig, BashRequest, DEFAULT_GRACE, DEFAULT_MAX_COMMAND_BYTES,
     DEFAULT_SPILL_TOTAL_BYTES, JobLimits, MAX_NAME_BYTES, PASSED_ENV, Started,
 };
-pub use exec::job_env;
-pub use process::{process_outcome, signal_name};
 pub use stdin::MAX_PENDING_INPUT_BYTES;
 
 use std::path::{Path, PathBuf};

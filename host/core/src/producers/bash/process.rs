@@ -133,7 +133,7 @@ impl ProcessControl {
 /// Maps how a process ended to a job outcome: a signal is `killed` with its name;
 /// a kill with no signal recorded is `killed before exit`; any exit code (missing
 /// counts as 0) is `completed`.
-pub fn process_outcome(status: Option<ExitStatus>, kill_requested: bool) -> JobOutcome {
+pub(crate) fn process_outcome(status: Option<ExitStatus>, kill_requested: bool) -> JobOutcome {
     use std::os::unix::process::ExitStatusExt;
     let signal = status.and_then(|s| s.signal());
     let (status, detail) = match (signal, kill_requested) {
@@ -155,7 +155,7 @@ pub fn process_outcome(status: Option<ExitStatus>, kill_requested: bool) -> JobO
 }
 
 /// `SIGTERM` for 15, and so on; the number for signals without a name.
-pub fn signal_name(signal: i32) -> String {
+pub(crate) fn signal_name(signal: i32) -> String {
     Signal::try_from(signal).map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_owned())
 }
 

@@ -220,7 +220,7 @@ impl Leaders {
 }
 
 pub(super) fn lock_leaders() -> Leaders {
-    Leaders(LEADERS.lock().unwrap_or_else(|p| p.into_inner()))
+    Leaders(crate::sync::lock(&LEADERS))
 }
 
 /// Held shared by every spawn from its clone until its leader is recorded, and
