@@ -8,134 +8,10 @@ use std::path::PathBuf;
 
 use regex::Regex;
 
-use super::{OutputStream, StreamBuffer};
-
-/// One numbered line of output.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutputLine {
-    /// Its stream.
-    pub stream: OutputStream,
-    /// Its number in the stream, from 1.
-    pub number: u64,
-    /// Its text, without the line ending, bounded to [`MAX_LINE_BYTES`].
-    pub text: String,
-}
-
-/// The most bytes of one line the host returns; a longer line is cut back to a
-/// character boundary and ends with `…`.
-pub const MAX_LINE_BYTES: usize = 4096;
-
-/// The line that ended a ready wait and up to two lines before it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LineMatch {
-    /// The matching line.
-    pub line: OutputLine,
-    /// The lines before it, oldest first.
-    pub before: Vec<OutputLine>,
-}
-
-/// Lines of retained output to return.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LineQuery {
-    /// `count` lines from `start`.
-    Range {
-        /// The stream.
-        stream: OutputStream,
-        /// First line wanted, from 1.
-        start: u64,
-        /// At most this many.
-        count: u32,
-    },
-    /// The last `count` lines.
-    Last {
-        /// The stream.
-        stream: OutputStream,
-        /// At most this many.
-        count: u32,
-    },
-    /// Matching lines with context.
-    Search {
-        /// One stream, or both.
-        stream: Option<OutputStream>,
-        /// The regular expression.
-        pattern: String,
-        /// Context lines before and after each match.
-        context: u32,
-        /// Matches returned at most.
-        max_matches: u32,
-    },
-}
-
-/// How much of one stream is retained.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StreamExtent {
-    /// The stream.
-    pub stream: OutputStream,
-    /// Bytes ever written.
-    pub total_bytes: u64,
-    /// Bytes from the start no longer retained.
-    pub dropped_bytes: u64,
-    /// Number of the first retained line.
-    pub first_line: u64,
-    /// Number of the last line; 0 when empty.
-    pub last_line: u64,
-}
-
-/// An answer to a [`LineQuery`], before the registry adds the job.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LinePage {
-    /// The lines, in stream order.
-    pub lines: Vec<OutputLine>,
-    /// Indexes into `lines` of the matching lines.
-    pub hits: Vec<u32>,
-    /// Every match in the retained output.
-    pub total_matches: u64,
-    /// The extent of each stream looked at.
-    pub extents: Vec<StreamExtent>,
-    /// For a search that ran out of its time: the stream and the first line
-    /// it did not try.
-    pub stopped: Option<(OutputStream, u64)>,
-}
-
-/// The most time one search may spend matching: well inside the guest call's
-/// own CPU budget (2 s), which the host's work in the call counts against.
-pub const SEARCH_TIME_BUDGET: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// Where a ready wait has looked so far, per stream: lines before these byte
-/// offsets were tried already.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ScanState {
-    /// Next stdout byte to try (`None`: from the read cursor).
-    pub stdout: Option<u64>,
-    /// Next stderr byte to try.
-    pub stderr: Option<u64>,
-}
-
-/// Runs CPU-heavy work a caller cannot bound in advance (matching a model's
-/// pattern, reading a spill file) so that it holds no async worker: on a
-/// multi-threaded runtime the worker hands its other tasks over first
-/// (`block_in_place`); elsewhere (a current-thread runtime, no runtime) it
-/// just runs.
-pub(crate) fn heavy<T>(work: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
-            // `block_in_place` refuses (by panicking, before it runs the work)
-            // where the thread may not block, for example inside a `LocalSet`:
-            // the work then runs in place.
-            let mut work = Some(work);
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                tokio::task::block_in_place(|| (work.take().expect("taken once"))())
-            })) {
-                Ok(done) => done,
-                Err(panic) => match work.take() {
-                    Some(work) => work(),
-                    None => std::panic::resume_unwind(panic),
-                },
-            }
-        }
-        _ => work(),
-    }
-}
+use super::{
+    LinePage, LineQuery, MAX_LINE_BYTES, OutputLine, OutputStream, SEARCH_TIME_BUDGET,
+    StreamBuffer, StreamExtent,
+};
 
 /// The most lines, matches or context lines one query returns, whatever it
 /// asks for.
@@ -513,7 +389,7 @@ mod tests {
             line,
         })
     }
-    use crate::capture::OutputLimits;
+    use crate::capture::{LineMatch, OutputLimits};
 
     fn buffer(dir: &std::path::Path, tail: usize, spill: u64, text: &[u8]) -> StreamBuffer {
         let mut b = StreamBuffer::new(
@@ -645,22 +521,6 @@ mod tests {
         );
         let before: Vec<_> = found.before.iter().map(|l| l.text.as_str()).collect();
         assert_eq!(before, ["one"]);
-    }
-
-    #[test]
-    fn heavy_work_runs_wherever_it_is_called() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .build()
-            .unwrap();
-        // On a worker: handed off with block_in_place.
-        let on_worker = rt.block_on(async { tokio::spawn(async { heavy(|| 8) }).await.unwrap() });
-        assert_eq!(on_worker, 8);
-        // Inside a LocalSet the thread may not block: it runs in place.
-        let local = tokio::task::LocalSet::new();
-        assert_eq!(rt.block_on(local.run_until(async { heavy(|| 7) })), 7);
-        // No runtime at all.
-        assert_eq!(heavy(|| 6), 6);
     }
 
     #[test]

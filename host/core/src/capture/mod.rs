@@ -10,13 +10,17 @@
 //!
 //! The rooms: `budget` (limits and the shared disk budget), `buffer` (one
 //! stream's tail, spill file and cursor), `excerpt` (bounded views of the whole
-//! output), `lines` (numbered lines: pages, searches, the ready wait's look at
-//! unread lines), and here the capture of both streams and its shared handle.
+//! output), `query` (what a line query asks and answers), `lines` (numbered
+//! lines: pages, searches, the ready wait's look at unread lines), `shared`
+//! (the handle a producer writes and the registry reads, and `heavy`, which
+//! keeps slow reads off the async workers), and here the capture of both
+//! streams.
 
 mod budget;
 mod buffer;
 mod excerpt;
 mod lines;
+mod query;
 mod shared;
 
 use std::path::{Path, PathBuf};
@@ -26,8 +30,7 @@ use std::time::Instant;
 pub use budget::{OutputLimits, SpillBudget};
 pub(crate) use buffer::StreamBuffer;
 pub use excerpt::{Excerpt, ExcerptWindow, MAX_EXCERPT_PART, Segment, excerpt, text_excerpt};
-pub(crate) use lines::heavy;
-pub use lines::{
+pub use query::{
     LineMatch, LinePage, LineQuery, MAX_LINE_BYTES, OutputLine, SEARCH_TIME_BUDGET, ScanState,
     StreamExtent,
 };

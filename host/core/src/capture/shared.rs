@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use super::lines::{self, Retained};
 use super::{
     Capture, Excerpt, ExcerptWindow, LineMatch, LinePage, LineQuery, OutputLimits, OutputStream,
-    ScanState, SpillBudget, heavy,
+    ScanState, SpillBudget,
 };
 use crate::sync::lock;
 
@@ -143,5 +143,52 @@ impl SharedCapture {
             ),
             line,
         })
+    }
+}
+
+/// Runs CPU-heavy work a caller cannot bound in advance (matching a model's
+/// pattern, reading a spill file) so that it holds no async worker: on a
+/// multi-threaded runtime the worker hands its other tasks over first
+/// (`block_in_place`); elsewhere (a current-thread runtime, no runtime) it
+/// just runs.
+pub(crate) fn heavy<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
+            // `block_in_place` refuses (by panicking, before it runs the work)
+            // where the thread may not block, for example inside a `LocalSet`:
+            // the work then runs in place.
+            let mut work = Some(work);
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                tokio::task::block_in_place(|| (work.take().expect("taken once"))())
+            })) {
+                Ok(done) => done,
+                Err(panic) => match work.take() {
+                    Some(work) => work(),
+                    None => std::panic::resume_unwind(panic),
+                },
+            }
+        }
+        _ => work(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heavy_work_runs_wherever_it_is_called() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        // On a worker: handed off with block_in_place.
+        let on_worker = rt.block_on(async { tokio::spawn(async { heavy(|| 8) }).await.unwrap() });
+        assert_eq!(on_worker, 8);
+        // Inside a LocalSet the thread may not block: it runs in place.
+        let local = tokio::task::LocalSet::new();
+        assert_eq!(rt.block_on(local.run_until(async { heavy(|| 7) })), 7);
+        // No runtime at all.
+        assert_eq!(heavy(|| 6), 6);
     }
 }
