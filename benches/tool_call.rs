@@ -98,7 +98,7 @@ impl JobsView for NativeView<'_> {
         id: &str,
         window: model::ExcerptWindow,
     ) -> Result<model::Excerpt, model::RegistryError> {
-        let window = host::excerpt::ExcerptWindow {
+        let window = host::capture::ExcerptWindow {
             whole_up_to: window.whole_up_to,
             head_bytes: window.head_bytes,
             tail_bytes: window.tail_bytes,
@@ -133,11 +133,12 @@ fn chatty_job(registry: &JobRegistry, owner: &Owner) -> String {
             },
             || {
                 Ok(JobHooks {
+                    capture: None,
                     control: None,
                     cancel: Box::new(|_| Ok(())),
                     read_output: Some(Box::new(|| Ok("compiling crate ok\n".repeat(20)))),
                     output_excerpt: Some(Box::new(|window| {
-                        Ok(host::excerpt::text_excerpt(
+                        Ok(host::capture::text_excerpt(
                             &"compiling crate ok\n".repeat(20),
                             window,
                         ))
@@ -161,6 +162,7 @@ fn finished_job(registry: &JobRegistry, owner: &Owner, output: String) -> String
             },
             move || {
                 Ok(JobHooks {
+                    capture: None,
                     control: None,
                     cancel: Box::new(|_| Ok(())),
                     read_output: None,

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use crate::fixture::{Fixture, gone_soon};
-use host::bash::{BashConfig, BashProducer, BashRequest, started_text};
-use host::output::OutputLimits;
+use host::bash::{BashConfig, BashProducer, BashRequest, Started};
+use host::capture::OutputLimits;
+use host::plugin::StartMade;
 use host::{JobStatus, Owner, StartError};
 use serde_json::{Value, json};
 
@@ -69,10 +70,26 @@ impl Shell {
 async fn a_background_echo_reports_its_output_and_exit() {
     let s = Shell::new().await;
     let alice = s.f.alice.clone();
-    let id = s.run(Some(&alice), "echo bg-ok");
-    assert_eq!(id, "bash-1");
-    assert_eq!(started_text(&id), "started background job bash-1");
-    let text = s.collect_all(Some(&alice), &id).await;
+    // Started as the model starts it: through the guest's start tool.
+    let started =
+        s.f.mount
+            .start_with(r#"{"command": "echo bg-ok"}"#, 65_536, |request| {
+                let request = BashRequest {
+                    command: request.command.clone(),
+                    ..Default::default()
+                };
+                match s.bash.start_named(Some(alice.clone()), request)? {
+                    Started::New(id) | Started::Existing(id) => Ok(StartMade::New(id)),
+                }
+            })
+            .await;
+    assert_eq!(started.text, "started background job bash-1");
+    assert_eq!(
+        started.value,
+        Some(json!({"kind": "background", "jobId": "bash-1"}))
+    );
+    let id = "bash-1";
+    let text = s.collect_all(Some(&alice), id).await;
     assert!(text.contains("bg-ok\n"), "{text}");
     assert!(
         text.ends_with("[status: completed, exit code: 0]"),

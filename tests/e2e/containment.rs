@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use crate::fixture::{Fixture, gone_soon, running};
 use host::bash::{BashConfig, BashProducer, BashRequest};
+use host::capture::OutputLimits;
 use host::containment::{ActiveMode, ContainmentMode};
-use host::output::OutputLimits;
 use host::{JobStatus, Owner, StartError};
 use serde_json::json;
 

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use host::bash::{BashConfig, BashProducer};
-use host::output::OutputLimits;
+use host::capture::OutputLimits;
 use host::session::Session;
 use host::{JobRegistry, Mount};
 use serde_json::{Value, json};

@@ -165,6 +165,7 @@ impl ScriptedJob {
         let stream = self.stream;
         let id = registry.start(self.spec, move || {
             Ok(JobHooks {
+                capture: None,
                 control: None,
                 cancel: Box::new(move |reason| {
                     if let Some(e) = cancel_error.lock().unwrap().clone() {
@@ -183,7 +184,7 @@ impl ScriptedJob {
                 }),
                 output_excerpt: stream.then(|| {
                     Box::new(move |window| {
-                        Ok(host::excerpt::text_excerpt(
+                        Ok(host::capture::text_excerpt(
                             &written.lock().unwrap(),
                             window,
                         ))

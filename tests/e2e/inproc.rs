@@ -156,3 +156,93 @@ async fn tools_can_tell_whether_background_jobs_are_available() {
     assert!(f.registry.serves(None));
     assert!(f.registry.serves(Some(&f.alice)));
 }
+
+/// The extensions an in-process job serves: the registry reads its capture
+/// as it reads a shell job's.
+const EXTENSIONS: &str = r#"{"extensions": true}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_job_is_paged_and_searched_through_job_log() {
+    let f = Fixture::with_config(EXTENSIONS, host::RegistryConfig::default()).await;
+    let (written_tx, written) = oneshot::channel::<()>();
+    let (release, gate) = oneshot::channel::<()>();
+    let job = InProcessJob::new("crawl", "crawl docs").owner(f.alice.clone());
+    let id = start_stream(&f.registry, job, |ctx: JobContext| async move {
+        ctx.write("fetched /\nfetched /guide\nskipped /private\nfetched /api\n");
+        let _ = written_tx.send(());
+        gate.await.map_err(|e| e.to_string())
+    })
+    .unwrap();
+    written.await.unwrap();
+    let last = f
+        .call(Some(&f.alice), "job_log", json!({"job_id": id, "lines": 2}))
+        .await;
+    assert!(!last.is_error, "{}", last.text);
+    assert_eq!(
+        last.text,
+        "[stdout lines 3-4 of 4]\n3:skipped /private\n4:fetched /api\n[status: running]"
+    );
+    let search = f
+        .call(
+            Some(&f.alice),
+            "job_log",
+            json!({"job_id": id, "search": "^skipped", "context": 1}),
+        )
+        .await;
+    assert_eq!(
+        search.text,
+        "[search /^skipped/ in stdout and stderr: 1 match]\nstdout-2-fetched /guide\nstdout:3:skipped /private\nstdout-4-fetched /api\n[status: running]"
+    );
+    // Paging consumed nothing: the read still has all of it.
+    assert_eq!(
+        f.output(Some(&f.alice), &id).await,
+        "fetched /\nfetched /guide\nskipped /private\nfetched /api\n[status: running]"
+    );
+    release.send(()).unwrap();
+    settled(&f.registry, &id, Some(&f.alice)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ready_wait_ends_at_the_line_an_in_process_job_writes() {
+    let f = Fixture::with_config(EXTENSIONS, host::RegistryConfig::default()).await;
+    let (step_tx, mut step) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
+    let job = InProcessJob::new("index", "index docs").owner(f.alice.clone());
+    let id = start_stream(&f.registry, job, |ctx: JobContext| async move {
+        while let Some(line) = step.recv().await {
+            ctx.write(line);
+        }
+        Ok(())
+    })
+    .unwrap();
+    // The line arrives while the wait is pending: the capture's watch wakes it.
+    let (out, ()) = tokio::join!(
+        f.call(
+            Some(&f.alice),
+            "job_output",
+            json!({"job_id": id, "until": "^index ready", "timeout_ms": 60000}),
+        ),
+        async {
+            crate::fixture::until_waiting(&f.registry, &id).await;
+            step_tx.send("loading\nindex ready: 3 docs\n").unwrap();
+        }
+    );
+    assert!(!out.is_error, "{}", out.text);
+    assert_eq!(
+        out.text,
+        "[wait ended: stdout line 2 matched]\n1-loading\n2:index ready: 3 docs\nloading\nindex ready: 3 docs\n[status: running]"
+    );
+    // Quiet output ends a wait too.
+    let quiet = f
+        .call(
+            Some(&f.alice),
+            "job_output",
+            json!({"job_id": id, "quiet_ms": 200}),
+        )
+        .await;
+    assert_eq!(
+        quiet.text,
+        "[wait ended: no output for 200 ms]\n(no new output)\n[status: running]"
+    );
+    drop(step_tx);
+    settled(&f.registry, &id, Some(&f.alice)).await;
+}

@@ -644,7 +644,7 @@ async fn output_no_longer_held_is_counted_as_truncated() {
     // 100 bytes kept in memory, and no spill file past 200: the start of a
     // 1000-byte output is gone for good.
     let config = BashConfig {
-        limits: host::output::OutputLimits {
+        limits: host::capture::OutputLimits {
             max_output_bytes: 100,
             max_spill_bytes: 200,
         },

@@ -697,6 +697,7 @@ async fn a_start_under_way_while_its_owner_is_disposed_is_undone() {
                 ready_tx.send(()).unwrap();
                 gate_rx.recv().unwrap();
                 Ok(host::JobHooks {
+                    capture: None,
                     control: None,
                     cancel: Box::new(move |reason| {
                         cancels.lock().unwrap().push(reason.map(str::to_owned));

@@ -7,8 +7,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use host::bash::BashConfig;
+use host::capture::OutputLimits;
 use host::containment::ContainmentMode;
-use host::output::OutputLimits;
 use host::registry::{RegistryConfig, RegistryConfigError};
 
 /// Which tool surface the plugin presents.

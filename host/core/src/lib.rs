@@ -2,7 +2,7 @@
 //!
 //! The host owns everything with authority: processes ([`bash`]), the job registry
 //! and the owner fence ([`registry`], [`owner`]), bounded output capture
-//! ([`output`], [`excerpt`]), in-process jobs ([`inproc`]), and the sandboxed
+//! ([`capture`]), in-process jobs ([`inproc`]), and the sandboxed
 //! wasmtime embedding of the guest ([`plugin`]). The guest component decides
 //! everything the model sees, in the tool surface (profile A, B or C) each
 //! [`Mount`]'s config picks.
@@ -27,15 +27,17 @@
 
 #![warn(missing_docs)]
 
+pub mod capture;
 pub mod clock;
 pub mod owner;
 pub mod plugin;
-pub mod producers;
+mod producers;
 pub mod registry;
 pub mod scope;
 pub mod session;
+mod sync;
 
-pub use producers::{bash, containment, excerpt, inproc, output};
+pub use producers::{bash, containment, inproc};
 pub use tokio_util::sync::CancellationToken;
 
 pub use bash::{BashConfig, BashProducer, BashRequest};

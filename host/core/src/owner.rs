@@ -12,7 +12,9 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
+
+use crate::sync::lock;
 
 use crate::scope::ScopeKey;
 
@@ -112,24 +114,20 @@ impl Default for Inbox {
     }
 }
 
-fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Inbox {
     /// Sets the status the inbox reports.
     pub fn set_status(&self, status: AgentStatus) {
-        *relock(&self.status) = status;
+        *lock(&self.status) = status;
     }
 
     /// Everything delivered so far, in order.
     pub fn messages(&self) -> Vec<(Lane, NoticeMessage)> {
-        relock(&self.messages).clone()
+        lock(&self.messages).clone()
     }
 
     /// How many messages arrived through `lane`.
     pub fn count(&self, lane: Lane) -> usize {
-        relock(&self.messages)
+        lock(&self.messages)
             .iter()
             .filter(|(l, _)| *l == lane)
             .count()
@@ -138,16 +136,16 @@ impl Inbox {
 
 impl Agent for Inbox {
     fn status(&self) -> AgentStatus {
-        *relock(&self.status)
+        *lock(&self.status)
     }
 
     fn inject(&self, message: NoticeMessage) -> Result<(), DeliveryError> {
-        relock(&self.messages).push((Lane::Inject, message));
+        lock(&self.messages).push((Lane::Inject, message));
         Ok(())
     }
 
     fn followup(&self, message: NoticeMessage) -> Result<(), DeliveryError> {
-        relock(&self.messages).push((Lane::Followup, message));
+        lock(&self.messages).push((Lane::Followup, message));
         Ok(())
     }
 }
@@ -283,12 +281,12 @@ pub struct AgentDirectory {
 impl AgentDirectory {
     /// Makes `owner` the live instance for its session id, replacing any earlier one.
     pub fn register(&self, owner: &Owner) {
-        relock(&self.live).insert(owner.session_id().to_owned(), owner.clone());
+        lock(&self.live).insert(owner.session_id().to_owned(), owner.clone());
     }
 
     /// Removes `owner` if it is still the live instance for its session id.
     pub fn unregister(&self, owner: &Owner) {
-        let mut live = relock(&self.live);
+        let mut live = lock(&self.live);
         if live
             .get(owner.session_id())
             .is_some_and(|current| current.same_instance(owner))
@@ -299,7 +297,7 @@ impl AgentDirectory {
 
     /// Whether `owner` is the live instance registered for its session id.
     pub fn is_live(&self, owner: &Owner) -> bool {
-        relock(&self.live)
+        lock(&self.live)
             .get(owner.session_id())
             .is_some_and(|current| current.same_instance(owner))
     }

@@ -193,6 +193,9 @@ impl tools::Guest for Rogue {
             }
             // Uses a handle it was never given, hoping to reach another caller.
             "forge" => {
+                // SAFETY: not sound, on purpose: the handle names no resource
+                // this instance owns, and the host must refuse it (a trap).
+                // The forged resource is forgotten, never dropped.
                 let forged = unsafe { OwnerScope::from_handle(scope.handle() + 1) };
                 let seen = forged.list_jobs();
                 std::mem::forget(forged);

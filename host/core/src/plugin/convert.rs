@@ -1,7 +1,7 @@
 //! Conversions between the registry's types and the WIT types, in one place.
 
 use super::bindings::harness::jobs::types as wit;
-use crate::excerpt::ExcerptWindow;
+use crate::capture::ExcerptWindow;
 use crate::registry::{self, control};
 
 impl From<registry::JobStatus> for wit::JobStatus {

@@ -7,7 +7,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings;
 use super::bindings::harness::jobs::types as wit;
-use crate::excerpt::ExcerptWindow;
+use crate::capture::ExcerptWindow;
 use crate::owner::Owner;
 use crate::registry::JobRegistry;
 

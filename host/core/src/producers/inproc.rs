@@ -3,8 +3,10 @@
 //! A harness tool that does long work itself (a crawl, a sub-agent, a query) can
 //! hand that work to the registry instead of blocking its tool call. The work gets
 //! a [`JobContext`]: cancellation reaches it through the context (with the kill
-//! reason), and a stream job writes its incremental output there. A panic in the
-//! work settles the job as `failed` with `job panicked: <message>`.
+//! reason), and a stream job writes its incremental output there: the registry
+//! reads it, pages it (`job_log`) and watches it (ready waits) as it does a
+//! shell job's. A panic in the work settles the job as `failed` with
+//! `job panicked: <message>`.
 //!
 //! ```no_run
 //! # async fn demo(registry: host::JobRegistry, owner: host::Owner) -> Result<(), host::StartError> {
@@ -26,9 +28,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::output::{Capture, OutputLimits, StreamName};
+use crate::capture::{OutputLimits, OutputStream, SharedCapture};
 use crate::owner::Owner;
 use crate::registry::{JobHooks, JobOutcome, JobRegistry, JobStart, OutcomeStatus, StartError};
+use crate::sync::lock;
 
 /// What to register for a piece of in-process work.
 #[derive(Debug, Clone)]
@@ -77,7 +80,7 @@ impl InProcessJob {
 pub struct JobContext {
     cancel: CancellationToken,
     reason: Arc<Mutex<Option<String>>>,
-    output: Option<Arc<Mutex<Capture>>>,
+    output: Option<SharedCapture>,
 }
 
 impl JobContext {
@@ -93,19 +96,13 @@ impl JobContext {
 
     /// The reason given with the cancellation, if any.
     pub fn reason(&self) -> Option<String> {
-        self.reason
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.reason).clone()
     }
 
     /// Appends output for the next read. Does nothing for a final-output job.
     pub fn write(&self, text: &str) {
         if let Some(output) = &self.output {
-            output
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(StreamName::Stdout, text.as_bytes());
+            output.push(OutputStream::Stdout, text.as_bytes());
         }
     }
 }
@@ -166,7 +163,7 @@ where
         max_spill_bytes: 0,
         ..job.limits
     };
-    let output = stream.then(|| Arc::new(Mutex::new(Capture::new(Path::new(""), limits))));
+    let output = stream.then(|| SharedCapture::new(Path::new(""), limits, None));
     let ctx = JobContext {
         cancel: CancellationToken::new(),
         reason: Arc::default(),
@@ -179,7 +176,7 @@ where
         let done = async move {
             let result = task.await;
             if let Some(output) = &done_ctx.output {
-                output.lock().unwrap_or_else(|p| p.into_inner()).closed = true;
+                output.close();
             }
             let cancelled = done_ctx.is_cancelled();
             Ok(match result {
@@ -207,27 +204,13 @@ where
         Ok(JobHooks {
             control: None,
             cancel: Box::new(move |reason| {
-                *cancel_ctx.reason.lock().unwrap_or_else(|p| p.into_inner()) =
-                    reason.map(str::to_owned);
+                *lock(&cancel_ctx.reason) = reason.map(str::to_owned);
                 cancel_ctx.cancel.cancel();
                 Ok(())
             }),
-            read_output: output.clone().map(|output| {
-                Box::new(move || {
-                    Ok(output
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .render_delta())
-                }) as crate::registry::ReadHook
-            }),
-            output_excerpt: output.map(|output| {
-                Box::new(move |window| {
-                    Ok(output
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .excerpt(window))
-                }) as crate::registry::ExcerptHook
-            }),
+            capture: output,
+            read_output: None,
+            output_excerpt: None,
             done: Box::pin(done),
         })
     })

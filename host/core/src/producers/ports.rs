@@ -12,7 +12,7 @@ const TCP_LISTEN: &str = "0A";
 
 /// The TCP ports `pids` listen on, ordered by port then address, without
 /// repeats. Processes that are gone or not readable are skipped.
-pub fn listening_ports(pids: &[i32]) -> Vec<ListeningPort> {
+pub(crate) fn listening_ports(pids: &[i32]) -> Vec<ListeningPort> {
     let inodes = socket_inodes(pids);
     if inodes.is_empty() {
         return Vec::new();

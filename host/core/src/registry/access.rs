@@ -14,7 +14,7 @@ use super::{
     JobRecord, JobRegistry, JobSnapshot, JobStatus, KillOutcome, MAX_TIMER_DELAY_MS, RegistryError,
     WaitHold, WaiterSlot, lock, notify_changed,
 };
-use crate::excerpt::{Excerpt, ExcerptWindow, text_excerpt};
+use crate::capture::{Excerpt, ExcerptWindow, SharedCapture, text_excerpt};
 use crate::owner::Owner;
 
 impl JobRegistry {
@@ -77,10 +77,11 @@ impl JobRegistry {
         caller: Option<&Owner>,
     ) -> Result<(String, JobSnapshot), RegistryError> {
         self.with_visible(id, caller, |r| {
-            let text = match r.read_output.as_mut() {
-                Some(read) => read().map_err(RegistryError::ProducerFailed)?,
-                None if r.status.is_terminal() => r.output.clone().unwrap_or_default(),
-                None => String::new(),
+            let text = match (&r.capture, r.read_output.as_mut()) {
+                (Some(capture), _) => capture.read_delta(),
+                (None, Some(read)) => read().map_err(RegistryError::ProducerFailed)?,
+                (None, None) if r.status.is_terminal() => r.output.clone().unwrap_or_default(),
+                (None, None) => String::new(),
             };
             if r.status.is_terminal() {
                 r.reported = true;
@@ -90,7 +91,7 @@ impl JobRegistry {
     }
 
     /// The job's whole output so far, or its two ends (see
-    /// [`crate::excerpt::excerpt`]), with a snapshot. Nothing is consumed and the
+    /// [`crate::capture::excerpt`]), with a snapshot. Nothing is consumed and the
     /// job is not marked reported. A final-output job shows `""` until it
     /// settles.
     ///
@@ -106,18 +107,19 @@ impl JobRegistry {
     ) -> Result<(Excerpt, JobSnapshot), RegistryError> {
         let window = window.clamped();
         self.with_visible(id, caller, |r| {
-            let excerpt = match (r.output_excerpt.as_mut(), &r.read_output) {
-                (Some(hook), _) => hook(window).map_err(RegistryError::ProducerFailed)?,
-                (None, Some(_)) => {
+            let excerpt = match (&r.capture, r.output_excerpt.as_mut(), &r.read_output) {
+                (Some(capture), _, _) => capture.excerpt(window),
+                (None, Some(hook), _) => hook(window).map_err(RegistryError::ProducerFailed)?,
+                (None, None, Some(_)) => {
                     return Err(RegistryError::ProducerFailed(format!(
                         "job {} cannot show its whole output",
                         r.id
                     )));
                 }
-                (None, None) if r.status.is_terminal() => {
+                (None, None, None) if r.status.is_terminal() => {
                     text_excerpt(r.output.as_deref().unwrap_or_default(), window)
                 }
-                (None, None) => Excerpt::default(),
+                (None, None, None) => Excerpt::default(),
             };
             Ok((excerpt, r.snapshot()))
         })
@@ -182,8 +184,8 @@ impl JobRegistry {
     /// # Errors
     ///
     /// As [`JobRegistry::wait`]; then an `until` pattern that does not compile
-    /// ([`RegistryError::InvalidPattern`]), or `until` for a job whose producer
-    /// has no output watch ([`RegistryError::Unsupported`]).
+    /// ([`RegistryError::InvalidPattern`]), or `until` for a job without a
+    /// capture to watch, a final-output job ([`RegistryError::Unsupported`]).
     pub async fn wait_until(
         &self,
         id: &str,
@@ -229,9 +231,9 @@ impl JobRegistry {
                 return Err(RegistryError::InvalidTimeout(timeout_ms));
             }
             let pattern = pattern?;
-            let control = match (&r.control, ready) {
+            let capture = match (&r.capture, ready) {
                 (_, false) => None,
-                (Some(control), true) => Some(control.clone()),
+                (Some(capture), true) => Some(capture.clone()),
                 (None, true) => return Err(RegistryError::Unsupported("ready".to_owned())),
             };
             if r.status.is_terminal() {
@@ -245,11 +247,11 @@ impl JobRegistry {
                 abort: abort.clone(),
                 counted: counted.clone(),
             });
-            Ok(Some((r.settled.subscribe(), control, pattern)))
+            Ok(Some((r.settled.subscribe(), capture, pattern)))
         })?;
         let mut end = WaitEnd::Settled;
         let mut matched = None;
-        if let Some((rx, control, pattern)) = watched.as_mut() {
+        if let Some((rx, capture, pattern)) = watched.as_mut() {
             let mut guard = WaiterGuard {
                 registry: self,
                 id,
@@ -259,18 +261,18 @@ impl JobRegistry {
             };
             let start = tokio::time::Instant::now();
             let deadline = start + Duration::from_millis(timeout_ms);
-            let mut changes = control.as_ref().map(|c| c.output_changes());
+            let mut changes = capture.as_ref().map(SharedCapture::changes);
             let mut scan = ScanState::default();
             loop {
-                if let (Some(control), Some(pattern)) = (control.as_ref(), pattern.as_ref())
-                    && let Some(found) = control.find_unread(pattern, &mut scan)
+                if let (Some(capture), Some(pattern)) = (capture.as_ref(), pattern.as_ref())
+                    && let Some(found) = capture.find_unread(pattern, &mut scan)
                 {
                     end = WaitEnd::Matched;
                     matched = Some(found);
                     break;
                 }
                 let quiet_at = until.quiet_ms.and_then(|ms| {
-                    let last = control
+                    let last = capture
                         .as_ref()?
                         .last_output()
                         .map(tokio::time::Instant::from_std);
@@ -284,7 +286,7 @@ impl JobRegistry {
                     {
                         return;
                     }
-                    // No watch, or its producer is gone: only the other ends remain.
+                    // No watch, or its writer is gone: only the other ends remain.
                     std::future::pending::<()>().await
                 };
                 let quiet = async {
@@ -368,7 +370,7 @@ impl JobRegistry {
     /// # Errors
     ///
     /// Unknown or foreign job; `input-closed` for a terminal job; the
-    /// producer's [`ControlError`].
+    /// producer's [`ControlError`](super::control::ControlError).
     pub fn write_input(
         &self,
         id: &str,
@@ -406,10 +408,12 @@ impl JobRegistry {
     }
 
     /// Retained lines of a job, without consuming anything (extension `log`).
+    /// Read outside the registry lock.
     ///
     /// # Errors
     ///
-    /// Unknown or foreign job; a search pattern that does not compile.
+    /// A search pattern that does not compile; unknown or foreign job; a job
+    /// without a capture (a final-output job).
     pub fn lines(
         &self,
         id: &str,
@@ -422,8 +426,11 @@ impl JobRegistry {
             }
             _ => None,
         };
-        let (control, _) = self.control(id, caller, "log")?;
-        let page = control.lines(query, pattern.as_ref());
+        let capture = self.with_visible(id, caller, |r| match &r.capture {
+            Some(capture) => Ok(capture.clone()),
+            None => Err(RegistryError::Unsupported("log".to_owned())),
+        })?;
+        let page = capture.lines(query, pattern.as_ref());
         // The snapshot after the page, so a job that ended meanwhile says so.
         let job = self.with_visible(id, caller, |r| Ok(r.snapshot()))?;
         Ok((page, job))

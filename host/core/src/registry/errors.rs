@@ -70,7 +70,6 @@ impl From<super::control::ControlError> for RegistryError {
     fn from(e: super::control::ControlError) -> Self {
         use super::control::ControlError;
         match e {
-            ControlError::InvalidPattern(m) => RegistryError::InvalidPattern(m),
             ControlError::NoInput => RegistryError::NoInput,
             ControlError::InputClosed => RegistryError::InputClosed,
             ControlError::Failed(m) => RegistryError::ProducerFailed(m),

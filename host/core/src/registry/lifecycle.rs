@@ -111,6 +111,7 @@ impl JobRegistry {
                 wait_holds: 0,
                 waiters: Vec::new(),
                 cancel: hooks.cancel,
+                capture: hooks.capture,
                 read_output: hooks.read_output,
                 output_excerpt: hooks.output_excerpt,
                 control: hooks.control,

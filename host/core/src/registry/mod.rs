@@ -41,9 +41,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::capture::SharedCapture;
 use crate::clock::{Clock, SystemClock};
 use crate::owner::{AgentDirectory, Owner};
 use crate::scope::{Layered, ScopeKey, ScopeTree};
+// Producer hooks run under the registry's lock; a panicking hook must not wedge
+// every later call, and each mutation leaves the records consistent before any
+// hook.
+use crate::sync::lock;
 
 struct JobRecord {
     id: String,
@@ -65,6 +70,8 @@ struct JobRecord {
     wait_holds: u32,
     waiters: Vec<WaiterSlot>,
     cancel: CancelHook,
+    /// The job's output, when its producer writes it to a capture.
+    capture: Option<SharedCapture>,
     read_output: Option<ReadHook>,
     output_excerpt: Option<ExcerptHook>,
     /// The producer's extension controls, shared so calls run outside the lock.
@@ -205,12 +212,6 @@ struct Shared {
 #[derive(Clone)]
 pub struct JobRegistry {
     shared: Arc<Shared>,
-}
-
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    // Producer hooks run under this lock; a panicking hook must not wedge every
-    // later call, and each mutation leaves the records consistent before any hook.
-    state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Milliseconds since the Unix epoch, by the system clock.

@@ -16,9 +16,9 @@
 //!   with its marker, and every descendant of either (walked through `/proc`).
 //!   Freeze-then-kill sweeps repeat until a sweep finds nobody.
 //!
-//! In both modes each job leader gets `PR_SET_PDEATHSIG(SIGKILL)` (from one spawner
-//! thread that lives as long as any of its jobs, because the signal follows the
-//! thread that forked), and a watchdog process outside every job holds a pipe from
+//! In both modes each job leader gets `PR_SET_PDEATHSIG(SIGKILL)` (cloned from one
+//! of the producer's four spawner threads, which live as long as any of their
+//! jobs, because the signal follows the thread that cloned), and a watchdog process outside every job holds a pipe from
 //! the host: when the host dies in any way, even by SIGKILL, the pipe closes and the
 //! watchdog kills what is left (the cgroups, or every marked process) and removes
 //! the spill directory.
@@ -27,7 +27,7 @@ mod cgroup;
 mod procfs;
 mod watchdog;
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -35,9 +35,7 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::{Pid, getpgid};
 
 pub use cgroup::cgroup2_mount;
-use cgroup::{
-    cgroup_pids, create_cgroup_root, join, procs_file, remove_cgroup, remove_cgroup_tree,
-};
+use cgroup::{cgroup_pids, create_cgroup_root, procs_file, remove_cgroup, remove_cgroup_tree};
 use procfs::{ProcInfo, find_with_descendants, of_job, sweep};
 pub(crate) use procfs::{remove_leader, start_leader};
 use watchdog::Watchdog;
@@ -216,36 +214,10 @@ impl JobContainer {
         self.pgid = Some(Pid::from_raw(pid as i32));
     }
 
-    /// Code for the child between clone and exec: start a new session, join the
-    /// job's cgroup, die with the spawner thread, and mark every inherited fd
-    /// above 2 close-on-exec.
-    /// Only async-signal-safe calls.
-    pub(crate) fn pre_exec(&self) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
-        let procs = self.procs.clone();
-        let parent = std::process::id() as libc::pid_t;
-        move || {
-            // SAFETY: plain syscalls on valid arguments, in the forked child.
-            unsafe {
-                // A session of its own: a process group the job leads (one
-                // signal reaches it all) and no controlling terminal, so a job
-                // can neither read nor write the host's terminal.
-                if libc::setsid() < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // The host may have died between the clone and prctl.
-                if libc::getppid() != parent {
-                    libc::_exit(137);
-                }
-                if let Some(procs) = &procs {
-                    join(procs)?;
-                }
-                close_inherited_fds();
-            }
-            Ok(())
-        }
+    /// `<cgroup>/cgroup.procs`, for the leader to write itself into between
+    /// its clone and its exec; `None` in fallback mode.
+    pub(crate) fn cgroup_procs(&self) -> Option<&CStr> {
+        self.procs.as_deref()
     }
 
     /// Every live process of the job now: its cgroup's members, or (fallback)
@@ -318,52 +290,15 @@ impl Drop for JobContainer {
     }
 }
 
-/// Marks every fd above 2 close-on-exec, so a job inherits only stdin, stdout
-/// and stderr whatever the embedding process leaked.
-///
-/// # Safety
-///
-/// Async-signal-safe; for the child between clone and exec.
-unsafe fn close_inherited_fds() {
-    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
-    // SAFETY: plain syscalls.
-    unsafe {
-        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) == 0 {
-            return;
-        }
-        // Kernels before 5.11: walk the descriptor table.
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
-            limit.rlim_cur.min(1 << 16) as libc::c_int
-        } else {
-            1024
-        };
-        for fd in 3..max {
-            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-        }
-    }
-}
-
 fn make_non_dumpable() {
-    // SAFETY: a plain prctl.
-    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong) } != 0 {
-        tracing::warn!(
-            "jobs: PR_SET_DUMPABLE failed: {}",
-            std::io::Error::last_os_error()
-        );
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        tracing::warn!("jobs: PR_SET_DUMPABLE failed: {e}");
     }
 }
 
 fn become_subreaper() {
-    // SAFETY: a plain prctl.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong) } != 0 {
-        tracing::warn!(
-            "jobs: PR_SET_CHILD_SUBREAPER failed: {}",
-            std::io::Error::last_os_error()
-        );
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        tracing::warn!("jobs: PR_SET_CHILD_SUBREAPER failed: {e}");
     }
 }
 

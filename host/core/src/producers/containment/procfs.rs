@@ -220,7 +220,7 @@ impl Leaders {
 }
 
 pub(super) fn lock_leaders() -> Leaders {
-    Leaders(LEADERS.lock().unwrap_or_else(|p| p.into_inner()))
+    Leaders(crate::sync::lock(&LEADERS))
 }
 
 /// Held shared by every spawn from its clone until its leader is recorded, and
@@ -234,17 +234,18 @@ fn no_spawn_under_way() -> std::sync::RwLockWriteGuard<'static, ()> {
     SPAWNING.write().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Starts a job leader with `start` and records its pid as a leader before any
-/// sweep can look (see [`SPAWNING`]).
-pub(crate) fn start_leader(
-    start: impl FnOnce() -> std::io::Result<crate::producers::vfork::Started>,
-) -> std::io::Result<crate::producers::vfork::Started> {
+/// Starts a job leader with `start` and records its pid (`pid` of what
+/// `start` answers) as a leader before any sweep can look (see [`SPAWNING`]).
+pub(crate) fn start_leader<T>(
+    start: impl FnOnce() -> std::io::Result<T>,
+    pid: impl FnOnce(&T) -> i32,
+) -> std::io::Result<T> {
     let _spawning = SPAWNING.read().unwrap_or_else(|p| p.into_inner());
     let started = start()?;
     lock_leaders()
         .0
         .get_or_insert_with(HashSet::new)
-        .insert(started.pid);
+        .insert(pid(&started));
     Ok(started)
 }
 

@@ -49,19 +49,9 @@ impl Watchdog {
             "read -r _; {kill}; rm -rf {spill}",
             spill = shell_quote(&spill_dir.display().to_string())
         );
-        let mut fds = [0 as libc::c_int; 2];
-        // SAFETY: pipe2 fills the two fds; both close-on-exec, so no job inherits
-        // the write end (the read end becomes the watchdog's stdin through dup2).
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: freshly created, owned by nobody else.
-        let (read, write) = unsafe {
-            (
-                <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fds[0]),
-                <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fds[1]),
-            )
-        };
+        // Both ends close-on-exec, so no job inherits the write end (the read
+        // end becomes the watchdog's stdin through dup2).
+        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
         let mut cmd = std::process::Command::new(shell);
         cmd.arg("--noprofile")
             .arg("--norc")

@@ -8,9 +8,9 @@ use std::path::PathBuf;
 
 use regex::Regex;
 
-use crate::output::StreamBuffer;
-use crate::registry::control::{
-    LinePage, LineQuery, MAX_LINE_BYTES, OutputLine, OutputStream, SEARCH_TIME_BUDGET, StreamExtent,
+use super::{
+    LinePage, LineQuery, MAX_LINE_BYTES, OutputLine, OutputStream, SEARCH_TIME_BUDGET,
+    StreamBuffer, StreamExtent,
 };
 
 /// The most lines, matches or context lines one query returns, whatever it
@@ -61,16 +61,16 @@ pub(crate) struct Retained {
 impl Retained {
     /// The retained part of `buffer`.
     pub(crate) fn of(buffer: &StreamBuffer, stream: OutputStream) -> Retained {
-        let total = buffer.total;
-        let ends_line = buffer.tail.back().is_none_or(|b| *b == b'\n');
-        let last_line = buffer.newlines + u64::from(!ends_line);
+        let total = buffer.total();
+        let last_line = buffer.newlines() + u64::from(!buffer.ends_line());
         let (source, dropped, first_line) = match buffer.spill_path() {
-            Some(path) if buffer.spilled_whole() => (Source::File(path.to_owned(), total), 0, 1),
-            _ => {
-                let tail_start = total - buffer.tail.len() as u64;
-                let mut bytes: Vec<u8> = buffer.tail.iter().copied().collect();
+            // A spill file, while there is one, holds the whole stream.
+            Some(path) => (Source::File(path.to_owned(), total), 0, 1),
+            None => {
+                let tail_start = buffer.tail_start();
+                let mut bytes = buffer.tail_bytes(tail_start, total);
                 // A line cut by the tail's start says nothing whole: skip it.
-                let skip = if buffer.tail_starts_line {
+                let skip = if buffer.tail_starts_line() {
                     0
                 } else {
                     bytes
@@ -81,7 +81,7 @@ impl Retained {
                 bytes.drain(..skip);
                 let start = tail_start + skip as u64;
                 let after = bytes.iter().filter(|b| **b == b'\n').count() as u64;
-                let before = buffer.newlines - after;
+                let before = buffer.newlines() - after;
                 (Source::Memory(bytes), start, before + 1)
             }
         };
@@ -287,16 +287,14 @@ pub(crate) struct Unread {
 /// before the rest was written) is tried whole, so `^` means the start of the
 /// line and a match shows the line as it is.
 pub(crate) fn unread(buffer: &StreamBuffer, stream: OutputStream, from: Option<u64>) -> Unread {
-    let tail_start = buffer.total - buffer.tail.len() as u64;
-    let start = from.unwrap_or(buffer.cursor).max(tail_start);
-    let offset_in_tail = line_start(&buffer.tail, (start - tail_start) as usize);
-    let bytes: Vec<u8> = buffer.tail.range(offset_in_tail..).copied().collect();
+    let start = buffer.line_start(from.unwrap_or(buffer.cursor()));
+    let bytes = buffer.tail_bytes(start, buffer.total());
     let newlines_after = bytes.iter().filter(|b| **b == b'\n').count() as u64;
     Unread {
         stream,
         bytes,
-        start: tail_start + offset_in_tail as u64,
-        first_line: buffer.newlines - newlines_after + 1,
+        start,
+        first_line: buffer.newlines() - newlines_after + 1,
     }
 }
 
@@ -338,17 +336,8 @@ pub(crate) fn context_before(
     number: u64,
     at: u64,
 ) -> Vec<OutputLine> {
-    let tail_start = buffer.total - buffer.tail.len() as u64;
-    let end = at.saturating_sub(tail_start).min(buffer.tail.len() as u64) as usize;
-    let earlier: Vec<u8> = buffer.tail.range(..end).copied().collect();
-    lines_before(&earlier, number, buffer.tail_starts_line, stream)
-}
-
-/// Where the line holding `offset` begins, as far back as the tail reaches.
-fn line_start(tail: &VecDeque<u8>, offset: usize) -> usize {
-    tail.range(..offset)
-        .rposition(|b| *b == b'\n')
-        .map_or(0, |newline| newline + 1)
+    let earlier = buffer.tail_bytes(buffer.tail_start(), at);
+    lines_before(&earlier, number, buffer.tail_starts_line(), stream)
 }
 
 /// Up to [`READY_CONTEXT`] whole lines that end right before line `number`.
@@ -392,15 +381,15 @@ mod tests {
         stream: OutputStream,
         pattern: &Regex,
         from: &mut Option<u64>,
-    ) -> Option<crate::registry::control::LineMatch> {
+    ) -> Option<LineMatch> {
         let copy = unread(buffer, stream, *from);
         let (line, at) = scan_unread(&copy, pattern, from)?;
-        Some(crate::registry::control::LineMatch {
+        Some(LineMatch {
             before: context_before(buffer, stream, line.number, at),
             line,
         })
     }
-    use crate::output::OutputLimits;
+    use crate::capture::{LineMatch, OutputLimits};
 
     fn buffer(dir: &std::path::Path, tail: usize, spill: u64, text: &[u8]) -> StreamBuffer {
         let mut b = StreamBuffer::new(
@@ -517,7 +506,8 @@ mod tests {
     fn a_line_split_by_the_read_cursor_is_tried_whole() {
         let dir = tempfile::tempdir().unwrap();
         let mut b = buffer(dir.path(), 1000, 10_000, b"one\narmed");
-        b.cursor = 9;
+        // A read took the line's start before the rest was written.
+        b.read(true);
         b.push(b"caught\n");
         let caught = Regex::new("^caught").unwrap();
         let mut from = None;

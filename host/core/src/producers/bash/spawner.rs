@@ -33,7 +33,7 @@ impl Spawner {
                 .spawn(move || {
                     loop {
                         // The lock is released before the work runs.
-                        let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                        let next = crate::sync::lock(&rx).recv();
                         match next {
                             Ok(work) => work(),
                             // Every sender is gone: the producer is dropped.

@@ -1,0 +1,307 @@
+//! Bounded capture of a job's stdout and stderr: the ground floor both the
+//! registry (which reads, excerpts, pages and watches it) and the producers
+//! (which write into it) stand on. It depends on neither.
+//!
+//! Each stream keeps an in-memory tail of at most `max_output_bytes`. Once a stream
+//! outgrows its tail, the whole stream (from its first byte) is also written to a
+//! private spill file, up to `max_spill_bytes`; a stream larger than that discards
+//! its spill. Reads are consuming deltas by byte offset; when unread bytes fell out
+//! of the tail, the read says so and names the spill files.
+//!
+//! The rooms: `budget` (limits and the shared disk budget), `buffer` (one
+//! stream's tail, spill file and cursor), `excerpt` (bounded views of the whole
+//! output), `query` (what a line query asks and answers), `lines` (numbered
+//! lines: pages, searches, the ready wait's look at unread lines), `shared`
+//! (the handle a producer writes and the registry reads, and `heavy`, which
+//! keeps slow reads off the async workers), and here the capture of both
+//! streams.
+
+mod budget;
+mod buffer;
+mod excerpt;
+mod lines;
+mod query;
+mod shared;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+pub use budget::{OutputLimits, SpillBudget};
+pub(crate) use buffer::StreamBuffer;
+pub use excerpt::{Excerpt, ExcerptWindow, MAX_EXCERPT_PART, Segment, excerpt, text_excerpt};
+pub use query::{
+    LineMatch, LinePage, LineQuery, MAX_LINE_BYTES, OutputLine, SEARCH_TIME_BUDGET, ScanState,
+    StreamExtent,
+};
+pub use shared::SharedCapture;
+
+/// One output stream of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OutputStream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// Both streams of one job.
+pub(crate) struct Capture {
+    stdout: StreamBuffer,
+    stderr: StreamBuffer,
+    /// Whether the job is done writing (no more bytes will arrive).
+    closed: bool,
+    /// When the job last wrote anything.
+    last_output: Option<Instant>,
+}
+
+impl Capture {
+    /// Empty buffers spilling to `<spill_stem>.stdout` and `<spill_stem>.stderr`.
+    #[cfg(test)]
+    pub(crate) fn new(spill_stem: &Path, limits: OutputLimits) -> Capture {
+        Capture::with_budget(spill_stem, limits, None)
+    }
+
+    /// [`Capture::new`], charging the spill files to a shared `budget`.
+    pub(crate) fn with_budget(
+        spill_stem: &Path,
+        limits: OutputLimits,
+        budget: Option<Arc<SpillBudget>>,
+    ) -> Capture {
+        let with_ext = |ext: &str| {
+            let mut p = spill_stem.as_os_str().to_owned();
+            p.push(ext);
+            PathBuf::from(p)
+        };
+        Capture {
+            stdout: StreamBuffer::new(with_ext(".stdout"), limits).with_budget(budget.clone()),
+            stderr: StreamBuffer::new(with_ext(".stderr"), limits).with_budget(budget),
+            closed: false,
+            last_output: None,
+        }
+    }
+
+    /// One stream.
+    pub(crate) fn stream(&self, stream: OutputStream) -> &StreamBuffer {
+        match stream {
+            OutputStream::Stdout => &self.stdout,
+            OutputStream::Stderr => &self.stderr,
+        }
+    }
+
+    /// Appends to one stream.
+    pub(crate) fn push(&mut self, stream: OutputStream, bytes: &[u8]) {
+        self.last_output = Some(Instant::now());
+        match stream {
+            OutputStream::Stdout => self.stdout.push(bytes),
+            OutputStream::Stderr => self.stderr.push(bytes),
+        }
+    }
+
+    /// Bytes ever written to both streams.
+    pub(crate) fn total(&self) -> u64 {
+        self.stdout.total() + self.stderr.total()
+    }
+
+    /// No more bytes will arrive: reads no longer hold back an incomplete
+    /// character at the end.
+    pub(crate) fn close(&mut self) {
+        self.closed = true;
+    }
+
+    /// When the job last wrote anything.
+    pub(crate) fn last_output(&self) -> Option<Instant> {
+        self.last_output
+    }
+
+    /// Deletes both spill files; from now on only the tails remain.
+    pub(crate) fn discard_spills(&mut self) {
+        self.stdout.discard_spill();
+        self.stderr.discard_spill();
+    }
+
+    /// The whole output so far (stdout, then `[stderr]` and stderr, as reads
+    /// show them), or its two ends, without consuming anything.
+    pub(crate) fn excerpt(&self, window: ExcerptWindow) -> Excerpt {
+        let mut separator = Vec::new();
+        if self.stderr.total() > 0 {
+            if !self.stdout.ends_line() {
+                separator.push(b'\n');
+            }
+            separator.extend_from_slice(b"[stderr]\n");
+        }
+        let separator: &[u8] = &separator;
+        excerpt(&[&self.stdout, &separator, &self.stderr], window)
+    }
+
+    /// The consuming read the model sees: new stdout, then `[stderr]` and new
+    /// stderr, then a note when unread bytes were lost from memory.
+    pub(crate) fn render_delta(&mut self) -> String {
+        let open = !self.closed;
+        let out = self.stdout.read(open);
+        let err = self.stderr.read(open);
+        let mut text = out.text;
+        if !err.text.is_empty() {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str("[stderr]\n");
+            text.push_str(&err.text);
+        }
+        if out.lossy || err.lossy {
+            let paths: Vec<String> = [(&self.stdout, out.lossy), (&self.stderr, err.lossy)]
+                .into_iter()
+                .filter(|(_, lossy)| *lossy)
+                .filter_map(|(s, _)| s.spill_path().map(|p| p.display().to_string()))
+                .collect();
+            let where_ = if paths.is_empty() {
+                "(unavailable)".to_owned()
+            } else {
+                paths.join(", ")
+            };
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&format!(
+                "[some output was dropped from memory; full output: {where_}]"
+            ));
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    fn limits(tail: usize, spill: u64) -> OutputLimits {
+        OutputLimits {
+            max_output_bytes: tail,
+            max_spill_bytes: spill,
+        }
+    }
+
+    #[test]
+    fn overflow_is_announced_and_spilled_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Capture::new(&dir.path().join("job"), limits(4, 1000));
+        c.push(OutputStream::Stdout, b"0123456789");
+        let text = c.render_delta();
+        let path = dir.path().join("job.stdout");
+        assert_eq!(
+            text,
+            format!(
+                "6789\n[some output was dropped from memory; full output: {}]",
+                path.display()
+            )
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), b"0123456789");
+    }
+
+    #[test]
+    fn spill_is_dropped_past_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Capture::new(&dir.path().join("job"), limits(4, 8));
+        c.push(OutputStream::Stdout, b"012345");
+        c.push(OutputStream::Stdout, b"6789");
+        assert!(!dir.path().join("job.stdout").exists());
+        assert_eq!(
+            c.render_delta(),
+            "6789\n[some output was dropped from memory; full output: (unavailable)]"
+        );
+    }
+
+    #[test]
+    fn excerpts_read_the_spill_without_consuming() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Capture::new(&dir.path().join("job"), limits(4, 1000));
+        c.push(OutputStream::Stdout, b"0123456789");
+        c.push(OutputStream::Stderr, b"oops");
+        let window = ExcerptWindow {
+            whole_up_to: 100,
+            head_bytes: 0,
+            tail_bytes: 0,
+        };
+        assert_eq!(c.excerpt(window).head, "0123456789\n[stderr]\noops");
+        let ends = ExcerptWindow {
+            whole_up_to: 5,
+            head_bytes: 3,
+            tail_bytes: 2,
+        };
+        let e = c.excerpt(ends);
+        assert_eq!(
+            (e.head.as_str(), e.tail.as_str(), e.omitted_bytes),
+            ("012", "ps", 19)
+        );
+        // The consuming read still has everything to give.
+        assert!(c.render_delta().starts_with("6789"));
+    }
+
+    #[test]
+    fn a_full_budget_drops_the_oldest_finished_spill_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = SpillBudget::new(25);
+        let old = Arc::new(Mutex::new(Capture::with_budget(
+            &dir.path().join("old"),
+            limits(4, 1000),
+            Some(budget.clone()),
+        )));
+        old.lock()
+            .unwrap()
+            .push(OutputStream::Stdout, b"0123456789");
+        assert_eq!(budget.used(), 10);
+        budget.finished(&old);
+        let mut new = Capture::with_budget(
+            &dir.path().join("new"),
+            limits(4, 1000),
+            Some(budget.clone()),
+        );
+        new.push(OutputStream::Stdout, b"abcdefghijklmnopqrst");
+        // 10 + 20 > 25: the finished job's file went, the running job's stayed.
+        assert!(!dir.path().join("old.stdout").exists());
+        assert_eq!(
+            std::fs::read(dir.path().join("new.stdout")).unwrap(),
+            b"abcdefghijklmnopqrst"
+        );
+        assert_eq!(budget.used(), 20);
+        assert_eq!(
+            old.lock().unwrap().render_delta(),
+            "6789\n[some output was dropped from memory; full output: (unavailable)]"
+        );
+        // Nothing finished is left to evict: the writer loses its own spill.
+        new.push(OutputStream::Stdout, b"uvwxyz");
+        assert!(!dir.path().join("new.stdout").exists());
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn dropped_captures_leave_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = SpillBudget::new(1 << 20);
+        let capture = |name: &str| {
+            Arc::new(Mutex::new(Capture::with_budget(
+                &dir.path().join(name),
+                limits(4, 1000),
+                Some(budget.clone()),
+            )))
+        };
+        for i in 0..100 {
+            // The registry dropped each earlier job before this one finished.
+            budget.finished(&capture(&format!("job-{i}")));
+        }
+        assert_eq!(budget.finished_len(), 1);
+    }
+
+    #[test]
+    fn stderr_follows_stdout_on_its_own_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Capture::new(&dir.path().join("job"), OutputLimits::default());
+        c.push(OutputStream::Stdout, b"out");
+        c.push(OutputStream::Stderr, b"err\n");
+        assert_eq!(c.render_delta(), "out\n[stderr]\nerr\n");
+        c.push(OutputStream::Stderr, b"again");
+        assert_eq!(c.render_delta(), "[stderr]\nagain");
+    }
+}

@@ -1,0 +1,194 @@
+//! The handle through which a producer writes a job's capture and the
+//! registry reads it.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio::sync::watch;
+
+use super::lines::{self, Retained};
+use super::{
+    Capture, Excerpt, ExcerptWindow, LineMatch, LinePage, LineQuery, OutputLimits, OutputStream,
+    ScanState, SpillBudget,
+};
+use crate::sync::lock;
+
+/// One job's capture, shared by the producer that writes it and the registry
+/// that reads, excerpts, pages and watches it. Cheap to clone.
+#[derive(Clone)]
+pub struct SharedCapture {
+    capture: Arc<Mutex<Capture>>,
+    /// Bumped whenever output arrives (its value: bytes written so far), and
+    /// once more when the job is done writing.
+    changes: Arc<watch::Sender<u64>>,
+    budget: Option<Arc<SpillBudget>>,
+}
+
+impl SharedCapture {
+    /// Empty streams spilling to `<spill_stem>.stdout` and `<spill_stem>.stderr`,
+    /// charged to `budget` when there is one. With `max_spill_bytes` 0 nothing
+    /// ever reaches the disk.
+    pub fn new(
+        spill_stem: &Path,
+        limits: OutputLimits,
+        budget: Option<Arc<SpillBudget>>,
+    ) -> SharedCapture {
+        let (changes, _) = watch::channel(0);
+        SharedCapture {
+            capture: Arc::new(Mutex::new(Capture::with_budget(
+                spill_stem,
+                limits,
+                budget.clone(),
+            ))),
+            changes: Arc::new(changes),
+            budget,
+        }
+    }
+
+    /// Appends to one stream and wakes the ready waits; answers the bytes
+    /// written to both streams so far.
+    pub fn push(&self, stream: OutputStream, bytes: &[u8]) -> u64 {
+        let written = {
+            let mut capture = lock(&self.capture);
+            capture.push(stream, bytes);
+            capture.total()
+        };
+        self.changes.send_replace(written);
+        written
+    }
+
+    /// The job is done writing: the last incomplete line is complete now (the
+    /// ready waits are woken for it), and the budget may drop the spill files
+    /// for running jobs.
+    pub fn close(&self) {
+        lock(&self.capture).close();
+        // The count stays: only the watchers wake.
+        self.changes.send_modify(|_| {});
+        if let Some(budget) = &self.budget {
+            budget.finished(&self.capture);
+        }
+    }
+
+    /// The consuming read the model sees: new stdout, then `[stderr]` and new
+    /// stderr, then a note when unread bytes were lost from memory.
+    pub fn read_delta(&self) -> String {
+        lock(&self.capture).render_delta()
+    }
+
+    /// The whole output so far (stdout, then `[stderr]` and stderr, as reads
+    /// show them), or its two ends, without consuming anything.
+    pub fn excerpt(&self, window: ExcerptWindow) -> Excerpt {
+        lock(&self.capture).excerpt(window)
+    }
+
+    /// Retained lines, without consuming anything. `pattern` is the compiled
+    /// search pattern of a [`LineQuery::Search`].
+    pub fn lines(&self, query: &LineQuery, pattern: Option<&regex::Regex>) -> LinePage {
+        let retained = {
+            let capture = lock(&self.capture);
+            [
+                Retained::of(capture.stream(OutputStream::Stdout), OutputStream::Stdout),
+                Retained::of(capture.stream(OutputStream::Stderr), OutputStream::Stderr),
+            ]
+        };
+        // Spill files are read after the lock, so the job's output keeps
+        // flowing, and off the async workers, so a slow pattern holds no
+        // other call.
+        heavy(|| lines::query(&retained, query, pattern))
+    }
+
+    /// Bumped whenever output arrives (its value: bytes written so far).
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// When output last arrived.
+    pub fn last_output(&self) -> Option<Instant> {
+        lock(&self.capture).last_output()
+    }
+
+    /// The first unread line, from where `scan` left off, that `pattern`
+    /// matches; advances `scan` past the complete lines it tried.
+    pub fn find_unread(&self, pattern: &regex::Regex, scan: &mut ScanState) -> Option<LineMatch> {
+        // Copied under the lock, matched without it (and off the async
+        // workers): a slow pattern neither stalls the job's output nor the
+        // server's other calls.
+        let (stdout, stderr) = {
+            let capture = lock(&self.capture);
+            (
+                lines::unread(
+                    capture.stream(OutputStream::Stdout),
+                    OutputStream::Stdout,
+                    scan.stdout,
+                ),
+                lines::unread(
+                    capture.stream(OutputStream::Stderr),
+                    OutputStream::Stderr,
+                    scan.stderr,
+                ),
+            )
+        };
+        let (line, at) = heavy(|| {
+            lines::scan_unread(&stdout, pattern, &mut scan.stdout)
+                .or_else(|| lines::scan_unread(&stderr, pattern, &mut scan.stderr))
+        })?;
+        let capture = lock(&self.capture);
+        Some(LineMatch {
+            before: lines::context_before(
+                capture.stream(line.stream),
+                line.stream,
+                line.number,
+                at,
+            ),
+            line,
+        })
+    }
+}
+
+/// Runs CPU-heavy work a caller cannot bound in advance (matching a model's
+/// pattern, reading a spill file) so that it holds no async worker: on a
+/// multi-threaded runtime the worker hands its other tasks over first
+/// (`block_in_place`); elsewhere (a current-thread runtime, no runtime) it
+/// just runs.
+pub(crate) fn heavy<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
+            // `block_in_place` refuses (by panicking, before it runs the work)
+            // where the thread may not block, for example inside a `LocalSet`:
+            // the work then runs in place.
+            let mut work = Some(work);
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                tokio::task::block_in_place(|| (work.take().expect("taken once"))())
+            })) {
+                Ok(done) => done,
+                Err(panic) => match work.take() {
+                    Some(work) => work(),
+                    None => std::panic::resume_unwind(panic),
+                },
+            }
+        }
+        _ => work(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heavy_work_runs_wherever_it_is_called() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        // On a worker: handed off with block_in_place.
+        let on_worker = rt.block_on(async { tokio::spawn(async { heavy(|| 8) }).await.unwrap() });
+        assert_eq!(on_worker, 8);
+        // Inside a LocalSet the thread may not block: it runs in place.
+        let local = tokio::task::LocalSet::new();
+        assert_eq!(rt.block_on(local.run_until(async { heavy(|| 7) })), 7);
+        // No runtime at all.
+        assert_eq!(heavy(|| 6), 6);
+    }
+}

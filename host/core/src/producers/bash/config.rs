@@ -1,0 +1,111 @@
+//! What the shell producer is configured with and what a start asks for.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::capture::OutputLimits;
+use crate::containment::ContainmentMode;
+
+/// The kind every shell job is registered under.
+pub const BASH_KIND: &str = "bash";
+/// Default time between SIGTERM and SIGKILL.
+pub const DEFAULT_GRACE: Duration = Duration::from_millis(3000);
+/// Default largest command accepted, in bytes.
+pub const DEFAULT_MAX_COMMAND_BYTES: usize = 64 << 10;
+/// Default disk budget for all spill files of one producer.
+pub const DEFAULT_SPILL_TOTAL_BYTES: u64 = 512 << 20;
+/// Host variables every job gets (when set), besides `LC_*`. Everything else is
+/// left out unless the operator passes it on by name.
+pub const PASSED_ENV: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ", "TMPDIR",
+];
+
+/// Settings of the shell producer.
+#[derive(Debug, Clone)]
+pub struct BashConfig {
+    /// Time between SIGTERM and SIGKILL, and how long pipes may stay open after the
+    /// leader exits.
+    pub grace: Duration,
+    /// Capture limits per job.
+    pub limits: OutputLimits,
+    /// Working directory when a request names none (else the host's own).
+    pub default_workdir: Option<PathBuf>,
+    /// The shell to run (`bash`, looked up in `PATH` once).
+    pub shell: PathBuf,
+    /// Host variables passed to jobs besides [`PASSED_ENV`] and `LC_*`.
+    pub pass_env: Vec<String>,
+    /// Variables set for every job (after the passed ones).
+    pub set_env: Vec<(String, String)>,
+    /// Largest command accepted, in bytes; a longer one is refused at start.
+    pub max_command_bytes: usize,
+    /// Disk budget for the spill files of all jobs together.
+    pub spill_total_bytes: u64,
+    /// How jobs are contained (see [`crate::containment`]).
+    pub containment: ContainmentMode,
+}
+
+impl Default for BashConfig {
+    fn default() -> Self {
+        BashConfig {
+            grace: DEFAULT_GRACE,
+            limits: OutputLimits::default(),
+            default_workdir: None,
+            shell: PathBuf::from("bash"),
+            pass_env: Vec::new(),
+            set_env: Vec::new(),
+            max_command_bytes: DEFAULT_MAX_COMMAND_BYTES,
+            spill_total_bytes: DEFAULT_SPILL_TOTAL_BYTES,
+            containment: ContainmentMode::Auto,
+        }
+    }
+}
+
+/// One background command.
+#[derive(Debug, Clone, Default)]
+pub struct BashRequest {
+    /// The command line, run with `bash -c`.
+    pub command: String,
+    /// Working directory; relative paths resolve against the default.
+    pub workdir: Option<PathBuf>,
+    /// Extra environment from a trusted caller; applied last.
+    pub env: Vec<(String, String)>,
+    /// A pipe for stdin the caller can write to (`write_input`), instead of
+    /// `/dev/null`.
+    pub stdin: bool,
+    /// A name: a start whose name is held by a live job of the same owner
+    /// answers with that job instead.
+    pub name: Option<String>,
+    /// Limits on this job (none by default).
+    pub limits: JobLimits,
+}
+
+/// Limits on one job; `None` is no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobLimits {
+    /// Wall-clock milliseconds, then the job is killed.
+    pub timeout_ms: Option<u64>,
+    /// CPU seconds per process (`RLIMIT_CPU`).
+    pub cpu_seconds: Option<u64>,
+    /// Address space per process in bytes (`RLIMIT_AS`).
+    pub memory_bytes: Option<u64>,
+    /// Output bytes (both streams), then the job is killed.
+    pub output_bytes: Option<u64>,
+}
+
+/// What a start did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Started {
+    /// A new job with this id.
+    New(String),
+    /// The live job that already holds the requested name.
+    Existing(String),
+}
+
+/// The longest job name accepted, in bytes.
+pub const MAX_NAME_BYTES: usize = 128;
+
+/// Characters that reorder displayed text (bidirectional embeddings,
+/// overrides and isolates), which a terminal or a UI acts on.
+pub(super) fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}

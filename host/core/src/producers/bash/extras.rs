@@ -1,0 +1,76 @@
+//! The shell job's answers to the extension calls only a producer can serve:
+//! input, signals and listening ports.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use nix::sys::signal::Signal;
+
+use super::process::ProcessControl;
+use super::stdin::{InputChunk, InputState, MAX_PENDING_INPUT_BYTES};
+use crate::registry::control::{ControlError, JobControl, JobSignal, ListeningPort};
+use crate::sync::lock;
+
+/// The shell job's answers to the extension calls only a producer can serve.
+pub(super) struct BashControl {
+    pub(super) process: Arc<ProcessControl>,
+    pub(super) input: Mutex<InputState>,
+}
+
+impl JobControl for BashControl {
+    fn write_input(&self, data: &[u8], close: bool) -> Result<u64, ControlError> {
+        let mut input = lock(&self.input);
+        let writer = match &*input {
+            InputState::None => return Err(ControlError::NoInput),
+            InputState::Closed => return Err(ControlError::InputClosed),
+            InputState::Open(writer) => writer,
+        };
+        if writer.broken.load(Ordering::SeqCst) || lock(&self.process.state).exited {
+            *input = InputState::Closed;
+            return Err(ControlError::InputClosed);
+        }
+        let waiting = writer.pending.load(Ordering::SeqCst);
+        if waiting + data.len() as u64 > MAX_PENDING_INPUT_BYTES {
+            return Err(ControlError::Failed(format!(
+                "the job is not reading its input: {waiting} bytes are still waiting (at most {MAX_PENDING_INPUT_BYTES}); nothing was written"
+            )));
+        }
+        if !data.is_empty() {
+            writer
+                .pending
+                .fetch_add(data.len() as u64, Ordering::SeqCst);
+            if writer.queue.send(InputChunk::Data(data.to_vec())).is_err() {
+                *input = InputState::Closed;
+                return Err(ControlError::InputClosed);
+            }
+        }
+        if close {
+            let _ = writer.queue.send(InputChunk::Close);
+            *input = InputState::Closed;
+        }
+        Ok(data.len() as u64)
+    }
+
+    fn signal(&self, signal: JobSignal) -> Result<(), ControlError> {
+        let signal = match signal {
+            JobSignal::Int => Signal::SIGINT,
+            JobSignal::Term => Signal::SIGTERM,
+            JobSignal::Hup => Signal::SIGHUP,
+            JobSignal::Kill => Signal::SIGKILL,
+            JobSignal::Stop => Signal::SIGSTOP,
+            JobSignal::Cont => Signal::SIGCONT,
+        };
+        if lock(&self.process.state).exited {
+            return Err(ControlError::Failed(
+                "the job has already finished".to_owned(),
+            ));
+        }
+        self.process.send(signal);
+        Ok(())
+    }
+
+    fn ports(&self) -> Vec<ListeningPort> {
+        let pids = lock(&self.process.container).pids();
+        crate::producers::ports::listening_ports(&pids)
+    }
+}

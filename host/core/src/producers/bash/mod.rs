@@ -1,0 +1,385 @@
+//! The background shell producer: `bash -c <command>` as a job.
+//!
+//! Each command runs non-login, without rc files, in a process group and a
+//! container of its own ([`crate::containment`]), with stdin from `/dev/null`, an
+//! allowlisted environment and no inherited descriptor beyond 0-2. Output is
+//! captured per stream with a bounded tail and a bounded spill file
+//! ([`crate::capture`]), under one disk budget per producer. A kill sends SIGTERM to
+//! every process of the job and SIGKILL after the grace period; when the leader is
+//! gone, whatever is left of the job is killed too, so no process of it outlives
+//! it. Background commands have no timeout.
+//!
+//! The rooms, by lifecycle: `config` (settings and requests), here the
+//! producer and the spawn wiring, `exec` (the exec spec: argv, environment,
+//! limits), `spawner` and `vfork` (the threads jobs are cloned from and the
+//! clone itself), `process` (the leader's pidfd and the job's signal state),
+//! `supervisor` (the pumps, limits and the end of a job), `stdin` (the
+//! writer of a job's input) and `extras` (the extension calls only a producer
+//! can serve).
+
+mod config;
+mod exec;
+mod extras;
+mod process;
+mod spawner;
+mod stdin;
+mod supervisor;
+mod vfork;
+
+pub use config::{
+    BASH_KIND, BashConfig, BashRequest, DEFAULT_GRACE, DEFAULT_MAX_COMMAND_BYTES,
+    DEFAULT_SPILL_TOTAL_BYTES, JobLimits, MAX_NAME_BYTES, PASSED_ENV, Started,
+};
+pub use stdin::MAX_PENDING_INPUT_BYTES;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::sync::{Notify, watch};
+
+use crate::capture::SharedCapture;
+use crate::capture::SpillBudget;
+use crate::containment::{self, ActiveMode, Containment};
+use crate::owner::Owner;
+use crate::registry::{JobHooks, JobRegistry, JobStart, StartError};
+use crate::sync::lock;
+use config::is_bidi_control;
+use exec::{raise_open_file_limit, resolve_in_path};
+use extras::BashControl;
+use process::{ControlState, ProcessControl};
+use spawner::Spawner;
+use stdin::{InputState, InputWriter};
+use supervisor::Supervisor;
+
+/// Starts shell commands as background jobs in a registry.
+#[derive(Clone)]
+pub struct BashProducer {
+    inner: Arc<Inner>,
+}
+
+/// Everything a producer shares with its clones. Field order is drop order: the
+/// containment (which kills what is left and signals the watchdog) goes before
+/// the spill directory.
+struct Inner {
+    registry: JobRegistry,
+    config: BashConfig,
+    shell: PathBuf,
+    spawner: Arc<Spawner>,
+    live: Mutex<Vec<Weak<ProcessControl>>>,
+    budget: Arc<SpillBudget>,
+    next_spawn: AtomicU64,
+    containment: Containment,
+    /// Live names per owner session (`None`: unowned) to job ids.
+    names: Mutex<std::collections::HashMap<(Option<String>, String), String>>,
+    handle: tokio::runtime::Handle,
+    spill_dir: tempfile::TempDir,
+}
+
+impl BashProducer {
+    /// The longest command this producer starts, in bytes.
+    pub fn max_command_bytes(&self) -> usize {
+        self.inner.config.max_command_bytes
+    }
+
+    /// A producer for `registry`. Spill files go to a private (0700) directory
+    /// that is removed when the last clone of the producer is dropped (or, if the
+    /// host dies first, by its watchdog). Sets up containment (see
+    /// [`crate::containment`]) and makes the host process non-dumpable.
+    ///
+    /// # Errors
+    ///
+    /// When the spill directory, the spawner threads or the requested
+    /// containment cannot be set up, or when called outside a tokio runtime.
+    pub fn new(registry: JobRegistry, config: BashConfig) -> std::io::Result<BashProducer> {
+        let handle = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
+        let spill_dir = tempfile::Builder::new()
+            .prefix("jobs-host-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir()?;
+        let shell = resolve_in_path(&config.shell);
+        let containment = Containment::new(config.containment, &shell, spill_dir.path())?;
+        raise_open_file_limit();
+        Ok(BashProducer {
+            inner: Arc::new(Inner {
+                registry,
+                spawner: Spawner::start()?,
+                names: Mutex::new(std::collections::HashMap::new()),
+                handle,
+                shell,
+                live: Mutex::new(Vec::new()),
+                budget: SpillBudget::new(config.spill_total_bytes),
+                next_spawn: AtomicU64::new(1),
+                containment,
+                spill_dir,
+                config,
+            }),
+        })
+    }
+
+    /// The directory spill files are written to.
+    pub fn spill_dir(&self) -> &Path {
+        self.inner.spill_dir.path()
+    }
+
+    /// The containment mode in use: `cgroup` or `fallback`.
+    pub fn containment_mode(&self) -> &ActiveMode {
+        self.inner.containment.mode()
+    }
+
+    /// Bytes of spill files on disk now.
+    pub fn spill_bytes(&self) -> u64 {
+        self.inner.budget.used()
+    }
+
+    /// Starts `request` for `owner` and returns the job id.
+    ///
+    /// # Errors
+    ///
+    /// A blank or oversized command, a working directory that does not exist or
+    /// is not a directory, a command that cannot be a process's argument (a NUL
+    /// byte), or a [`StartError`] from the registry's preflight. Nothing is
+    /// registered and no process is left. The spawn itself happens after the
+    /// answer; when it fails, the job settles `killed before exit` and its
+    /// stderr says `spawn failed: <error>`.
+    pub fn start(&self, owner: Option<Owner>, request: BashRequest) -> Result<String, StartError> {
+        self.start_named(owner, request)
+            .map(|started| match started {
+                Started::New(id) | Started::Existing(id) => id,
+            })
+    }
+
+    /// [`BashProducer::start`], saying whether the request's name was held by
+    /// a live job of the same owner (which is then answered instead).
+    ///
+    /// # Errors
+    ///
+    /// As [`BashProducer::start`]; a blank name, or one longer than
+    /// [`MAX_NAME_BYTES`].
+    pub fn start_named(
+        &self,
+        owner: Option<Owner>,
+        request: BashRequest,
+    ) -> Result<Started, StartError> {
+        let Some(name) = request.name.clone() else {
+            return self.start_unnamed(owner, request).map(Started::New);
+        };
+        if name.trim().is_empty() {
+            return Err(StartError::Producer(
+                "invalid name: expected a non-blank string".to_owned(),
+            ));
+        }
+        // A name is shown in every list and status line: it may not move the
+        // cursor, recolour a terminal or reorder text (the console escapes job
+        // output, but a name is the model's own word, so it is refused).
+        if let Some(c) = name.chars().find(|c| c.is_control() || is_bidi_control(*c)) {
+            return Err(StartError::Producer(format!(
+                "invalid name: it contains the control character U+{:04X}",
+                u32::from(c)
+            )));
+        }
+        if name.len() > MAX_NAME_BYTES {
+            return Err(StartError::Producer(format!(
+                "invalid name: {} bytes is more than the limit of {MAX_NAME_BYTES} bytes",
+                name.len()
+            )));
+        }
+        let key = (owner.as_ref().map(|o| o.session_id().to_owned()), name);
+        // Held from the lookup to the registration, so two starts of one name
+        // cannot both start. Names of jobs that have ended are free again.
+        let mut names = lock(&self.inner.names);
+        let registry = &self.inner.registry;
+        names.retain(|_, held| {
+            registry
+                .inspect(held)
+                .is_some_and(|job| !job.status.is_terminal())
+        });
+        if let Some(id) = names.get(&key) {
+            return Ok(Started::Existing(id.clone()));
+        }
+        let id = self.start_unnamed(owner, request)?;
+        names.insert(key, id.clone());
+        Ok(Started::New(id))
+    }
+
+    fn start_unnamed(
+        &self,
+        owner: Option<Owner>,
+        request: BashRequest,
+    ) -> Result<String, StartError> {
+        if request.command.trim().is_empty() {
+            return Err(StartError::Producer(
+                "invalid command: expected a non-blank string".to_owned(),
+            ));
+        }
+        let max = self.inner.config.max_command_bytes;
+        if request.command.len() > max {
+            return Err(StartError::Producer(format!(
+                "invalid command: {} bytes is more than the limit of {max} bytes",
+                request.command.len()
+            )));
+        }
+        let dir = self.workdir(&request);
+        if let Some(dir) = &dir {
+            match std::fs::metadata(dir) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    return Err(StartError::Producer(format!(
+                        "invalid workdir: {} is not a directory",
+                        dir.display()
+                    )));
+                }
+                Err(e) => {
+                    return Err(StartError::Producer(format!(
+                        "invalid workdir: {}: {e}",
+                        dir.display()
+                    )));
+                }
+            }
+        }
+        let spec = JobStart {
+            kind: BASH_KIND.to_owned(),
+            label: request.command.clone(),
+            output_limit_bytes: None,
+            owner,
+        };
+        self.inner
+            .registry
+            .start(spec, || self.spawn(&request, dir))
+    }
+
+    /// Stops every job of this producer now: SIGTERM to each whole tree, SIGKILL
+    /// to whatever is left after `grace`, then a last sweep. For host shutdown;
+    /// the jobs then settle as killed.
+    pub async fn shutdown(&self, grace: Duration) {
+        let live: Vec<Arc<ProcessControl>> = lock(&self.inner.live)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for control in &live {
+            control.request_kill(Signal::SIGTERM);
+        }
+        let all_exited = async {
+            for control in &live {
+                let mut rx = control.exited.subscribe();
+                let _ = rx.wait_for(|exited| *exited).await;
+            }
+        };
+        let _ = tokio::time::timeout(grace, all_exited).await;
+        for control in &live {
+            control.signal(Signal::SIGKILL);
+        }
+        let inner = self.inner.clone();
+        let _ = tokio::task::spawn_blocking(move || inner.containment.kill_everything()).await;
+    }
+
+    fn workdir(&self, request: &BashRequest) -> Option<PathBuf> {
+        let base = self.inner.config.default_workdir.clone();
+        match (&request.workdir, base) {
+            (Some(dir), Some(base)) => Some(base.join(dir)),
+            (Some(dir), None) => Some(dir.clone()),
+            (None, base) => base,
+        }
+    }
+
+    /// Registers what a job needs and hands its spawn to a spawner thread: the
+    /// start answers without waiting for the leader to exist (as a shell's `&`
+    /// does). A spawn that fails there settles the job `killed` (`killed before
+    /// exit`) with `spawn failed: <error>` as its stderr, as the contract has it.
+    fn spawn(&self, request: &BashRequest, dir: Option<PathBuf>) -> Result<JobHooks, String> {
+        let inner = &self.inner;
+        let n = inner.next_spawn.fetch_add(1, Ordering::Relaxed);
+        let container = inner
+            .containment
+            .new_job()
+            .map_err(|e| format!("spawn failed: cannot create the job's container: {e}"))?;
+        let spec = self.spec(request, dir, &container)?;
+        let create = container.creator();
+
+        let capture = SharedCapture::new(
+            &inner.spill_dir.path().join(format!("spawn-{n}")),
+            inner.config.limits,
+            Some(inner.budget.clone()),
+        );
+        let (exited, _) = watch::channel(false);
+        let control = Arc::new(ProcessControl {
+            state: Mutex::new(ControlState::default()),
+            kill: Notify::new(),
+            container: Mutex::new(container),
+            exited,
+            limit_hit: Mutex::new(None),
+        });
+        let (stdin_tx, stdin_rx) = tokio::sync::oneshot::channel();
+        let extras = Arc::new(BashControl {
+            process: control.clone(),
+            input: Mutex::new(if request.stdin {
+                InputState::Open(InputWriter::start(
+                    stdin_rx,
+                    control.exited.subscribe(),
+                    &inner.handle,
+                ))
+            } else {
+                InputState::None
+            }),
+        });
+
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+        let spawned = control.clone();
+        inner
+            .spawner
+            .submit(move || {
+                let result = create()
+                    .map_err(|e| format!("cannot create the job's container: {e}"))
+                    .and_then(|()| {
+                        containment::start_leader(|| vfork::spawn(&spec), |s| s.pid)
+                            .map_err(|e| e.to_string())
+                    })
+                    .map(|mut started| {
+                        spawned.started(started.pid as u32);
+                        if let Some(stdin) = started.stdin.take() {
+                            let _ = stdin_tx.send(stdin);
+                        }
+                        started
+                    });
+                // The job's record may already be gone (a host shutting down);
+                // its container then cleans up after the leader.
+                let _ = started_tx.send(result);
+            })
+            .map_err(|e| format!("spawn failed: {e}"))?;
+        {
+            // Jobs the registry dropped are gone; keep the list to the others.
+            let mut live = lock(&inner.live);
+            live.retain(|w| w.strong_count() > 0);
+            live.push(Arc::downgrade(&control));
+        }
+
+        let supervisor = Supervisor {
+            capture: capture.clone(),
+            control: control.clone(),
+            grace: inner.config.grace,
+            _spawner: inner.spawner.clone(),
+            limits: request.limits,
+        };
+        let done = Box::pin(async move {
+            Ok(match started_rx.await {
+                Ok(Ok(started)) => supervisor.run(started).await,
+                Ok(Err(why)) => supervisor.not_started(&why).await,
+                Err(_) => supervisor.not_started("the spawner threads are gone").await,
+            })
+        });
+        let cancel_control = control;
+        Ok(JobHooks {
+            cancel: Box::new(move |_reason| {
+                cancel_control.request_kill(Signal::SIGTERM);
+                Ok(())
+            }),
+            capture: Some(capture),
+            read_output: None,
+            output_excerpt: None,
+            control: Some(extras),
+            done,
+        })
+    }
+}

@@ -1,0 +1,210 @@
+//! A job from its spawn to its end: the pumps that read its pipes into its
+//! capture, its time and output limits, the grace period after a kill, and
+//! the sweep that leaves nothing of it behind.
+
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::io::unix::AsyncFd;
+use tokio::task::JoinHandle;
+
+use super::JobLimits;
+use super::process::{Leader, ProcessControl, process_outcome};
+use super::spawner::Spawner;
+use super::vfork;
+use crate::capture::{OutputStream, SharedCapture};
+use crate::containment;
+use crate::registry::{JobOutcome, OutcomeStatus};
+use crate::sync::lock;
+
+pub(super) struct Supervisor {
+    pub(super) capture: SharedCapture,
+    pub(super) control: Arc<ProcessControl>,
+    pub(super) grace: Duration,
+    /// Keeps the spawner threads (and so the jobs' death signal) alive.
+    pub(super) _spawner: Arc<Spawner>,
+    pub(super) limits: JobLimits,
+}
+
+impl Supervisor {
+    /// The spawn failed: nothing ran, and the one next read says why.
+    pub(super) async fn not_started(self, why: &str) -> JobOutcome {
+        lock(&self.control.state).exited = true;
+        self.control.exited.send_replace(true);
+        let control = self.control.clone();
+        let _ = tokio::task::spawn_blocking(move || lock(&control.container).release()).await;
+        self.capture.push(
+            OutputStream::Stderr,
+            format!("spawn failed: {why}").as_bytes(),
+        );
+        self.capture.close();
+        process_outcome(None, true)
+    }
+
+    pub(super) async fn run(self, started: vfork::Started) -> JobOutcome {
+        let pid = started.pid as u32;
+        let mut readers = Vec::new();
+        for (fd, stream) in [
+            (started.stdout, OutputStream::Stdout),
+            (started.stderr, OutputStream::Stderr),
+        ] {
+            match tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
+                Ok(pipe) => readers.push(self.pump(pipe, stream)),
+                Err(e) => tracing::warn!("jobs: cannot read a job's {stream:?}: {e}"),
+            }
+        }
+        // SAFETY: an OwnedFd stays open, on the same pidfd, for as long as the
+        // AsyncFd owns it.
+        let registered = unsafe {
+            AsyncFd::register_with_interest(started.pidfd, tokio::io::Interest::READABLE)
+        };
+        let leader = match registered {
+            Ok(pidfd) => Leader { pidfd },
+            Err(e) => {
+                tracing::warn!("jobs: cannot watch job leader {pid}: {e}");
+                self.kill_all().await;
+                return process_outcome(None, true);
+            }
+        };
+
+        let time_limit = async {
+            match self.limits.timeout_ms {
+                Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(time_limit);
+        let status = tokio::select! {
+            biased;
+            status = leader.wait() => status,
+            () = self.control.kill.notified() => {
+                self.stopped(&leader).await
+            }
+            () = &mut time_limit => {
+                let ms = self.limits.timeout_ms.unwrap_or_default();
+                self.control.stop_for_limit(format!("time limit reached ({ms} ms)"));
+                self.stopped(&leader).await
+            }
+        };
+        self.finish(pid, status, readers).await
+    }
+
+    /// After a kill request: the leader's end, within the grace period or by
+    /// SIGKILL to the whole job.
+    pub(super) async fn stopped(&self, leader: &Leader) -> std::io::Result<ExitStatus> {
+        match tokio::time::timeout(self.grace, leader.wait()).await {
+            Ok(status) => status,
+            Err(_) => {
+                self.kill_all().await;
+                leader.kill();
+                leader.wait().await
+            }
+        }
+    }
+
+    pub(super) async fn finish(
+        &self,
+        pid: u32,
+        status: std::io::Result<ExitStatus>,
+        mut readers: Vec<JoinHandle<()>>,
+    ) -> JobOutcome {
+        containment::remove_leader(pid);
+        let kill_requested = {
+            let mut state = lock(&self.control.state);
+            state.exited = true;
+            state.kill_requested
+        };
+        self.control.exited.send_replace(true);
+
+        // Let the pipes drain, then make sure nothing of the job survives it:
+        // background children, `setsid` escapees and double forks included.
+        let drained = drain(&mut readers, self.grace).await;
+        let control = self.control.clone();
+        let _ = tokio::task::spawn_blocking(move || lock(&control.container).release()).await;
+        if !drained && !drain(&mut readers, self.grace).await {
+            // Only a process that escaped containment can still hold our pipes.
+            for reader in &readers {
+                reader.abort();
+            }
+        }
+        // Wakes a ready wait for the last line, now complete.
+        self.capture.close();
+        let mut outcome = process_outcome(status.ok(), kill_requested);
+        if let Some(why) = lock(&self.control.limit_hit).take() {
+            outcome.status = OutcomeStatus::Killed;
+            outcome.detail = Some(match outcome.detail {
+                Some(detail) => format!("{why}, {detail}"),
+                None => why,
+            });
+        } else if let (Some(seconds), Some("signal: SIGXCPU")) =
+            (self.limits.cpu_seconds, outcome.detail.as_deref())
+        {
+            outcome.detail = Some(format!("CPU limit reached ({seconds} s), signal: SIGXCPU"));
+        }
+        outcome
+    }
+
+    /// SIGKILL to every process of the job, off the async workers (the fallback
+    /// walks `/proc`).
+    pub(super) async fn kill_all(&self) {
+        let control = self.control.clone();
+        let _ = tokio::task::spawn_blocking(move || control.signal(Signal::SIGKILL)).await;
+    }
+
+    /// Reads one of the job's pipes into its capture until end of file.
+    ///
+    /// The read buffer exists only while the pipe has data: an idle job (most
+    /// of them, when thousands run) holds no buffer, where a buffer kept
+    /// across waits cost 128 KiB per job.
+    pub(super) fn pump(
+        &self,
+        pipe: tokio::net::unix::pipe::Receiver,
+        stream: OutputStream,
+    ) -> JoinHandle<()> {
+        let capture = self.capture.clone();
+        let control = self.control.clone();
+        let ceiling = self.limits.output_bytes;
+        tokio::spawn(async move {
+            loop {
+                if pipe.readable().await.is_err() {
+                    return;
+                }
+                let mut buf = Vec::with_capacity(READ_CHUNK_BYTES);
+                loop {
+                    buf.clear();
+                    match pipe.try_read_buf(&mut buf) {
+                        Ok(0) => return,
+                        Ok(_) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(_) => return,
+                    }
+                    let written = capture.push(stream, &buf);
+                    if let Some(limit) = ceiling
+                        && written > limit
+                    {
+                        control.stop_for_limit(format!("output limit reached ({limit} bytes)"));
+                    }
+                    // `try_read_buf` takes nothing from the task's budget, so a
+                    // job that never stops writing would keep this worker from
+                    // every other task; the budget makes the loop yield in turn.
+                    tokio::task::coop::consume_budget().await;
+                }
+            }
+        })
+    }
+}
+
+/// The most one read of a job's pipe takes (a pipe holds 64 KiB by default).
+pub(super) const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Waits for every reader to finish, at most `limit`. True when all finished.
+pub(super) async fn drain(readers: &mut [JoinHandle<()>], limit: Duration) -> bool {
+    let all = async {
+        for reader in readers.iter_mut() {
+            let _ = reader.await;
+        }
+    };
+    tokio::time::timeout(limit, all).await.is_ok()
+}

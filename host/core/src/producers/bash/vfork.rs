@@ -1,0 +1,431 @@
+//! Starting a job leader without copying the host: `clone(CLONE_VM |
+//! CLONE_VFORK)`, as `posix_spawn` does, but with the job's own setup (session,
+//! death signal, cgroup, descriptors, limits) between the clone and the `execve`.
+//!
+//! A `fork` copies the host's page tables, write-protects all its memory (every
+//! host thread then faults on its next write to each page) and shoots down the
+//! other threads' TLBs; with many jobs that cost more than the jobs themselves.
+//! Here the child runs on a small stack of its own in the host's memory, the
+//! host thread that cloned waits until the child has called `execve` (or died),
+//! and nothing is copied.
+//!
+//! Everything the child does is in this file ([`child_main`]), read from plain
+//! data ([`Spec`], [`ChildSetup`]) the parent prepared: the child shares the
+//! host's memory, so it may make only async-signal-safe calls (no allocation,
+//! no lock, no panic), and it aborts rather than unwinds if one happens anyway.
+//! Its stack is its own mapping with a guard page below it, so an overflow
+//! faults instead of writing into the host's heap.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
+use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
+use rustix::mm::{MapFlags, MprotectFlags, ProtFlags, mmap_anonymous, mprotect, munmap};
+use rustix::process::{Pid, PidfdFlags, Signal, WaitOptions, kill_process, pidfd_open, waitpid};
+
+/// What to run.
+pub(crate) struct Spec {
+    /// The program's path.
+    pub program: CString,
+    /// The arguments, the program's name first.
+    pub argv: Vec<CString>,
+    /// `NAME=VALUE` entries: the whole environment.
+    pub envp: Vec<CString>,
+    /// The working directory, if not the host's.
+    pub cwd: Option<CString>,
+    /// A pipe for stdin whose write end the host keeps; else `/dev/null`.
+    pub open_stdin: bool,
+    /// Resource limits set in the child before `execve`: `RLIMIT_*`, soft and
+    /// hard limit.
+    pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t)>,
+    /// The job's own setup, in the child after its descriptors and directory.
+    pub setup: ChildSetup,
+}
+
+/// The steps of a job's setup the child takes between the clone and the
+/// `execve`, in this order, as plain data.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ChildSetup {
+    /// A session of its own (`setsid`): a process group the job leads, so one
+    /// signal reaches it all, and no controlling terminal, so a job can
+    /// neither read nor write the host's terminal.
+    pub new_session: bool,
+    /// `PR_SET_PDEATHSIG(SIGKILL)`: the child dies with the thread that cloned
+    /// it. With the host's pid, which the child checks is still its parent
+    /// afterwards (the host may have died between the clone and the `prctl`).
+    pub die_with_parent: Option<libc::pid_t>,
+    /// A `cgroup.procs` file the child writes itself into.
+    pub join_cgroup: Option<CString>,
+    /// Marks every descriptor above 2 close-on-exec, so a job inherits only
+    /// stdin, stdout and stderr whatever the embedding process leaked.
+    pub close_inherited_fds: bool,
+}
+
+/// A started leader: its pid, a pidfd to wait on, and the read ends of its
+/// stdout and stderr (non-blocking, close-on-exec).
+pub(crate) struct Started {
+    pub pid: i32,
+    pub pidfd: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+    /// The write end of stdin, when [`Spec::open_stdin`] (non-blocking).
+    pub stdin: Option<OwnedFd>,
+}
+
+/// What the child reads: raw pointers into the parent's [`Spec`], all alive
+/// until the child has exec'd or exited.
+struct ChildArgs<'a> {
+    program: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    cwd: Option<*const libc::c_char>,
+    stdin: libc::c_int,
+    stdout: libc::c_int,
+    stderr: libc::c_int,
+    rlimits: &'a [(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t)],
+    setup: &'a ChildSetup,
+    /// The errno of the step that failed, for the parent.
+    error: AtomicI32,
+}
+
+/// The child's stack, not counting its guard page.
+const STACK_BYTES: usize = 256 << 10;
+
+/// The child's stack: an anonymous mapping whose lowest page is `PROT_NONE`,
+/// so running off the end faults in the child instead of writing into
+/// whatever the host keeps below it.
+struct ChildStack {
+    base: *mut libc::c_void,
+    len: usize,
+}
+
+impl ChildStack {
+    fn new() -> std::io::Result<ChildStack> {
+        let guard = rustix::param::page_size();
+        let len = STACK_BYTES + guard;
+        // SAFETY: a fresh private anonymous mapping at an address the kernel
+        // picks: it aliases nothing.
+        let base = unsafe {
+            mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | MapFlags::STACK,
+            )
+        }?;
+        let stack = ChildStack { base, len };
+        // SAFETY: the lowest page of the mapping just made, which nothing uses.
+        unsafe { mprotect(base, guard, MprotectFlags::empty()) }?;
+        Ok(stack)
+    }
+
+    /// The stack's top (it grows down), 16-byte aligned as the ABI wants.
+    fn top(&self) -> *mut libc::c_void {
+        let top = self.base as usize + self.len;
+        (top & !15) as *mut libc::c_void
+    }
+}
+
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, whose child has exec'd or exited
+        // (CLONE_VFORK held the parent until then), so nothing runs on it.
+        if let Err(e) = unsafe { munmap(self.base, self.len) } {
+            tracing::warn!("jobs: cannot unmap a spawn stack: {e}");
+        }
+    }
+}
+
+fn nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
+    let flags = fcntl_getfl(fd)?;
+    fcntl_setfl(fd, flags | OFlags::NONBLOCK)?;
+    Ok(())
+}
+
+/// Starts `spec`.
+///
+/// # Errors
+///
+/// Creating the pipes, the stack or the pidfd, or any step in the child
+/// (setup, `chdir`, limits, `execve`), with that step's errno.
+pub(crate) fn spawn(spec: &Spec) -> std::io::Result<Started> {
+    let pipe = || rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC);
+    let (out_read, out_write) = pipe()?;
+    let (err_read, err_write) = pipe()?;
+    let (stdin_read, stdin_write) = if spec.open_stdin {
+        let (read, write) = pipe()?;
+        (read, Some(write))
+    } else {
+        // std opens with O_CLOEXEC.
+        (OwnedFd::from(std::fs::File::open("/dev/null")?), None)
+    };
+
+    let mut argv: Vec<*const libc::c_char> = spec.argv.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = spec.envp.iter().map(|e| e.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    let mut args = ChildArgs {
+        program: spec.program.as_ptr(),
+        argv: argv.as_ptr(),
+        envp: envp.as_ptr(),
+        cwd: spec.cwd.as_ref().map(|c| c.as_ptr()),
+        stdin: stdin_read.as_raw_fd(),
+        stdout: out_write.as_raw_fd(),
+        stderr: err_write.as_raw_fd(),
+        rlimits: &spec.rlimits,
+        setup: &spec.setup,
+        error: AtomicI32::new(0),
+    };
+    let stack = ChildStack::new()?;
+
+    // No signal handler of the host may run in the child (it shares the host's
+    // memory): block everything around the clone; the child resets them.
+    let mut old = SigSet::empty();
+    pthread_sigmask(
+        SigmaskHow::SIG_SETMASK,
+        Some(&SigSet::all()),
+        Some(&mut old),
+    )?;
+    // SAFETY: the child runs `child_main` on `stack` with `args`, both alive
+    // until it has exec'd or exited (CLONE_VFORK suspends us until then).
+    let pid = unsafe {
+        libc::clone(
+            child_main,
+            stack.top(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&raw mut args).cast(),
+        )
+    };
+    let clone_error = std::io::Error::last_os_error();
+    // Restoring our own mask cannot fail, and the child must be seen to below.
+    let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+    drop(stack);
+    let Some(child) = Pid::from_raw(pid) else {
+        return Err(clone_error);
+    };
+    let failed = args.error.load(Ordering::SeqCst);
+    if failed != 0 {
+        // The child exited without exec; reap it.
+        let _ = waitpid(Some(child), WaitOptions::empty());
+        return Err(std::io::Error::from_raw_os_error(failed));
+    }
+    drop((out_write, err_write, stdin_read));
+    let pidfd = match pidfd_open(child, PidfdFlags::empty()) {
+        Ok(pidfd) => pidfd,
+        Err(e) => {
+            // Without a pidfd our child cannot be supervised.
+            let _ = kill_process(child, Signal::KILL);
+            let _ = waitpid(Some(child), WaitOptions::empty());
+            return Err(e.into());
+        }
+    };
+    for fd in [Some(&out_read), Some(&err_read), stdin_write.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        nonblocking(fd)?;
+    }
+    Ok(Started {
+        pid,
+        pidfd,
+        stdout: out_read,
+        stderr: err_read,
+        stdin: stdin_write,
+    })
+}
+
+/// Aborts the child if anything unwinds through [`child_main`]: an unwind
+/// there would run the host's code on a stack that is not the host's. The
+/// child never returns normally (it execs or `_exit`s), so this is only ever
+/// dropped by an unwind.
+struct AbortOnUnwind;
+
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        // SAFETY: abort(3) is async-signal-safe and ends only the child (its
+        // signal dispositions are the defaults by the time anything can panic).
+        unsafe { libc::abort() }
+    }
+}
+
+/// The child, from the clone to `execve`: only async-signal-safe calls on
+/// memory the parent prepared, no allocation and nothing that can panic.
+extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
+    let _abort = AbortOnUnwind;
+    // SAFETY: `arg` is the parent's `ChildArgs`, alive while we run (the parent
+    // is suspended until we exec or exit) and read only here.
+    let args = unsafe { &*arg.cast::<ChildArgs<'_>>() };
+    // SAFETY: signal setup on owned values, before anything else runs.
+    unsafe { reset_signals() };
+    for (from, to) in [(args.stdin, 0), (args.stdout, 1), (args.stderr, 2)] {
+        // SAFETY: dup2 of descriptors the parent keeps open for us.
+        if unsafe { libc::dup2(from, to) } < 0 {
+            fail(args, errno());
+        }
+    }
+    if let Some(cwd) = args.cwd {
+        // SAFETY: a NUL-terminated path owned by the parent's `Spec`.
+        if unsafe { libc::chdir(cwd) } < 0 {
+            fail(args, errno());
+        }
+    }
+    if let Err(errno) = job_setup(args.setup) {
+        fail(args, errno);
+    }
+    // Last, because the setup still opens files with the host's descriptors
+    // (closed at exec) in the table: an open-file limit lowered for the job
+    // would fail them.
+    for (resource, soft, hard) in args.rlimits {
+        let limit = libc::rlimit {
+            rlim_cur: *soft,
+            rlim_max: *hard,
+        };
+        // SAFETY: setrlimit with a valid struct.
+        if unsafe { libc::setrlimit(*resource, &limit) } < 0 {
+            fail(args, errno());
+        }
+    }
+    // SAFETY: valid, null-terminated arrays built by the parent.
+    unsafe { libc::execve(args.program, args.argv, args.envp) };
+    fail(args, errno())
+}
+
+/// Tells the parent which errno failed the child, then exits without running
+/// any of the host's exit code.
+fn fail(args: &ChildArgs<'_>, errno: i32) -> ! {
+    args.error.store(errno.max(1), Ordering::SeqCst);
+    // SAFETY: _exit is async-signal-safe and skips every exit handler.
+    unsafe { libc::_exit(127) }
+}
+
+fn errno() -> i32 {
+    // SAFETY: the calling thread's errno location, always valid.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Default dispositions for every signal, then an empty mask: what a job would
+/// get from a fresh exec of a fresh process.
+///
+/// # Safety
+///
+/// For the child between clone and exec, whose host handlers must not run.
+unsafe fn reset_signals() {
+    // SAFETY: sigaction and sigprocmask on zeroed, owned values.
+    unsafe {
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        for sig in 1..libc::SIGRTMAX() {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            }
+        }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+    }
+}
+
+/// The steps of `setup`, in order; the errno of the first that fails.
+fn job_setup(setup: &ChildSetup) -> Result<(), i32> {
+    // SAFETY: setsid takes no arguments.
+    if setup.new_session && unsafe { libc::setsid() } < 0 {
+        return Err(errno());
+    }
+    if let Some(parent) = setup.die_with_parent {
+        // SAFETY: a plain prctl with integer arguments.
+        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } != 0 {
+            return Err(errno());
+        }
+        // SAFETY: getppid takes no arguments.
+        if unsafe { libc::getppid() } != parent {
+            // SAFETY: as in `fail`; the host is gone, so nobody reads an errno.
+            unsafe { libc::_exit(137) };
+        }
+    }
+    if let Some(procs) = &setup.join_cgroup {
+        join_cgroup(procs)?;
+    }
+    if setup.close_inherited_fds {
+        close_inherited_fds();
+    }
+    Ok(())
+}
+
+/// Writes the calling process into the cgroup whose `cgroup.procs` is `procs`.
+fn join_cgroup(procs: &std::ffi::CStr) -> Result<(), i32> {
+    // SAFETY: open of a NUL-terminated path the parent owns.
+    let fd = unsafe { libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(errno());
+    }
+    // "0" is the writer itself.
+    // SAFETY: one byte from a static buffer to the descriptor just opened.
+    let written = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
+    let failed = errno();
+    // SAFETY: the descriptor just opened, closed once.
+    unsafe { libc::close(fd) };
+    if written == 1 { Ok(()) } else { Err(failed) }
+}
+
+/// Marks every fd above 2 close-on-exec.
+fn close_inherited_fds() {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range with integer arguments only changes descriptor flags.
+    if unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) } == 0 {
+        return;
+    }
+    // Kernels before 5.11: walk the descriptor table.
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit into a valid struct.
+    let max = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        limit.rlim_cur.min(1 << 16) as libc::c_int
+    } else {
+        1024
+    };
+    for fd in 3..max {
+        // SAFETY: F_SETFD on any descriptor number; a closed one answers EBADF.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stack_has_a_guard_page_below_it() {
+        let stack = ChildStack::new().unwrap();
+        let page = rustix::param::page_size();
+        assert_eq!(stack.len, STACK_BYTES + page);
+        assert_eq!(stack.top() as usize % 16, 0);
+        // The guard page is mapped without access: mprotect on it succeeds
+        // (it is ours), and /proc/self/maps shows it as ---p.
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let start = format!("{:x}-", stack.base as usize);
+        let guard = maps
+            .lines()
+            .find(|l| l.starts_with(&start))
+            .unwrap_or_else(|| panic!("no mapping at {start} in\n{maps}"));
+        assert!(guard.split_whitespace().nth(1) == Some("---p"), "{guard}");
+    }
+
+    #[test]
+    fn a_failing_step_reports_its_errno() {
+        let spec = Spec {
+            program: c"/nonexistent/program".to_owned(),
+            argv: vec![c"program".to_owned()],
+            envp: Vec::new(),
+            cwd: None,
+            open_stdin: false,
+            rlimits: Vec::new(),
+            setup: ChildSetup::default(),
+        };
+        let err = spawn(&spec).err().expect("no such program");
+        assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+    }
+}
