@@ -869,10 +869,12 @@ impl ServerHandler for JobsServer {
         tokio::pin!(call, progress);
         let reply = loop {
             tokio::select! {
+                // The client's cancel of this request reaches the call's token
+                // before the call is polled again: a wait whose job ended
+                // after the cancel arrived then reads nothing.
                 biased;
-                reply = &mut call => break reply,
-                // The client's cancel of this request reaches the call's token.
                 () = context.ct.cancelled(), if !abort.is_cancelled() => abort.cancel(),
+                reply = &mut call => break reply,
                 () = &mut progress => unreachable!("progress never returns"),
             }
         };

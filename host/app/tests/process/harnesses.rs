@@ -70,6 +70,11 @@ async fn a_cancelled_wait_loses_no_output_and_no_notice() {
         .to_string(),
     )
     .await;
+    // Messages are taken in order: once the ping after it is answered, the
+    // cancel has reached the call, whatever the machine's load.
+    host.send(&json!({"jsonrpc": "2.0", "id": 901, "method": "ping"}).to_string())
+        .await;
+    assert_eq!(host.recv().await["id"], 901);
     // The job ends with nobody reading: its notice is owed, once.
     gate.open();
     let notice = next_notice(&mut host).await;
