@@ -24,7 +24,7 @@ impl Profile {
         match self {
             Profile::A => wording::A.plugin,
             Profile::B => wording::B.plugin,
-            Profile::C => wording::GO_STYLE_PLUGIN,
+            Profile::C => wording::go::PLUGIN,
         }
     }
 }

@@ -16,11 +16,9 @@ pub mod config;
 pub mod extensions;
 pub mod model;
 pub mod notice;
-pub mod profile_c;
 pub mod render;
 pub mod start;
 pub mod surface;
-pub mod tools;
 pub mod wording;
 
 #[cfg(target_arch = "wasm32")]

@@ -4,9 +4,13 @@
 //! [`Surface`] exhaustively, so a new surface fails to compile until each entry
 //! point handles it.
 //!
-//! Layers, each depending only on those before it: plain types (`model`,
-//! `wording`, `config`), capping and rendering (`caps`, `render`, `notice`), the
-//! surfaces (`tools`, `profile_c`), this dispatch, and the component glue.
+//! Layers, each depending only on those before it: plain types and words
+//! (`model`, `wording` with profile C's fixed words in `wording::go`,
+//! `config`), capping and rendering (`caps`, `render`, `notice`), the
+//! extensions (which word a call through the [`crate::extensions::Dialect`]
+//! each surface implements, never asking which one runs), the surfaces
+//! (`worded` for [`Surface::Worded`], `go_style` for [`Surface::GoStyle`]),
+//! this dispatch, and the component glue.
 
 use crate::config::{Config, Profile};
 use crate::model::{
@@ -14,7 +18,10 @@ use crate::model::{
 };
 use crate::notice::{self, AgentStatus, Lane};
 use crate::wording::{self, Wording};
-use crate::{profile_c, tools};
+mod go_style;
+mod worded;
+
+pub use go_style::GoStyle;
 
 /// One tool surface.
 #[derive(Debug, Clone, Copy)]
@@ -63,16 +70,16 @@ pub struct NoticeParts {
 /// The profile's tools with their exact descriptions and schemas.
 pub fn tool_definitions(config: &Config) -> Vec<ToolDefinition> {
     match Surface::of(config.profile) {
-        Surface::Worded(w) => tools::tool_definitions(config, w),
-        Surface::GoStyle => profile_c::tool_definitions(config),
+        Surface::Worded(w) => worded::tool_definitions(config, w),
+        Surface::GoStyle => go_style::tool_definitions(config),
     }
 }
 
 /// The card for a call, or `None` for a tool the profile does not have.
 pub fn ui_card(config: &Config, tool: &str, args_json: &str) -> Option<UiCard> {
     match Surface::of(config.profile) {
-        Surface::Worded(w) => tools::ui_card(config, w, tool, args_json),
-        Surface::GoStyle => profile_c::ui_card(config, tool, args_json),
+        Surface::Worded(w) => worded::ui_card(config, w, tool, args_json),
+        Surface::GoStyle => go_style::ui_card(config, tool, args_json),
     }
 }
 
@@ -81,7 +88,7 @@ pub fn system_prompt(profile: Profile) -> Option<PromptSection> {
     match Surface::of(profile) {
         Surface::Worded(w) => Some(PromptSection {
             name: w.prompt_name,
-            order: tools::PROMPT_SECTION_ORDER,
+            order: worded::PROMPT_SECTION_ORDER,
             text: w.prompt_text,
         }),
         Surface::GoStyle => None,
@@ -99,8 +106,8 @@ pub fn invoke(
     waited: Option<&Waited>,
 ) -> Step<ToolResult> {
     match Surface::of(config.profile) {
-        Surface::Worded(w) => tools::invoke(view, config, w, tool, args_json, waited),
-        Surface::GoStyle => profile_c::invoke(view, config, tool, args_json, waited),
+        Surface::Worded(w) => worded::invoke(view, config, w, tool, args_json, waited),
+        Surface::GoStyle => go_style::invoke(view, config, tool, args_json, waited),
     }
 }
 
@@ -114,7 +121,7 @@ pub fn finalize(
     blocks: Vec<ContentBlock>,
 ) -> Vec<ContentBlock> {
     match Surface::of(profile) {
-        Surface::Worded(w) => tools::finalize(view, w, tool, args_json, blocks),
+        Surface::Worded(w) => worded::finalize(view, w, tool, args_json, blocks),
         Surface::GoStyle => blocks,
     }
 }
@@ -129,9 +136,9 @@ pub fn notice(job: &JobSnapshot, config: &Config) -> NoticeParts {
             form: w.rich_notices.then_some("notice"),
         },
         Surface::GoStyle => NoticeParts {
-            text: profile_c::single_notice(job, config),
+            text: go_style::single_notice(job, config),
             summary: None,
-            plugin: profile_c::PLUGIN,
+            plugin: crate::wording::go::PLUGIN,
             form: None,
         },
     }
@@ -161,7 +168,7 @@ pub fn batch_notice(
         Surface::Worded(_) => return None,
         Surface::GoStyle => {}
     }
-    let text = profile_c::batch_notice(view, config, jobs)?;
+    let text = go_style::batch_notice(view, config, jobs)?;
     Some(NoticeParts {
         text,
         summary: None,

@@ -5,13 +5,13 @@ use serde_json::{Map, Value, json};
 
 use crate::caps::cap_result;
 use crate::config::Config;
-use crate::extensions::{self, Vocab};
+use crate::extensions::{self, Dialect, Quiet};
 use crate::model::{
     ContentBlock, JobSnapshot, JobsView, KillOutcome, RegistryError, Step, ToolAnnotations,
     ToolDefinition, ToolResult, UiCard, WaitRequest, Waited, json_type, timer_ms,
 };
 use crate::render::{list_text, read_text, registry_error_message, status_line};
-use crate::wording::Wording;
+use crate::wording::{ExtensionWords, Wording};
 
 /// The prompt section's order: after the shell tool's section (105).
 pub const PROMPT_SECTION_ORDER: u32 = 106;
@@ -53,12 +53,37 @@ fn public_job_schema() -> Value {
     })
 }
 
-/// The extension words of a worded surface.
-pub fn vocab(w: &Wording) -> &'static Vocab {
-    if w.noun == crate::wording::B.noun {
-        &extensions::B
-    } else {
-        &extensions::A
+/// A worded surface's extension calls: its words are on the wording; errors
+/// read as its own tools word them, and every answer ends with a status line.
+impl Dialect for Wording {
+    fn words(&self) -> &ExtensionWords {
+        &self.extensions
+    }
+
+    fn quiet(&self) -> Quiet {
+        Quiet::Milliseconds
+    }
+
+    fn registry_error(&self, error: &RegistryError) -> String {
+        registry_error_message(error, self)
+    }
+
+    fn error_text(&self, message: &str) -> String {
+        format!("Error: {message}")
+    }
+
+    fn done_text(&self, text: String, job: &JobSnapshot) -> String {
+        format!("{text}\n{}", status_line(job))
+    }
+
+    fn job_id(&self, id: &str) -> Result<String, String> {
+        if id.is_empty() {
+            let key = self.extensions.id_param;
+            return Err(format!(
+                "invalid {key}: expected a non-empty string, got \"\""
+            ));
+        }
+        Ok(id.to_owned())
     }
 }
 
@@ -70,7 +95,7 @@ pub fn tool_definitions(config: &Config, w: &'static Wording) -> Vec<ToolDefinit
         "wait": {"type": "boolean", "description": w.wait_description},
         "timeout_ms": {"type": "number", "description": "Max wait in milliseconds (only meaningful with wait: true). Defaults to the configured wait timeout; capped by the configured maximum."}
     });
-    for (name, schema) in extensions::ready_properties(config, vocab(w)) {
+    for (name, schema) in extensions::ready_properties(config, w) {
         output_properties[name] = schema;
     }
     let mut tools = vec![
@@ -123,13 +148,13 @@ pub fn tool_definitions(config: &Config, w: &'static Wording) -> Vec<ToolDefinit
             annotations: ToolAnnotations::acts(format!("Stop a background {}", w.noun), true, true),
         },
     ];
-    tools.extend(extensions::tool_definitions(config, vocab(w)));
+    tools.extend(extensions::tool_definitions(config, w));
     tools
 }
 
 /// The card for a call, or `None` for a tool the profile does not have.
 pub fn ui_card(config: &Config, w: &Wording, tool: &str, args_json: &str) -> Option<UiCard> {
-    if let Some(card) = extensions::ui_card(config, vocab(w), tool, args_json) {
+    if let Some(card) = extensions::ui_card(config, w, tool, args_json) {
         return Some(card);
     }
     let id = serde_json::from_str::<Value>(args_json)
@@ -276,7 +301,7 @@ pub fn invoke(
     args_json: &str,
     waited: Option<&Waited>,
 ) -> Step<ToolResult> {
-    if let Some(result) = extensions::invoke(view, config, vocab(w), tool, args_json) {
+    if let Some(result) = extensions::invoke(view, config, w, tool, args_json) {
         return Step::Done(result);
     }
     let Some(which) = which(tool, w) else {
@@ -304,7 +329,7 @@ fn job_output(
     waited: Option<&Waited>,
 ) -> Result<Step<ToolResult>, String> {
     let id = job_id(args, w)?;
-    let ready = extensions::ready_args(config, vocab(w), args)?;
+    let ready = extensions::ready_args(config, w, args)?;
     let mut ended = None;
     if args.get("wait") == Some(&Value::Bool(true)) || ready.is_some() {
         let asked = args
@@ -338,7 +363,7 @@ fn job_output(
     let shown = with_ports(view, config, &job);
     let rendered = match (&ready, ended) {
         (Some(ready), Some((outcome, timeout_ms))) => {
-            let note = extensions::wait_note(vocab(w), outcome, timeout_ms, ready);
+            let note = extensions::wait_note(w, outcome, timeout_ms, ready);
             let budget = cap.map(|c| c.saturating_sub(note.len() as u64 + 1));
             cap_result(
                 &format!("{note}\n{}", read_text(&text, &shown, budget)),

@@ -1,10 +1,38 @@
 //! The words of the two job-tool surfaces that differ only in wording: profile A
-//! (`job_*`) and profile B (`task_*`). Every model-visible string that names the
-//! thing, its tools or its plugin comes from here.
+//! (`job_*`) and profile B (`task_*`), from the contract's string catalogue
+//! (sections 3.1, 3.2, 4.1 and 4.4 of the behaviour contract), and the
+//! extensions' words of each (the README's extension table). Every
+//! model-visible string that names the thing, its tools or its plugin comes
+//! from here; profile C's fixed words are in [`go`].
 
-/// The plugin name of the Go-style surface (profile C), on its notices and at
-/// the start of its config errors.
-pub const GO_STYLE_PLUGIN: &str = "jobs";
+pub mod go;
+
+/// The extension tools' words for one surface (see the WIT `extension`): data
+/// on each surface's wording, so the extensions never ask which surface runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExtensionWords {
+    /// `job` or `task`.
+    pub noun: &'static str,
+    /// The id argument.
+    pub id_param: &'static str,
+    /// The input tool.
+    pub input_tool: &'static str,
+    /// The signal tool.
+    pub signal_tool: &'static str,
+    /// The log tool.
+    pub log_tool: &'static str,
+    /// The input tool's description.
+    pub input_description: &'static str,
+    /// The signal tool's description.
+    pub signal_description: &'static str,
+    /// The log tool's description.
+    pub log_description: &'static str,
+}
+
+/// The `job_*` extension tools' descriptions (profiles A and C).
+pub(crate) const JOB_INPUT_DESCRIPTION: &str = "Write text to the stdin of a background job started with stdin: true, or close it (EOF). Returns the bytes written and the job's status.";
+pub(crate) const JOB_SIGNAL_DESCRIPTION: &str = "Send a signal (INT, TERM, HUP, KILL, STOP or CONT) to every process of a running background job.";
+pub(crate) const JOB_LOG_DESCRIPTION: &str = "Page or search a background job's retained output without consuming it: lines by number from the start (start_line) or the last lines, or lines matching a regular expression (search) with context. Other reads of the job are unaffected.";
 
 /// One profile's vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +71,8 @@ pub struct Wording {
     pub timeout_error_names_bound: bool,
     /// Whether notices carry a UI summary and a form, and may wake an idle owner.
     pub rich_notices: bool,
+    /// The extension tools' words.
+    pub extensions: ExtensionWords,
 }
 
 /// Profile A: `job_output`, `job_list`, `job_kill`.
@@ -64,6 +94,16 @@ pub const A: Wording = Wording {
     reason_description: "Optional short reason, recorded in the log and forwarded to the job.",
     timeout_error_names_bound: true,
     rich_notices: true,
+    extensions: ExtensionWords {
+        noun: "job",
+        id_param: "job_id",
+        input_tool: "job_input",
+        signal_tool: "job_signal",
+        log_tool: "job_log",
+        input_description: JOB_INPUT_DESCRIPTION,
+        signal_description: JOB_SIGNAL_DESCRIPTION,
+        log_description: JOB_LOG_DESCRIPTION,
+    },
 };
 
 /// Profile B: `task_output`, `task_list`, `task_kill`.
@@ -85,4 +125,14 @@ pub const B: Wording = Wording {
     reason_description: "Optional short reason, recorded in the log and forwarded to the task.",
     timeout_error_names_bound: false,
     rich_notices: false,
+    extensions: ExtensionWords {
+        noun: "task",
+        id_param: "task_id",
+        input_tool: "task_input",
+        signal_tool: "task_signal",
+        log_tool: "task_log",
+        input_description: "Write text to the stdin of a background task started with stdin: true, or close it (EOF). Returns the bytes written and the task's status.",
+        signal_description: "Send a signal (INT, TERM, HUP, KILL, STOP or CONT) to every process of a running background task.",
+        log_description: "Page or search a background task's retained output without consuming it: lines by number from the start (start_line) or the last lines, or lines matching a regular expression (search) with context. Reads by task_output are unaffected.",
+    },
 };

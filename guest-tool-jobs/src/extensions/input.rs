@@ -1,0 +1,88 @@
+//! The input extension's calls: writing to a job's stdin (and closing it),
+//! and signals to its whole tree.
+
+use serde_json::{Map, Value};
+
+use super::args::{optional_bool, optional_string};
+use super::{Dialect, Found, MAX_INPUT_BYTES, done, error_message};
+use crate::model::{JobSignal, JobsView, ToolResult};
+
+pub(super) fn input(
+    view: &dyn JobsView,
+    d: &dyn Dialect,
+    id: &str,
+    args: &Map<String, Value>,
+    found: &Found,
+    cap: Option<u64>,
+) -> Result<ToolResult, String> {
+    let text = optional_string(args, "text")?;
+    let newline = optional_bool(args, "newline")?.unwrap_or(true);
+    let close = optional_bool(args, "close")?.unwrap_or(false);
+    if text.is_none() && !close {
+        return Err("invalid arguments: give \"text\", \"close\": true, or both".to_owned());
+    }
+    let mut data = text.unwrap_or_default().to_owned();
+    if text.is_some() && newline {
+        data.push('\n');
+    }
+    if data.len() > MAX_INPUT_BYTES {
+        return Err(format!(
+            "invalid text: {} bytes is more than the limit of {MAX_INPUT_BYTES} bytes",
+            data.len()
+        ));
+    }
+    found.clone()?;
+    // A finished job's input is closed: the registry answers `input-closed`.
+    let written = view
+        .write_input(id, &data, close)
+        .map_err(|e| error_message(&e, d, id))?;
+    let job = view.get(id).map_err(|e| error_message(&e, d, id))?;
+    let noun = d.words().noun;
+    let plural = if written == 1 { "" } else { "s" };
+    let said = match (text.is_some(), close) {
+        (true, true) => format!("wrote {written} byte{plural} to {noun} {id} and closed its input"),
+        (true, false) => format!("wrote {written} byte{plural} to {noun} {id}"),
+        _ => format!("closed the input of {noun} {id}"),
+    };
+    Ok(done(d, said, &job, cap))
+}
+
+pub(super) fn signal(
+    view: &dyn JobsView,
+    d: &dyn Dialect,
+    id: &str,
+    args: &Map<String, Value>,
+    found: &Found,
+    cap: Option<u64>,
+) -> Result<ToolResult, String> {
+    let names = JobSignal::ALL.iter().map(|s| s.name()).collect::<Vec<_>>();
+    let asked = match args.get("signal") {
+        None => return Err("invalid arguments: missing required property \"signal\"".to_owned()),
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err("invalid arguments: \"signal\" must be a string".to_owned()),
+    };
+    let upper = asked.trim().to_ascii_uppercase();
+    let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
+    let Some(sig) = JobSignal::ALL.into_iter().find(|s| s.name() == bare) else {
+        return Err(format!(
+            "invalid signal: expected one of {}, got \"{asked}\"",
+            names.join(", ")
+        ));
+    };
+    let job = found.clone()?;
+    if job.status.is_terminal() {
+        return Err(format!(
+            "{} {id} has already finished {}",
+            d.words().noun,
+            crate::render::status_line(&job)
+        ));
+    }
+    view.signal(id, sig).map_err(|e| error_message(&e, d, id))?;
+    let job = view.get(id).map_err(|e| error_message(&e, d, id))?;
+    Ok(done(
+        d,
+        format!("sent SIG{} to {} {id}", sig.name(), d.words().noun),
+        &job,
+        cap,
+    ))
+}

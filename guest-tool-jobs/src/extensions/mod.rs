@@ -1,0 +1,242 @@
+//! The opt-in extensions (see the WIT `extension`): ready waits, input and
+//! signals, paging and searching retained output, and listening ports. A config
+//! without them never reaches this module, so the seed surfaces stay exactly as
+//! the contract words them.
+//!
+//! Each profile gets the extension tools in its own words: profile A's
+//! `job_input`, `job_signal`, `job_log` with `job_id`; profile B's `task_*` with
+//! `task_id`; profile C's `job_*` with `id`, and C's `error: ` prefix and
+//! not-found text.
+
+use serde_json::{Value, json};
+
+use crate::caps::cap_result;
+use crate::config::Config;
+use crate::model::{
+    JobSignal, JobSnapshot, JobsView, RegistryError, ToolAnnotations, ToolDefinition, ToolResult,
+    UiCard,
+};
+use crate::wording::ExtensionWords;
+
+mod args;
+mod input;
+mod log;
+mod ports;
+mod ready;
+
+pub use log::{
+    DEFAULT_CONTEXT_LINES, DEFAULT_MATCHES, DEFAULT_PAGE_LINES, MAX_CONTEXT_LINES,
+    MAX_LOG_TEXT_BYTES, MAX_MATCHES, MAX_PAGE_LINES,
+};
+pub use ports::{listening, ports_of};
+pub use ready::{matched_lines, matched_note, ready_args, ready_properties, wait_note};
+
+/// The most bytes one `*_input` call writes.
+pub const MAX_INPUT_BYTES: usize = 64 * 1024;
+
+/// The longest pattern `until` or `search` may be: what a person writes to
+/// find a line, with room to spare. The host holds patterns to the same bound
+/// before compiling anything.
+pub const MAX_PATTERN_BYTES: usize = 4096;
+
+/// How a surface words and shapes the extension calls. Its words are data
+/// ([`ExtensionWords`], on each surface's wording); what differs in kind (how
+/// errors, ids and quiet waits read) is answered here, so this module never
+/// asks which surface runs. Implemented by each surface.
+pub trait Dialect {
+    /// The extension tools' words.
+    fn words(&self) -> &ExtensionWords;
+    /// The unit of the quiet-wait argument.
+    fn quiet(&self) -> Quiet;
+    /// A registry failure in the surface's words.
+    fn registry_error(&self, error: &RegistryError) -> String;
+    /// A refused call's text, from its message.
+    fn error_text(&self, message: &str) -> String;
+    /// A call's text once it is done, with what the surface adds (a status line).
+    fn done_text(&self, text: String, job: &JobSnapshot) -> String;
+    /// The id argument as the surface reads it (the string given), or the error.
+    fn job_id(&self, id: &str) -> Result<String, String>;
+}
+
+/// The quiet-wait argument a surface takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quiet {
+    /// `quiet_ms`, a number of milliseconds (profiles A and B).
+    Milliseconds,
+    /// `quiet_seconds`, a whole number of seconds (profile C).
+    Seconds,
+}
+
+/// Which extension tool a name is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tool {
+    Input,
+    Signal,
+    Log,
+}
+
+fn which(config: &Config, d: &dyn Dialect, tool: &str) -> Option<Tool> {
+    let ext = config.extensions;
+    if ext.input && tool == d.words().input_tool {
+        Some(Tool::Input)
+    } else if ext.input && tool == d.words().signal_tool {
+        Some(Tool::Signal)
+    } else if ext.log && tool == d.words().log_tool {
+        Some(Tool::Log)
+    } else {
+        None
+    }
+}
+
+/// The extension tools this config enables, in the profile's words.
+pub fn tool_definitions(config: &Config, d: &dyn Dialect) -> Vec<ToolDefinition> {
+    let id = json!({"type": "string", "description": format!("The {} id.", d.words().noun)});
+    let mut tools = Vec::new();
+    if config.extensions.input {
+        tools.push(ToolDefinition {
+            name: d.words().input_tool,
+            description: d.words().input_description,
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    d.words().id_param: id,
+                    "text": {"type": "string", "description": format!("Text to write (at most {MAX_INPUT_BYTES} bytes).")},
+                    "newline": {"type": "boolean", "description": "Append a newline to text (default true)."},
+                    "close": {"type": "boolean", "description": "Close stdin after writing (EOF)."}
+                },
+                "required": [d.words().id_param]
+            }),
+            output_schema: None,
+            // What a program does with its input is its own affair (it may be
+            // the answer to "delete everything? [y/N]").
+            annotations: ToolAnnotations::acts(format!("Write to a background {}'s input", d.words().noun), true, false),
+        });
+        tools.push(ToolDefinition {
+            name: d.words().signal_tool,
+            description: d.words().signal_description,
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    d.words().id_param: id,
+                    "signal": {"type": "string", "enum": JobSignal::ALL.iter().map(|s| s.name()).collect::<Vec<_>>()}
+                },
+                "required": [d.words().id_param, "signal"]
+            }),
+            output_schema: None,
+            annotations: ToolAnnotations::acts(format!("Signal a background {}", d.words().noun), true, false),
+        });
+    }
+    if config.extensions.log {
+        tools.push(ToolDefinition {
+            name: d.words().log_tool,
+            description: d.words().log_description,
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    d.words().id_param: id,
+                    "stream": {"type": "string", "enum": ["stdout", "stderr"], "description": "The stream to page (default stdout); a search without it looks at both."},
+                    "start_line": {"type": "integer", "description": "First line to show, from 1. Without it, the last lines are shown."},
+                    "lines": {"type": "integer", "description": format!("How many lines (1 to {MAX_PAGE_LINES}, default {DEFAULT_PAGE_LINES}).")},
+                    "search": {"type": "string", "description": "A regular expression; shows matching lines with context instead of a page."},
+                    "context": {"type": "integer", "description": format!("Lines of context around each match (0 to {MAX_CONTEXT_LINES}, default {DEFAULT_CONTEXT_LINES}).")},
+                    "max_matches": {"type": "integer", "description": format!("Most matches to show (1 to {MAX_MATCHES}, default {DEFAULT_MATCHES}).")}
+                },
+                "required": [d.words().id_param]
+            }),
+            output_schema: None,
+            annotations: ToolAnnotations::reads(format!("Page a background {}'s output", d.words().noun), true),
+        });
+    }
+    tools
+}
+
+/// The UI card for an extension tool call.
+pub fn ui_card(config: &Config, d: &dyn Dialect, tool: &str, args_json: &str) -> Option<UiCard> {
+    let which = which(config, d, tool)?;
+    let id = serde_json::from_str::<Value>(args_json).ok().and_then(|a| {
+        a.get(d.words().id_param)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    });
+    let (base, kind) = match which {
+        Tool::Input => (
+            format!("Write input to background {}", d.words().noun),
+            "execute",
+        ),
+        Tool::Signal => (format!("Signal background {}", d.words().noun), "execute"),
+        Tool::Log => (
+            format!("Page output of background {}", d.words().noun),
+            "read",
+        ),
+    };
+    Some(UiCard {
+        title: match &id {
+            Some(id) => format!("{base} {id}"),
+            None => base,
+        },
+        kind,
+        raw_input: id,
+    })
+}
+
+/// The message for a registry failure in the extension calls: the input
+/// errors name the job `id`; every other error reads as the profile's own
+/// tools word it.
+pub fn error_message(error: &RegistryError, d: &dyn Dialect, id: &str) -> String {
+    let noun = d.words().noun;
+    match error {
+        RegistryError::NoInput => {
+            format!("{noun} {id} was started without open input (start it with \"stdin\": true)")
+        }
+        RegistryError::InputClosed => format!("the input of {noun} {id} is closed"),
+        other => d.registry_error(other),
+    }
+}
+
+fn error_result(d: &dyn Dialect, message: &str, cap: Option<u64>) -> ToolResult {
+    ToolResult {
+        text: cap_result(&d.error_text(message), cap),
+        is_error: true,
+        value: None,
+    }
+}
+
+fn done(d: &dyn Dialect, text: String, job: &JobSnapshot, cap: Option<u64>) -> ToolResult {
+    ToolResult {
+        text: cap_result(&d.done_text(text, job), cap),
+        is_error: false,
+        value: None,
+    }
+}
+
+/// Runs an extension tool call.
+pub fn invoke(
+    view: &dyn JobsView,
+    config: &Config,
+    d: &dyn Dialect,
+    tool: &str,
+    args_json: &str,
+) -> Option<ToolResult> {
+    let which = which(config, d, tool)?;
+    let args = match args::parse_object(args_json) {
+        Ok(args) => args,
+        Err(message) => return Some(error_result(d, &message, None)),
+    };
+    let id = match args::required_id(&args, d) {
+        Ok(id) => id,
+        Err(message) => return Some(error_result(d, &message, None)),
+    };
+    // One look at the job serves the cap and the tools; each checks its
+    // arguments before it reports an id the caller cannot see.
+    let found = view.get(&id).map_err(|e| error_message(&e, d, &id));
+    let cap = found.as_ref().ok().and_then(|j| j.output_limit_bytes);
+    let result = match which {
+        Tool::Input => input::input(view, d, &id, &args, &found, cap),
+        Tool::Signal => input::signal(view, d, &id, &args, &found, cap),
+        Tool::Log => log::log(view, d, &id, &args, &found, cap),
+    };
+    Some(result.unwrap_or_else(|message| error_result(d, &message, cap)))
+}
+
+/// The job [`invoke`] looked up, or the error for its id.
+pub(super) type Found = Result<JobSnapshot, String>;
