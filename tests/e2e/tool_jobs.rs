@@ -646,7 +646,7 @@ async fn tool_descriptions_schemas_and_prompt_are_exact() {
 
 // --- Notice text (delivery itself is the host's) ---------------------------
 
-async fn notice_for(f: &Fixture, job: ScriptedJob, detail: Option<&str>) -> host::plugin::Notice {
+async fn notice_for(f: &Fixture, job: ScriptedJob, detail: Option<&str>) -> host::NoticeMessage {
     let (id, control) = f.start(job).unwrap();
     control.settle(OutcomeStatus::Completed, detail, None).await;
     let snapshot = f.registry.inspect(&id).unwrap();

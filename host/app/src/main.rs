@@ -394,11 +394,7 @@ async fn tools(host: Host) -> Result<()> {
         }));
     }
     let prompt = host.mount.prompt_section().await?;
-    let profile = match host.mount.config().profile {
-        host::plugin::Profile::A => "a",
-        host::plugin::Profile::B => "b",
-        host::plugin::Profile::C => "c",
-    };
+    let profile = host.mount.config().profile.as_str();
     let out = json!({
         "profile": profile,
         "tools": tools,

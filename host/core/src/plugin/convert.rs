@@ -174,3 +174,111 @@ impl From<control::ListeningPort> for wit::ListeningPort {
         }
     }
 }
+
+// The plugin's public types from and to their WIT twins (see `types`).
+
+use super::bindings::exports::harness::jobs::tools as tools_wit;
+use super::types::{
+    CompletionDelivery, ContentBlock, Extension, MountConfig, NoticeTransport, Profile,
+    PromptSection, ToolAnnotations, ToolDefinition, UiCard,
+};
+
+impl From<&tools_wit::Config> for MountConfig {
+    fn from(c: &tools_wit::Config) -> Self {
+        MountConfig {
+            profile: match c.profile {
+                tools_wit::Profile::A => Profile::A,
+                tools_wit::Profile::B => Profile::B,
+                tools_wit::Profile::C => Profile::C,
+            },
+            wait_timeout_ms: c.wait_timeout_ms,
+            max_wait_timeout_ms: c.max_wait_timeout_ms,
+            completion_delivery: match c.completion_delivery {
+                tools_wit::CompletionDelivery::Wakeup => CompletionDelivery::Wakeup,
+                tools_wit::CompletionDelivery::Quiet => CompletionDelivery::Quiet,
+            },
+            max_consecutive_wakes: c.max_consecutive_wakes,
+            max_result_bytes: c.max_result_bytes,
+            suppress_completion_notice: c.suppress_completion_notice,
+            extensions: c
+                .extensions
+                .iter()
+                .map(|e| match e {
+                    tools_wit::Extension::Ready => Extension::Ready,
+                    tools_wit::Extension::Input => Extension::Input,
+                    tools_wit::Extension::Log => Extension::Log,
+                    tools_wit::Extension::Limits => Extension::Limits,
+                    tools_wit::Extension::Ports => Extension::Ports,
+                })
+                .collect(),
+            limits: crate::bash::JobLimits {
+                timeout_ms: c.limits.timeout_ms,
+                cpu_seconds: c.limits.cpu_seconds,
+                memory_bytes: c.limits.memory_bytes,
+                output_bytes: c.limits.output_bytes,
+            },
+            notice_transport: match c.notice_transport {
+                tools_wit::NoticeTransport::Push => NoticeTransport::Push,
+                tools_wit::NoticeTransport::Pull => NoticeTransport::Pull,
+            },
+            reports_disposed_owner: c.disposed_owner == tools_wit::DisposedOwner::Report,
+        }
+    }
+}
+
+impl From<tools_wit::ToolDefinition> for ToolDefinition {
+    fn from(d: tools_wit::ToolDefinition) -> Self {
+        let a = d.annotations;
+        ToolDefinition {
+            name: d.name,
+            description: d.description,
+            input_schema: d.input_schema,
+            output_schema: d.output_schema,
+            annotations: ToolAnnotations {
+                title: a.title,
+                read_only_hint: a.read_only_hint,
+                destructive_hint: a.destructive_hint,
+                idempotent_hint: a.idempotent_hint,
+                open_world_hint: a.open_world_hint,
+            },
+        }
+    }
+}
+
+impl From<tools_wit::UiCard> for UiCard {
+    fn from(c: tools_wit::UiCard) -> Self {
+        UiCard {
+            title: c.title,
+            kind: c.kind,
+            raw_input: c.raw_input,
+        }
+    }
+}
+
+impl From<tools_wit::PromptSection> for PromptSection {
+    fn from(p: tools_wit::PromptSection) -> Self {
+        PromptSection {
+            name: p.name,
+            order: p.order,
+            text: p.text,
+        }
+    }
+}
+
+impl From<ContentBlock> for tools_wit::ContentBlock {
+    fn from(b: ContentBlock) -> Self {
+        match b {
+            ContentBlock::Text(t) => tools_wit::ContentBlock::Text(t),
+            ContentBlock::Other(o) => tools_wit::ContentBlock::Other(o),
+        }
+    }
+}
+
+impl From<tools_wit::ContentBlock> for ContentBlock {
+    fn from(b: tools_wit::ContentBlock) -> Self {
+        match b {
+            tools_wit::ContentBlock::Text(t) => ContentBlock::Text(t),
+            tools_wit::ContentBlock::Other(o) => ContentBlock::Other(o),
+        }
+    }
+}

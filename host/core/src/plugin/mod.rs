@@ -4,7 +4,7 @@
 //! Rooms: [`runtime`] (engine configuration, limits, the pre-instantiated
 //! component), `cache` (the compiled artifact on disk), [`mount`] (one loaded copy
 //! over a registry and its calls), `start` (the start tool, through the
-//! guest), `delivery` (pushed completion notices),
+//! guest), `types` (the public types, owned here, not generated), `delivery` (pushed completion notices),
 //! `host_impl` (the WIT interfaces the host implements) and `convert` (the
 //! conversions between registry and WIT types).
 //!
@@ -22,6 +22,7 @@ mod host_impl;
 pub mod mount;
 pub mod runtime;
 mod start;
+mod types;
 pub mod wasi;
 
 mod bindings {
@@ -36,10 +37,9 @@ mod bindings {
     });
 }
 
-pub use bindings::exports::harness::jobs::notices::Notice;
-pub use bindings::exports::harness::jobs::tools::{
-    CompletionDelivery, Config as PluginConfig, ContentBlock, Extension, JobLimits as PluginLimits,
-    Profile, PromptSection, ToolAnnotations, ToolDefinition, UiCard, WaitRequest,
+pub use types::{
+    CompletionDelivery, ContentBlock, Extension, MountConfig, NoticeTransport, Profile,
+    PromptSection, ToolAnnotations, ToolDefinition, UiCard,
 };
 
 pub use mount::{Mount, ToolOutcome};

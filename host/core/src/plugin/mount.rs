@@ -8,16 +8,17 @@ use wasmtime::Store;
 use wasmtime::component::Resource;
 
 use super::bindings::ToolJobs;
-use super::bindings::exports::harness::jobs::notices::Notice;
 use super::bindings::exports::harness::jobs::tools::{
-    CallOutcome, Config as PluginConfig, ContentBlock, NoticeTransport, PromptSection,
-    ToolDefinition, ToolResult, UiCard, WaitRequest,
+    CallOutcome, Config as PluginConfig, ContentBlock as WitBlock, NoticeTransport, ToolResult,
+    WaitRequest,
 };
 use super::bindings::harness::jobs::types as wit;
 use super::delivery::{NoticeWork, deliver_notices};
 use super::host_impl::{CallState, ScopeHandle};
 use super::runtime::{PluginRuntime, instantiate};
-use super::{PluginError, setup, trap};
+use super::{
+    ContentBlock, MountConfig, PluginError, PromptSection, ToolDefinition, UiCard, setup, trap,
+};
 use crate::owner::{NoticeMessage, Owner};
 use crate::registry::{self, ControllerAttachment, JobRegistry, ListenerRegistration};
 use crate::scope::ScopeKey;
@@ -40,6 +41,8 @@ pub struct Mount {
     runtime: Arc<PluginRuntime>,
     registry: JobRegistry,
     config: PluginConfig,
+    /// The same config in the host's own types, for embedders.
+    public: MountConfig,
     scope: Option<ScopeKey>,
     notices: tokio::sync::mpsc::UnboundedSender<NoticeWork>,
     /// Absent for a mount that pulls its notices: it has nothing to push.
@@ -115,6 +118,7 @@ impl Mount {
         Ok(Mount {
             runtime,
             registry,
+            public: MountConfig::from(&config),
             config,
             scope,
             notices: tx,
@@ -143,7 +147,12 @@ impl Mount {
     }
 
     /// The validated configuration.
-    pub fn config(&self) -> &PluginConfig {
+    pub fn config(&self) -> &MountConfig {
+        &self.public
+    }
+
+    /// The validated configuration as the guest takes it back.
+    pub(super) fn wit_config(&self) -> &PluginConfig {
         &self.config
     }
 
@@ -299,17 +308,20 @@ impl Mount {
         args_json: &str,
         blocks: Vec<ContentBlock>,
     ) -> Result<Vec<ContentBlock>, PluginError> {
-        self.with_scope(caller, |jobs, store, scope| {
-            jobs.harness_jobs_tools().call_finalize(
-                store,
-                scope,
-                &self.config,
-                tool,
-                args_json,
-                &blocks,
-            )
-        })
-        .await
+        let blocks: Vec<WitBlock> = blocks.into_iter().map(Into::into).collect();
+        let out = self
+            .with_scope(caller, |jobs, store, scope| {
+                jobs.harness_jobs_tools().call_finalize(
+                    store,
+                    scope,
+                    &self.config,
+                    tool,
+                    args_json,
+                    &blocks,
+                )
+            })
+            .await?;
+        Ok(out.into_iter().map(Into::into).collect())
     }
 
     /// The tools with their exact descriptions and schemas.
@@ -318,11 +330,13 @@ impl Mount {
     ///
     /// [`PluginError::Trap`] when the guest fails.
     pub async fn tool_definitions(&self) -> Result<Vec<ToolDefinition>, PluginError> {
-        self.with_instance(|jobs, store| {
-            jobs.harness_jobs_tools()
-                .call_tool_definitions(store, &self.config)
-        })
-        .await
+        let defs = self
+            .with_instance(|jobs, store| {
+                jobs.harness_jobs_tools()
+                    .call_tool_definitions(store, &self.config)
+            })
+            .await?;
+        Ok(defs.into_iter().map(Into::into).collect())
     }
 
     /// The UI card for one call, if the tool is known.
@@ -335,11 +349,13 @@ impl Mount {
         tool: &str,
         args_json: &str,
     ) -> Result<Option<UiCard>, PluginError> {
-        self.with_instance(|jobs, store| {
-            jobs.harness_jobs_tools()
-                .call_describe_call(store, &self.config, tool, args_json)
-        })
-        .await
+        let card = self
+            .with_instance(|jobs, store| {
+                jobs.harness_jobs_tools()
+                    .call_describe_call(store, &self.config, tool, args_json)
+            })
+            .await?;
+        Ok(card.map(Into::into))
     }
 
     /// The system-prompt section, if the profile has one.
@@ -348,11 +364,13 @@ impl Mount {
     ///
     /// [`PluginError::Trap`] when the guest fails.
     pub async fn prompt_section(&self) -> Result<Option<PromptSection>, PluginError> {
-        self.with_instance(|jobs, store| {
-            jobs.harness_jobs_tools()
-                .call_system_prompt(store, &self.config)
-        })
-        .await
+        let section = self
+            .with_instance(|jobs, store| {
+                jobs.harness_jobs_tools()
+                    .call_system_prompt(store, &self.config)
+            })
+            .await?;
+        Ok(section.map(Into::into))
     }
 
     /// The completion notice (text and summary) for a settled job.
@@ -363,13 +381,20 @@ impl Mount {
     pub async fn completion_notice(
         &self,
         job: &registry::JobSnapshot,
-    ) -> Result<Notice, PluginError> {
+    ) -> Result<NoticeMessage, PluginError> {
         let job = wit::JobSnapshot::from(job);
-        self.with_instance(|jobs, store| {
-            jobs.harness_jobs_notices()
-                .call_completion_notice(store, &self.config, &job)
+        let n = self
+            .with_instance(|jobs, store| {
+                jobs.harness_jobs_notices()
+                    .call_completion_notice(store, &self.config, &job)
+            })
+            .await?;
+        Ok(NoticeMessage {
+            text: n.text,
+            summary: n.summary,
+            plugin: n.plugin,
+            form: n.form,
         })
-        .await
     }
 
     /// Whether this mount's notices are pulled with [`Mount::pull_notice`] before

@@ -41,11 +41,13 @@ impl Mount {
     ///
     /// [`PluginError::Trap`] when the guest fails.
     pub async fn start_tool(&self) -> Result<ToolDefinition, PluginError> {
-        self.with_instance(|jobs, store| {
-            jobs.harness_jobs_tools()
-                .call_start_tool(store, self.config())
-        })
-        .await
+        let tool = self
+            .with_instance(|jobs, store| {
+                jobs.harness_jobs_tools()
+                    .call_start_tool(store, self.wit_config())
+            })
+            .await?;
+        Ok(tool.into())
     }
 
     /// Runs the start tool: the guest checks `args_json` (a command longer
@@ -63,7 +65,7 @@ impl Mount {
             .with_instance(|jobs, store| {
                 jobs.harness_jobs_tools().call_check_start(
                     store,
-                    self.config(),
+                    self.wit_config(),
                     args_json,
                     max_command_bytes,
                 )
@@ -81,8 +83,12 @@ impl Mount {
         };
         let answer = self
             .with_instance(|jobs, store| {
-                jobs.harness_jobs_tools()
-                    .call_started(store, self.config(), &asked, made.as_ref())
+                jobs.harness_jobs_tools().call_started(
+                    store,
+                    self.wit_config(),
+                    &asked,
+                    made.as_ref(),
+                )
             })
             .await;
         match answer {
