@@ -1,4 +1,7 @@
 //! The wasm export shim: converts between the WIT bindings and the plain logic.
+//!
+//! (Over 500 lines: one conversion for each WIT type in each direction, and
+//! nothing else; split, the conversions of one record would live apart.)
 
 use crate::config::{
     CompletionDelivery as PlainDelivery, Config as PlainConfig, Extensions as PlainExtensions,

@@ -1,4 +1,7 @@
 //! Plain data the tool logic works on, free of any wasm binding type.
+//!
+//! (Over 500 lines: one plain type for each WIT record and variant the guest
+//! uses, each documented, and the JSON helpers they share.)
 
 use serde::Serialize;
 use serde_json::Value;

@@ -1,5 +1,8 @@
 //! One loaded copy of the plugin over a registry: its validated configuration,
 //! its controller attachment, and every call made through it.
+//!
+//! (Over 500 lines: one method per guest export, each with the rules of its
+//! call documented where an embedder reads them; the start tool is in `start`.)
 
 use std::sync::Arc;
 

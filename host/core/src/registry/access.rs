@@ -1,4 +1,7 @@
 //! The owner-fenced operations: list, get, read, output, kill and wait.
+//!
+//! (About 500 lines: the wait alone, with its abort, hold and ready ends, is a
+//! third of it, and it reads best beside the reads it fences the same way.)
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -1,0 +1,391 @@
+//! The stdio framing in front of the MCP service: bounded line reads, the
+//! per-connection state that lets every refused line keep its id, and the
+//! stream pair the service runs on.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::wire::{Frame, check_line, parse_error, salvage_request_id};
+
+/// How often a waiting call reports progress when its request asked for it.
+pub const DEFAULT_PROGRESS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The longest line a client may send; a longer one is refused whole, without
+/// being held (the largest argument the tools take is 64 KiB).
+pub const MAX_LINE_BYTES: usize = 16 << 20;
+
+/// The methods this server answers.
+const KNOWN_METHODS: [&str; 5] = [
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "logging/setLevel",
+];
+
+/// The methods this server answers, with the shape their params must have.
+/// A request for one of them whose params do not fit is refused here with
+/// `-32602` and its id (the MCP service would answer it without the id).
+fn params_problem(method: &str, params: Option<&Value>) -> Option<&'static str> {
+    let params = match params {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(map)) => Some(map),
+        Some(_) => return Some("params must be an object"),
+    };
+    let field = |key: &str| params.and_then(|p| p.get(key));
+    if field("_meta").is_some_and(|m| !m.is_object() && !m.is_null()) {
+        return Some("_meta must be an object");
+    }
+    let is_string = |v: Option<&Value>| v.is_some_and(Value::is_string);
+    match method {
+        "tools/call" => {
+            if !is_string(field("name")) {
+                return Some("tools/call needs a tool name (a string)");
+            }
+            if field("arguments").is_some_and(|a| !a.is_object() && !a.is_null()) {
+                return Some("arguments must be an object");
+            }
+        }
+        "tools/list" if field("cursor").is_some_and(|c| !c.is_string() && !c.is_null()) => {
+            return Some("cursor must be a string");
+        }
+        "initialize" => {
+            let info = field("clientInfo");
+            if !is_string(field("protocolVersion"))
+                || !field("capabilities").is_some_and(Value::is_object)
+                || !info.is_some_and(|i| is_string(i.get("name")) && is_string(i.get("version")))
+            {
+                return Some(
+                    "initialize needs protocolVersion, capabilities and clientInfo (name, version)",
+                );
+            }
+        }
+        "logging/setLevel" => {
+            const LEVELS: [&str; 8] = [
+                "debug",
+                "info",
+                "notice",
+                "warning",
+                "error",
+                "critical",
+                "alert",
+                "emergency",
+            ];
+            if !field("level")
+                .and_then(Value::as_str)
+                .is_some_and(|l| LEVELS.contains(&l))
+            {
+                return Some("level must be a logging level");
+            }
+        }
+        _ => {}
+    }
+    None
+}
+
+/// The session state the framing layer keeps to answer what the MCP service
+/// would mishandle: a notification or a response before the lifecycle began
+/// (the service would end the session on it), a second `initialize`, and a
+/// request whose id is still in flight (the service would answer only one of
+/// the two).
+///
+/// The lifecycle begins with `initialize` or, from protocol revision
+/// 2026-07-28 on (which has no handshake), with the first request that names
+/// a known revision in its `_meta`. Other requests before it go on to the
+/// service, which answers them (with their id) as the revisions say.
+#[derive(Default)]
+pub struct Framer {
+    initialize_seen: bool,
+    /// The lifecycle began (see the type's docs).
+    started: bool,
+    in_flight: InFlight,
+}
+
+/// Ids of requests passed on to the service and not yet answered (or
+/// cancelled, which are never answered), as JSON text; shared between the
+/// input side, which takes an id, and the output side, which frees it.
+#[derive(Clone, Default)]
+struct InFlight(Arc<std::sync::Mutex<std::collections::HashSet<String>>>);
+
+impl InFlight {
+    /// Takes `id`; false when it is taken already.
+    fn take(&self, id: &Value) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string())
+    }
+
+    /// Called with each line the service writes: an answer frees its id.
+    pub(super) fn answered(&self, line: &str) {
+        #[derive(serde::Deserialize)]
+        struct Reply {
+            id: Option<Value>,
+            method: Option<serde::de::IgnoredAny>,
+        }
+        if let Ok(Reply {
+            id: Some(id),
+            method: None,
+        }) = serde_json::from_str::<Reply>(line)
+        {
+            self.0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id.to_string());
+        }
+    }
+}
+
+impl Framer {
+    /// Judges one line: [`judge_line`], then the session's rules.
+    pub fn judge(&mut self, line: &str) -> Frame {
+        let map = match check_line(line) {
+            Ok(map) => map,
+            Err(frame) => return frame,
+        };
+        let frame = Frame::Message;
+        let method = map.get("method").and_then(Value::as_str);
+        let id = map.get("id").filter(|id| !id.is_null());
+        let error = |code: i32, message: &str| {
+            Frame::Refused(
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+                    .to_string(),
+            )
+        };
+        // A request must have a string or integer id (MCP); `"id": null` is
+        // answered here, with that null, rather than by the service without one.
+        if method.is_some() && map.get("id").is_some_and(Value::is_null) {
+            return error(
+                -32600,
+                "Invalid Request: the id must be a string or an integer",
+            );
+        }
+        // What the service cannot take would be answered without an id (a
+        // request) or at all (a notification): an id beyond a signed 64-bit
+        // integer, a duplicate key, a notification's params of the wrong shape.
+        if let Err(e) = serde_json::from_str::<rmcp::model::ClientJsonRpcMessage>(line) {
+            return match (method, id) {
+                (Some(method), Some(_)) if KNOWN_METHODS.contains(&method) => {
+                    error(-32602, &format!("Invalid params: {e}"))
+                }
+                (Some(_), Some(_)) => error(-32600, &format!("Invalid Request: {e}")),
+                _ => {
+                    tracing::debug!("dropped a message the service cannot read: {e}");
+                    Frame::Blank
+                }
+            };
+        }
+        match (method, id) {
+            // A response before initialize answers nothing the server asked,
+            // and the service would end the session on it.
+            (None, _) if !self.started => {
+                tracing::debug!("dropped a response sent before initialize");
+                Frame::Blank
+            }
+            // A response to the server, or a notification: nothing to answer.
+            (None, _) => frame,
+            (Some(_), None) if !self.started => {
+                tracing::debug!("dropped a notification sent before initialize");
+                Frame::Blank
+            }
+            // A cancelled request is never answered, so its id stays taken:
+            // MCP forbids reusing it, and the service would hand a reused id
+            // the cancelled call's answer.
+            (Some(_), None) => frame,
+            (Some(method), Some(id)) => {
+                if let Some(problem) = params_problem(method, map.get("params")) {
+                    return error(-32602, &format!("Invalid params: {problem}"));
+                }
+                match (method, self.initialize_seen) {
+                    ("initialize", true) => {
+                        return error(-32600, "Invalid Request: already initialized");
+                    }
+                    ("initialize", false) => {
+                        self.initialize_seen = true;
+                        self.started = true;
+                    }
+                    ("server/discover" | "ping", _) => {}
+                    _ if names_a_revision(map.get("params")) => self.started = true,
+                    _ => {}
+                }
+                if !self.in_flight.take(id) {
+                    return error(
+                        -32600,
+                        "Invalid Request: a request with this id is in flight",
+                    );
+                }
+                frame
+            }
+        }
+    }
+
+    /// Called with each line the service writes: an answer frees its id.
+    #[cfg(test)]
+    pub(super) fn answered(&self, line: &str) {
+        self.in_flight.answered(line);
+    }
+}
+
+/// Whether a request's params carry what starts a session without
+/// `initialize` (revision 2026-07-28): a known protocol revision in `_meta`,
+/// with the client's capabilities from that revision on.
+fn names_a_revision(params: Option<&Value>) -> bool {
+    let Some(meta) = params.and_then(|p| p.get("_meta")) else {
+        return false;
+    };
+    let Some(version) = meta
+        .get("io.modelcontextprotocol/protocolVersion")
+        .and_then(Value::as_str)
+    else {
+        return false;
+    };
+    let known = rmcp::model::ProtocolVersion::KNOWN_VERSIONS
+        .iter()
+        .any(|v| v.as_str() == version);
+    let inline = rmcp::model::ProtocolVersion::NO_INITIALIZE.as_str();
+    known
+        && (version < inline
+            || meta
+                .get("io.modelcontextprotocol/clientCapabilities")
+                .is_some_and(Value::is_object))
+}
+
+/// One line of input, read without holding more than [`MAX_LINE_BYTES`].
+enum Line {
+    End,
+    Whole,
+    TooLong,
+}
+
+async fn read_line(
+    input: &mut (impl tokio::io::AsyncBufRead + Unpin),
+    line: &mut Vec<u8>,
+) -> std::io::Result<Line> {
+    use tokio::io::AsyncBufReadExt;
+    line.clear();
+    let mut too_long = false;
+    loop {
+        let buf = input.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(if line.is_empty() && !too_long {
+                Line::End
+            } else if too_long {
+                Line::TooLong
+            } else {
+                Line::Whole
+            });
+        }
+        let (chunk, done) = match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => (&buf[..=i], true),
+            None => (buf, false),
+        };
+        let used = chunk.len();
+        if !too_long && line.len() + used <= MAX_LINE_BYTES {
+            line.extend_from_slice(chunk);
+        } else {
+            too_long = true;
+            line.clear();
+        }
+        input.consume(used);
+        if done {
+            return Ok(if too_long { Line::TooLong } else { Line::Whole });
+        }
+    }
+}
+
+/// stdin and stdout behind a framing layer: each line from stdin is judged by
+/// [`Framer::judge`]; well-formed ones reach the MCP service, bad ones are
+/// answered here, and everything written to stdout goes out as whole lines, so
+/// an error reply never splits a message of the service's.
+pub(super) fn framed_stdio() -> (
+    tokio::io::DuplexStream,
+    tokio::io::DuplexStream,
+    tokio::task::JoinHandle<()>,
+    tokio_util::sync::CancellationToken,
+) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let input_closed = tokio_util::sync::CancellationToken::new();
+    let mut framer = Framer::default();
+    let answers = framer.in_flight.clone();
+    let (mut to_service, service_reads) = tokio::io::duplex(1 << 20);
+    let (service_writes, from_service) = tokio::io::duplex(1 << 20);
+    // Bounded: a client that writes bad lines without reading the answers is
+    // held back, as its good lines are by the service's pipe.
+    let (refusals, mut refused) = tokio::sync::mpsc::channel::<String>(256);
+    let output = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        let mut lines = BufReader::new(from_service).lines();
+        loop {
+            let line = tokio::select! {
+                line = lines.next_line() => match line {
+                    Ok(Some(line)) => {
+                        answers.answered(&line);
+                        line
+                    }
+                    _ => break,
+                },
+                Some(line) = refused.recv() => line,
+            };
+            if stdout
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .is_err()
+                || stdout.flush().await.is_err()
+            {
+                break;
+            }
+        }
+    });
+    let closed = input_closed.clone();
+    tokio::spawn(async move {
+        let mut input = BufReader::new(tokio::io::stdin());
+        let mut raw = Vec::new();
+        loop {
+            let frame = match read_line(&mut input, &mut raw).await {
+                Ok(Line::End) | Err(_) => break,
+                Ok(Line::TooLong) => Frame::Refused(
+                    json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600,
+                        "message": format!("Invalid Request: a line longer than {MAX_LINE_BYTES} bytes")}})
+                    .to_string(),
+                ),
+                // A line that is not UTF-8 is not JSON either: it is answered like
+                // any other that does not parse, and the session goes on.
+                Ok(Line::Whole) => match std::str::from_utf8(&raw) {
+                    Ok(line) => framer.judge(line.trim_end_matches(['\n', '\r'])),
+                    // Not UTF-8, so not JSON; a request's id may still be read.
+                    Err(_) => match salvage_request_id(&String::from_utf8_lossy(&raw)) {
+                        Some(id) => Frame::Refused(
+                            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32700,
+                                "message": "Parse error: the line is not UTF-8"}})
+                            .to_string(),
+                        ),
+                        None => Frame::Refused(parse_error()),
+                    },
+                },
+            };
+            let line = String::from_utf8_lossy(&raw);
+            match frame {
+                Frame::Blank => {}
+                Frame::Refused(reply) => {
+                    tracing::debug!("refused a malformed JSON-RPC line");
+                    if refusals.send(reply).await.is_err() {
+                        break;
+                    }
+                }
+                Frame::Message => {
+                    if to_service
+                        .write_all(format!("{}\n", line.trim_end_matches(['\n', '\r'])).as_bytes())
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+        // Dropping `to_service` is the service's end of input.
+        closed.cancel();
+    });
+    (service_reads, service_writes, output, input_closed)
+}

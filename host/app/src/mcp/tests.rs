@@ -1,0 +1,163 @@
+//! The framing's rules, line by line.
+
+use super::framer::*;
+use super::wire::*;
+use serde_json::{Value, json};
+
+#[test]
+fn lines_are_judged_like_json_rpc() {
+    assert_eq!(judge_line("  "), Frame::Blank);
+    assert_eq!(
+        judge_line("not json"),
+        Frame::Refused(
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#.into()
+        )
+    );
+    let invalid = |id: &str| {
+        Frame::Refused(format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32600,"message":"Invalid Request"}}}}"#
+        ))
+    };
+    assert_eq!(judge_line("[]"), invalid("null"));
+    assert_eq!(judge_line("42"), invalid("null"));
+    assert_eq!(judge_line(r#"{"id":1,"method":"ping"}"#), invalid("1"));
+    assert_eq!(
+        judge_line(r#"{"jsonrpc":"2.0","id":2,"method":7}"#),
+        invalid("2")
+    );
+    assert_eq!(
+        judge_line(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#),
+        invalid("null")
+    );
+    assert_eq!(judge_line(r#"{"jsonrpc":"2.0","id":3}"#), invalid("3"));
+    assert_eq!(
+        judge_line(r#"{"jsonrpc":"2.0","id":3,"method":"x","params":1}"#),
+        invalid("3")
+    );
+    assert_eq!(
+        judge_line(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+        Frame::Message
+    );
+    assert_eq!(
+        judge_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+        Frame::Message
+    );
+    assert_eq!(
+        judge_line(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#),
+        Frame::Message
+    );
+}
+
+fn refused(frame: Frame) -> Value {
+    match frame {
+        Frame::Refused(reply) => serde_json::from_str(&reply).unwrap(),
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+
+#[test]
+fn the_session_rules_keep_every_id() {
+    let mut f = Framer::default();
+    // Before the lifecycle began: a notification (or response) is
+    // dropped; requests go on, for the service to answer by revision.
+    assert_eq!(
+        f.judge(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+        Frame::Blank
+    );
+    assert_eq!(
+        f.judge(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+        Frame::Message
+    );
+    assert_eq!(
+        f.judge(r#"{"jsonrpc":"2.0","id":"x","method":"tools/list"}"#),
+        Frame::Message
+    );
+    assert_eq!(f.judge(INIT), Frame::Message);
+    f.answered(r#"{"jsonrpc":"2.0","id":0,"result":{}}"#);
+    let again = refused(f.judge(INIT));
+    assert_eq!(
+        (again["id"].clone(), again["error"]["code"].clone()),
+        (json!(0), json!(-32600))
+    );
+    // Params of the wrong shape: -32602 with the id.
+    for line in [
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":[]}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"ping","params":[]}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":5}}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"_meta":5}}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"job_list","arguments":[]}}"#,
+    ] {
+        let reply = refused(f.judge(line));
+        assert_eq!(reply["id"], 5, "{line}");
+        assert_eq!(reply["error"]["code"], -32602, "{line}");
+    }
+    // An id still in flight is refused; once answered, it is free again.
+    let call = r#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#;
+    assert_eq!(f.judge(call), Frame::Message);
+    assert_eq!(refused(f.judge(call))["id"], 7);
+    f.answered(r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[]}}"#);
+    assert_eq!(f.judge(call), Frame::Message);
+    // What the service could not read is answered here with its id, or
+    // (a notification) not at all.
+    for (line, code) in [
+        (
+            r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"x","arguments":{"t":"a\ud800b"}}}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"x","arguments":{"n":1e400}}}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"ping"}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"a","id":"b","method":"ping"}"#,
+            -32602,
+        ),
+    ] {
+        let reply = refused(f.judge(line));
+        assert_eq!(reply["error"]["code"], code, "{line}");
+        assert!(!reply["id"].is_null(), "{line}: {reply}");
+    }
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"x","arguments":{{"d":{}1{}}}}}}}"#,
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    assert_eq!(refused(f.judge(&deep))["id"], 9);
+    let null_id = refused(f.judge(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#));
+    assert_eq!(
+        (null_id["id"].clone(), null_id["error"]["code"].clone()),
+        (Value::Null, json!(-32600))
+    );
+    assert_eq!(
+        f.judge(r#"{"jsonrpc":"2.0","method":"notifications/initialized","params":[]}"#),
+        Frame::Blank
+    );
+    // A cancelled one stays taken (it is never answered).
+    let cancelled = r#"{"jsonrpc":"2.0","id":11,"method":"tools/list"}"#;
+    assert_eq!(f.judge(cancelled), Frame::Message);
+    f.judge(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":11}}"#);
+    assert_eq!(refused(f.judge(cancelled))["id"], 11);
+    // A response before initialize is dropped, not passed on.
+    let mut fresh = Framer::default();
+    assert_eq!(
+        fresh.judge(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+        Frame::Blank
+    );
+    // Revision 2026-07-28 has no handshake: a request that names it (with
+    // the client's capabilities) begins the session, and notifications
+    // then go on.
+    let stateless = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    assert_eq!(fresh.judge(stateless), Frame::Message);
+    assert_eq!(
+        fresh.judge(
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#
+        ),
+        Frame::Message
+    );
+}
