@@ -36,6 +36,7 @@ pub mod registry;
 pub mod scope;
 pub mod session;
 mod sync;
+mod words;
 
 pub use producers::{bash, containment, inproc};
 pub use tokio_util::sync::CancellationToken;

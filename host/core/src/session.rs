@@ -29,17 +29,14 @@ pub struct SessionAgent {
 
 impl SessionAgent {
     fn queue(&self, lane: Lane, message: NoticeMessage) -> Result<(), DeliveryError> {
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(message.clone());
+        crate::sync::lock(&self.pending).push(message.clone());
         // Nobody listening is fine: the notice still waits for the next result.
         let _ = self.announce.send((lane, message));
         Ok(())
     }
 
     fn take(&self) -> Vec<NoticeMessage> {
-        std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut *crate::sync::lock(&self.pending))
     }
 }
 

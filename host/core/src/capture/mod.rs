@@ -128,7 +128,7 @@ impl Capture {
             if !self.stdout.ends_line() {
                 separator.push(b'\n');
             }
-            separator.extend_from_slice(b"[stderr]\n");
+            separator.extend_from_slice(crate::words::STDERR_HEADER.as_bytes());
         }
         let separator: &[u8] = &separator;
         excerpt(&[&self.stdout, &separator, &self.stderr], window)
@@ -145,7 +145,7 @@ impl Capture {
             if !text.is_empty() && !text.ends_with('\n') {
                 text.push('\n');
             }
-            text.push_str("[stderr]\n");
+            text.push_str(crate::words::STDERR_HEADER);
             text.push_str(&err.text);
         }
         if out.lossy || err.lossy {
@@ -155,16 +155,14 @@ impl Capture {
                 .filter_map(|(s, _)| s.spill_path().map(|p| p.display().to_string()))
                 .collect();
             let where_ = if paths.is_empty() {
-                "(unavailable)".to_owned()
+                crate::words::UNAVAILABLE.to_owned()
             } else {
                 paths.join(", ")
             };
             if !text.is_empty() && !text.ends_with('\n') {
                 text.push('\n');
             }
-            text.push_str(&format!(
-                "[some output was dropped from memory; full output: {where_}]"
-            ));
+            text.push_str(&crate::words::output_dropped(&where_));
         }
         text
     }

@@ -32,7 +32,7 @@ pub(super) async fn deliver_notices(
             }
             NoticeWork::Settled(job, owner) => {
                 if let Err(e) = deliver_one(&runtime, &registry, &config, &job, owner).await {
-                    tracing::warn!("jobs: onJobDone listener threw for {}: {e}", job.id);
+                    tracing::warn!("{}", crate::words::done_listener_failed(&job.id, &e));
                 }
             }
         }

@@ -450,7 +450,7 @@ impl Mount {
     async fn call_turn(&self, caller: Option<&Owner>) -> tokio::sync::OwnedSemaphorePermit {
         let key = caller.map_or(0, Owner::instance);
         let semaphore = {
-            let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            let mut calls = crate::sync::lock(&self.calls);
             // Forget owners with nothing in flight, so the map stays small.
             calls.retain(|_, s| Arc::strong_count(s) > 1);
             calls

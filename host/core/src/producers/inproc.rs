@@ -196,7 +196,7 @@ where
                 },
                 Err(join) => JobOutcome {
                     status: OutcomeStatus::Failed,
-                    detail: Some(format!("job panicked: {}", panic_text(join))),
+                    detail: Some(crate::words::job_panicked(&panic_text(join))),
                     output: None,
                 },
             })

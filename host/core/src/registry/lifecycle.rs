@@ -139,9 +139,7 @@ impl JobRegistry {
     /// changed observers, then the completion listeners, in that order.
     fn settle(&self, id: &str, outcome: Result<JobOutcome, String>) {
         let outcome = outcome.unwrap_or_else(|err| {
-            tracing::warn!(
-                "jobs: job {id} producer done promise rejected (producer contract violation): {err}"
-            );
+            tracing::warn!("{}", crate::words::done_rejected(id, &err));
             JobOutcome {
                 status: OutcomeStatus::Failed,
                 detail: Some(err),
@@ -193,8 +191,8 @@ impl JobRegistry {
                 catch_unwind(AssertUnwindSafe(|| listener(&snapshot, owner.as_ref())))
             {
                 tracing::warn!(
-                    "jobs: onJobDone listener threw for {id}: {}",
-                    panic_message(&*panic)
+                    "{}",
+                    crate::words::done_listener_failed(id, &panic_message(&*panic))
                 );
             }
         }
@@ -304,8 +302,8 @@ impl JobRegistry {
                 }
                 Err(err) => {
                     tracing::warn!(
-                        "jobs: cancel of {} threw during teardown; job record forced failed and work may be orphaned: {err}",
-                        record.id
+                        "{}",
+                        crate::words::teardown_cancel_failed(&record.id, &err.to_string())
                     );
                     failed.push((record.id.clone(), err));
                 }

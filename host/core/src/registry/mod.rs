@@ -279,8 +279,8 @@ fn notify_changed(listeners: &[ChangedListener], owner: Option<&Owner>) {
     for listener in listeners {
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| listener(owner))) {
             tracing::warn!(
-                "jobs: onJobsChanged listener threw: {}",
-                panic_message(&*panic)
+                "{}",
+                crate::words::changed_listener_failed(&panic_message(&*panic))
             );
         }
     }

@@ -21,8 +21,9 @@ impl BashProducer {
         let config = &self.inner.config;
         let c = |bytes: &[u8]| {
             CString::new(bytes).map_err(|_| {
-                "spawn failed: a NUL byte in the command, its environment or its directory"
-                    .to_owned()
+                crate::words::spawn_failed(
+                    "a NUL byte in the command, its environment or its directory",
+                )
             })
         };
         let shell = self.inner.shell.as_os_str().as_encoded_bytes();

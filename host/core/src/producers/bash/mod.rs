@@ -291,10 +291,9 @@ impl BashProducer {
     fn spawn(&self, request: &BashRequest, dir: Option<PathBuf>) -> Result<JobHooks, String> {
         let inner = &self.inner;
         let n = inner.next_spawn.fetch_add(1, Ordering::Relaxed);
-        let container = inner
-            .containment
-            .new_job()
-            .map_err(|e| format!("spawn failed: cannot create the job's container: {e}"))?;
+        let container = inner.containment.new_job().map_err(|e| {
+            crate::words::spawn_failed(&format!("cannot create the job's container: {e}"))
+        })?;
         let spec = self.spec(request, dir, &container)?;
         let create = container.creator();
 
@@ -347,7 +346,7 @@ impl BashProducer {
                 // its container then cleans up after the leader.
                 let _ = started_tx.send(result);
             })
-            .map_err(|e| format!("spawn failed: {e}"))?;
+            .map_err(|e| crate::words::spawn_failed(&e.to_string()))?;
         {
             // Jobs the registry dropped are gone; keep the list to the others.
             let mut live = lock(&inner.live);

@@ -139,12 +139,15 @@ pub(crate) fn process_outcome(status: Option<ExitStatus>, kill_requested: bool) 
     let (status, detail) = match (signal, kill_requested) {
         (Some(sig), _) => (
             OutcomeStatus::Killed,
-            format!("signal: {}", signal_name(sig)),
+            crate::words::signal(&signal_name(sig)),
         ),
-        (None, true) => (OutcomeStatus::Killed, "killed before exit".to_owned()),
+        (None, true) => (
+            OutcomeStatus::Killed,
+            crate::words::KILLED_BEFORE_EXIT.to_owned(),
+        ),
         (None, false) => {
             let code = status.and_then(|s| s.code()).unwrap_or(0);
-            (OutcomeStatus::Completed, format!("exit code: {code}"))
+            (OutcomeStatus::Completed, crate::words::exit_code(code))
         }
     };
     JobOutcome {

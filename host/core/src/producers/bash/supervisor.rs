@@ -37,7 +37,7 @@ impl Supervisor {
         let _ = tokio::task::spawn_blocking(move || lock(&control.container).release()).await;
         self.capture.push(
             OutputStream::Stderr,
-            format!("spawn failed: {why}").as_bytes(),
+            crate::words::spawn_failed(why).as_bytes(),
         );
         self.capture.close();
         process_outcome(None, true)

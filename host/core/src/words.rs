@@ -1,0 +1,65 @@
+//! The contract's word-for-word strings the host itself writes, each with the
+//! section of the behaviour contract it comes from. What a model reads of a
+//! job's outcome and output starts here; everything else it reads comes from
+//! the guest. The refusals of the registry's own API (`StartError`,
+//! `RegistryError`, section 4.2) are worded on those types in
+//! `registry::errors`.
+
+/// A shell job's detail when it exited by itself, whatever the code (4.3).
+pub(crate) fn exit_code(code: i32) -> String {
+    format!("exit code: {code}")
+}
+
+/// A shell job's detail when a signal ended it, `SIGTERM` for example (4.3).
+pub(crate) fn signal(name: &str) -> String {
+    format!("signal: {name}")
+}
+
+/// A shell job's detail when it was killed with no signal recorded: the spawn
+/// failed, or the kill raced the exit (4.3, 8.5).
+pub(crate) const KILLED_BEFORE_EXIT: &str = "killed before exit";
+
+/// What the one read after a failed spawn carries in its stderr slot (4.3).
+pub(crate) fn spawn_failed(why: &str) -> String {
+    format!("spawn failed: {why}")
+}
+
+/// An in-process job whose work panicked settles `failed` with this detail (4.5, 8.7).
+pub(crate) fn job_panicked(message: &str) -> String {
+    format!("job panicked: {message}")
+}
+
+/// The line that opens standard error in a read or a whole output (4.3).
+pub(crate) const STDERR_HEADER: &str = "[stderr]\n";
+
+/// The note when unread bytes were lost from memory, naming where the whole
+/// output is (`where_`: the spill files, or [`UNAVAILABLE`]) (4.3).
+pub(crate) fn output_dropped(where_: &str) -> String {
+    format!("[some output was dropped from memory; full output: {where_}]")
+}
+
+/// Stands for the spill files when there are none to name (4.3).
+pub(crate) const UNAVAILABLE: &str = "(unavailable)";
+
+/// The host log's warnings (4.2; tests match them as substrings). A listener
+/// for one job's end failed.
+pub(crate) fn done_listener_failed(id: &str, error: &str) -> String {
+    format!("jobs: onJobDone listener threw for {id}: {error}")
+}
+
+/// A listener for the job list's changes failed (4.2).
+pub(crate) fn changed_listener_failed(error: &str) -> String {
+    format!("jobs: onJobsChanged listener threw: {error}")
+}
+
+/// A producer's `done` failed, which the contract calls a violation (4.2).
+pub(crate) fn done_rejected(id: &str, error: &str) -> String {
+    format!("jobs: job {id} producer done promise rejected (producer contract violation): {error}")
+}
+
+/// A producer's cancel failed while its owner was torn down (4.2, 6.5).
+pub(crate) fn teardown_cancel_failed(id: &str, error: &str) -> String {
+    format!(
+        "jobs: cancel of {id} threw during teardown; job record forced failed and work may be orphaned: {error}"
+    )
+}
