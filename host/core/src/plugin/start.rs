@@ -54,41 +54,37 @@ impl Mount {
     /// than `max_command_bytes` is refused there, in the contract's words),
     /// `start` makes the start it asked for, and the guest words what
     /// happened. Refused arguments never reach `start`.
+    ///
+    /// The check and the answer are two calls on one fresh instance, with the
+    /// start between them: `start` only registers the job (its spawn comes
+    /// after), so the instance is held for microseconds, and the guest learns
+    /// nothing from the second call it was not handed in it anyway.
     pub async fn start_with(
         &self,
         args_json: &str,
         max_command_bytes: usize,
-        start: impl FnOnce(&StartRequest) -> Result<StartMade, StartError>,
+        start: impl FnOnce(&StartRequest) -> Result<StartMade, StartError> + Send,
     ) -> ToolOutcome {
         let max_command_bytes = u64::try_from(max_command_bytes).unwrap_or(u64::MAX);
-        let checked = self
+        let answer = self
             .with_instance(|jobs, store| {
-                jobs.harness_jobs_tools().call_check_start(
-                    store,
+                let tools = jobs.harness_jobs_tools();
+                let checked = tools.call_check_start(
+                    &mut *store,
                     self.wit_config(),
                     args_json,
                     max_command_bytes,
-                )
-            })
-            .await;
-        let asked = match checked {
-            Ok(Ok(asked)) => asked,
-            Ok(Err(refused)) => return outcome_of(refused),
-            Err(e) => return failed(&e),
-        };
-        let made = match start(&request_from(&asked)) {
-            Ok(StartMade::New(id)) => Ok(wit::StartMade::New(id)),
-            Ok(StartMade::Existing(id)) => Ok(wit::StartMade::Existing(id)),
-            Err(e) => Err(refusal(e)),
-        };
-        let answer = self
-            .with_instance(|jobs, store| {
-                jobs.harness_jobs_tools().call_started(
-                    store,
-                    self.wit_config(),
-                    &asked,
-                    made.as_ref(),
-                )
+                )?;
+                let asked = match checked {
+                    Ok(asked) => asked,
+                    Err(refused) => return Ok(refused),
+                };
+                let made = match start(&request_from(&asked)) {
+                    Ok(StartMade::New(id)) => Ok(wit::StartMade::New(id)),
+                    Ok(StartMade::Existing(id)) => Ok(wit::StartMade::Existing(id)),
+                    Err(e) => Err(refusal(e)),
+                };
+                tools.call_started(&mut *store, self.wit_config(), &asked, made.as_ref())
             })
             .await;
         match answer {
