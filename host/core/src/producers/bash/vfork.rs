@@ -90,6 +90,11 @@ struct ChildArgs<'a> {
     error: AtomicI32,
 }
 
+thread_local! {
+    /// The spawning thread's child stack, between spawns.
+    static STACK: std::cell::Cell<Option<ChildStack>> = const { std::cell::Cell::new(None) };
+}
+
 /// The child's stack, not counting its guard page.
 const STACK_BYTES: usize = 256 << 10;
 
@@ -178,7 +183,13 @@ pub(crate) fn spawn(spec: &Spec) -> std::io::Result<Started> {
         setup: &spec.setup,
         error: AtomicI32::new(0),
     };
-    let stack = ChildStack::new()?;
+    // One stack per spawning thread, kept: CLONE_VFORK holds this thread
+    // until the child has exec'd or exited, so no two children share it, and
+    // a spawn storm maps nothing.
+    let stack = STACK.with(|cell| match cell.take() {
+        Some(stack) => Ok(stack),
+        None => ChildStack::new(),
+    })?;
 
     // No signal handler of the host may run in the child (it shares the host's
     // memory): block everything around the clone; the child resets them.
@@ -201,7 +212,7 @@ pub(crate) fn spawn(spec: &Spec) -> std::io::Result<Started> {
     let clone_error = std::io::Error::last_os_error();
     // Restoring our own mask cannot fail, and the child must be seen to below.
     let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
-    drop(stack);
+    STACK.with(|cell| cell.set(Some(stack)));
     let Some(child) = Pid::from_raw(pid) else {
         return Err(clone_error);
     };
