@@ -19,11 +19,13 @@
 #![allow(deprecated)]
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool, ToolAnnotations,
+    ProtocolVersion, ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer, ServiceExt};
 use rmcp::{ErrorData, ServerHandler};
@@ -38,9 +40,60 @@ mod wire;
 pub use framer::DEFAULT_PROGRESS_INTERVAL;
 use framer::framed_stdio;
 
+/// The level at or above which logging notifications go out: until the
+/// client sets one, every notice does (the revisions let the server choose).
+/// Held as a rank, 0 for `debug` up to 7 for `emergency`.
+#[derive(Debug, Default)]
+struct LogThreshold(std::sync::atomic::AtomicU8);
+
+impl LogThreshold {
+    fn rank(level: LoggingLevel) -> u8 {
+        match level {
+            LoggingLevel::Debug => 0,
+            LoggingLevel::Info => 1,
+            LoggingLevel::Notice => 2,
+            LoggingLevel::Warning => 3,
+            LoggingLevel::Error => 4,
+            LoggingLevel::Critical => 5,
+            LoggingLevel::Alert => 6,
+            LoggingLevel::Emergency => 7,
+        }
+    }
+
+    fn set(&self, level: LoggingLevel) {
+        self.0
+            .store(Self::rank(level), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn allows(&self, level: LoggingLevel) -> bool {
+        Self::rank(level) >= self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Whether the session's revision still has server-pushed logging: from
+/// 2026-07-28 on, `notifications/message` belongs to a request that asked for
+/// a level in its `_meta`, and notices reach such a client only in the next
+/// tool result.
+fn pushes_logging(peer: &rmcp::Peer<RoleServer>, handshake_free: &AtomicBool) -> bool {
+    if handshake_free.load(Ordering::Relaxed) {
+        return false;
+    }
+    peer.peer_info()
+        .is_none_or(|info| !deprecates_logging(&info.protocol_version))
+}
+
+fn deprecates_logging(version: &ProtocolVersion) -> bool {
+    version.as_str() >= ProtocolVersion::V_2026_07_28.as_str()
+}
+
 /// The MCP server for one session.
 pub struct JobsServer {
     session: Arc<Session>,
+    /// The client's `logging/setLevel`, shared with the notice forwarder.
+    log_level: Arc<LogThreshold>,
+    /// Set once a request names revision 2026-07-28 or later in its `_meta`
+    /// (a session without a handshake).
+    handshake_free: Arc<AtomicBool>,
     tools: Vec<Tool>,
     instructions: Option<String>,
     structured_output: bool,
@@ -146,12 +199,26 @@ impl JobsServer {
             .collect();
         Ok(JobsServer {
             session,
+            log_level: Arc::default(),
+            handshake_free: Arc::default(),
             tools,
             instructions,
             structured_output,
             progress_interval: DEFAULT_PROGRESS_INTERVAL,
             closing: tokio_util::sync::CancellationToken::new(),
         })
+    }
+
+    /// Remembers a request that names revision 2026-07-28 or later itself:
+    /// the session then has no handshake, and no pushed logging.
+    fn note_revision(&self, context: &RequestContext<RoleServer>) {
+        if context
+            .meta
+            .protocol_version()
+            .is_some_and(|v| deprecates_logging(&v))
+        {
+            self.handshake_free.store(true, Ordering::Relaxed);
+        }
     }
 
     /// How often a call that carries a `progressToken` and is still waiting
@@ -219,6 +286,8 @@ impl JobsServer {
         let session = self.session.clone();
         let closing = self.closing.clone();
         let (reader, writer, framing, input_closed) = framed_stdio();
+        let threshold = self.log_level.clone();
+        let handshake_free = self.handshake_free.clone();
         let running = match self.serve((reader, writer)).await {
             Ok(running) => running,
             Err(e) => {
@@ -242,6 +311,13 @@ impl JobsServer {
         });
         let forward = tokio::spawn(async move {
             while let Some((lane, notice)) = announced.recv().await {
+                // Each notice is also placed before the next tool result, so
+                // one that is not pushed here is still delivered.
+                if !pushes_logging(&peer, &handshake_free)
+                    || !threshold.allows(LoggingLevel::Notice)
+                {
+                    continue;
+                }
                 let data = notice_data(lane, &notice);
                 let mut param = LoggingMessageNotificationParam::new(LoggingLevel::Notice, data);
                 param.logger = Some(notice.plugin.clone());
@@ -280,8 +356,9 @@ impl ServerHandler for JobsServer {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.note_revision(&context);
         // One page holds every tool, so no cursor was ever handed out.
         if let Some(cursor) = request.and_then(|r| r.cursor) {
             return Err(ErrorData::invalid_params(
@@ -297,6 +374,7 @@ impl ServerHandler for JobsServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.note_revision(&context);
         if !self.tools.iter().any(|t| t.name == request.name) {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool \"{}\"", request.name),
@@ -358,10 +436,12 @@ impl ServerHandler for JobsServer {
 
     async fn set_level(
         &self,
-        _request: SetLevelRequestParams,
+        request: SetLevelRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        // Notices are the only log this server sends; they go out at any level.
+        // Notices are the only log this server sends, at level `notice`: a
+        // level above it stops them (they still come with the next result).
+        self.log_level.set(request.level);
         Ok(())
     }
 }

@@ -28,6 +28,8 @@ pub(crate) struct Host {
     next_id: u64,
     /// The host's TMPDIR: its spill directory lives here.
     tmp: tempfile::TempDir,
+    /// Every `notifications/message` read so far, whoever asked for what.
+    pub(crate) logged: Vec<Value>,
 }
 
 pub(crate) struct Options<'a> {
@@ -80,6 +82,7 @@ impl Host {
             lines,
             next_id: 1,
             tmp,
+            logged: Vec::new(),
         };
         let init = host
             .request(
@@ -124,6 +127,9 @@ impl Host {
                 .unwrap()
                 .expect("the host's stdout is open");
             let value: Value = serde_json::from_str(&line).unwrap();
+            if value["method"] == "notifications/message" {
+                self.logged.push(value.clone());
+            }
             if wanted(&value) {
                 return value;
             }

@@ -401,3 +401,124 @@ async fn a_session_of_revision_2026_07_28_needs_no_handshake() {
     drop(stdin);
     assert!(child.wait().await.unwrap().success());
 }
+
+/// The texts of every logging notification `host` has read so far.
+fn logged_texts(host: &Host) -> Vec<String> {
+    host.logged
+        .iter()
+        .map(|m| {
+            m["params"]["data"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Polls the job list until `id` has ended; the notices each answer carried.
+async fn until_ended(host: &mut Host, id: &str) -> Vec<String> {
+    let mut notices = Vec::new();
+    loop {
+        let (mut texts, _) = host.call("job_list", json!({})).await;
+        let list = texts.pop().unwrap();
+        notices.extend(texts);
+        if list.contains(&format!("{id} [bash] completed")) {
+            return notices;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_level_above_notice_keeps_notices_to_the_next_result() {
+    let mut host = Host::start(PLAIN).await;
+    let reply = host
+        .request("logging/setLevel", json!({"level": "error"}))
+        .await;
+    assert_eq!(reply["result"], json!({}), "{reply}");
+    host.text("bash", json!({"command": "true"})).await;
+    let mut carried = until_ended(&mut host, "bash-1").await;
+    // The notice came with a result, once, and not as a log message.
+    if carried.is_empty() {
+        carried = host.call("job_list", json!({})).await.0;
+        carried.pop();
+    }
+    assert_eq!(carried, [notice_of("bash-1", "true")]);
+    // Back at `info`, the next notice is pushed as well. The forwarder takes
+    // notices in order, so once this one is logged, the first was weighed
+    // (and held back) before it.
+    host.request("logging/setLevel", json!({"level": "info"}))
+        .await;
+    host.text("bash", json!({"command": "true"})).await;
+    let pushed = next_notice(&mut host).await;
+    assert_eq!(
+        pushed["params"]["data"]["text"],
+        notice_of("bash-2", "true")
+    );
+    assert_eq!(logged_texts(&host), [notice_of("bash-2", "true")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revision_2026_07_28_gets_notices_only_in_results() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "stateless", "version": "0"}
+    });
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobs-host"))
+        .arg("mcp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut logged = 0;
+    let mut next_id = 0;
+    let mut call = async |name: &str, arguments: Value| -> Value {
+        next_id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": next_id, "method": "tools/call",
+                          "params": {"name": name, "arguments": arguments, "_meta": meta}});
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        stdin.flush().await.unwrap();
+        loop {
+            let line = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+                .await
+                .expect("an answer")
+                .unwrap()
+                .expect("stdout open");
+            let value: Value = serde_json::from_str(&line).unwrap();
+            if value["method"] == "notifications/message" {
+                logged += 1;
+            }
+            if value["id"] == next_id {
+                return value["result"]["content"].clone();
+            }
+        }
+    };
+    call("bash", json!({"command": "true"})).await;
+    let mut carried = Vec::new();
+    loop {
+        let content = call("job_list", json!({})).await;
+        let texts: Vec<String> = content
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["text"].as_str().unwrap().to_owned())
+            .collect();
+        carried.extend(texts[..texts.len() - 1].iter().cloned());
+        if texts.last().unwrap().contains("bash-1 [bash] completed") {
+            break;
+        }
+    }
+    // Two more round trips after the notice was taken: nothing is logged.
+    call("job_list", json!({})).await;
+    call("job_list", json!({})).await;
+    assert_eq!(carried, [notice_of("bash-1", "true")]);
+    assert_eq!(logged, 0, "a 2026-07-28 session got logging notifications");
+}
