@@ -1226,7 +1226,7 @@ def extensions():
     # Configs.
     vec("extensions", "extension-configs", "README Extensions: config", [
         {"configure": json.dumps({"extensions": True}),
-         "expect": {"ok": {"extensions": ["ready", "input", "log", "limits", "ports"],
+         "expect": {"ok": {"extensions": ["ready", "input", "log", "limits", "ports", "yield"],
                            "limits": {"timeout_ms": None, "cpu_seconds": None, "memory_bytes": None,
                                       "output_bytes": None}}}},
         {"configure": json.dumps({"profile": "b", "extensions": ["limits", "ports"],
@@ -1235,7 +1235,7 @@ def extensions():
                            "limits": {"timeout_ms": 60000, "cpu_seconds": None, "memory_bytes": None,
                                       "output_bytes": 1000}}}},
         {"configure": json.dumps({"extensions": ["ready", "teleport"]}),
-         "expect": {"err": "tool-jobs: unknown extension \"teleport\" (known: ready, input, log, limits, ports)"}},
+         "expect": {"err": "tool-jobs: unknown extension \"teleport\" (known: ready, input, log, limits, ports, yield)"}},
         {"configure": json.dumps({"profile": "c", "limits": {"timeoutMs": 5}}),
          "expect": {"err": "jobs: limits needs the \"limits\" extension (\"extensions\": [\"limits\"])"}},
         {"configure": json.dumps({"profile": "b", "extensions": False, "bogus": 1}),
@@ -1257,6 +1257,10 @@ LIMIT_KEYS = [("timeout_ms", "timeout_ms", "Kill the job after this many millise
               ("memory_bytes", "memory_bytes", "Address space each process of the job may use, in bytes."),
               ("max_output_bytes", "output_bytes", "Kill the job once it has written this many bytes of output.")]
 MAX_SAFE = 2**53 - 1
+# README: the yield extension.
+YIELD_MIN, YIELD_MAX = 250, 30000
+YIELD_SENTENCE = ("With yield_ms it first waits up to that long: a command that ends in time answers with its "
+                  "output, read; one that does not answers with what it printed so far and runs on.")
 BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
 
 
@@ -1271,9 +1275,13 @@ def start_tool(p, ext):
     if "limits" in ext:
         for key, _, what in LIMIT_KEYS:
             props[key] = {"type": "integer", "description": what}
+    if "yield" in ext:
+        props["yield_ms"] = {"type": "integer", "description": f"Wait up to this many milliseconds ({YIELD_MIN} to {YIELD_MAX}) for the command to end before answering; it is never killed for it."}
     text = START_BASE[p]
     if "limits" in ext:
         text = text.replace("No timeout applies.", LIMITS_SENTENCE)
+    if "yield" in ext:
+        text += " " + YIELD_SENTENCE
     return {"name": "bash", "description": text,
             "input_schema": {"type": "object", "properties": props, "required": ["command"]},
             "output_schema": {"type": "object", "properties": {"kind": {"type": "string", "enum": ["background"]}, "jobId": {"type": "string"}},
@@ -1295,7 +1303,8 @@ def start_check(args, ext, maxima, max_command=65536):
         return "invalid description: expected a non-blank string"
     req = {"command": args["command"], "workdir": args.get("workdir"), "description": args.get("description"),
            "stdin": False, "name": None,
-           "limits": {"timeout_ms": None, "cpu_seconds": None, "memory_bytes": None, "output_bytes": None}}
+           "limits": {"timeout_ms": None, "cpu_seconds": None, "memory_bytes": None, "output_bytes": None},
+           "yield_ms": None}
     if "input" in ext and args.get("stdin") is not None:
         if not isinstance(args["stdin"], bool):
             return 'invalid arguments: "stdin" must be a boolean'
@@ -1318,6 +1327,11 @@ def start_check(args, ext, maxima, max_command=65536):
             if most is not None and asked > most:
                 return f"invalid {key}: {asked} is more than this session's limit of {most}"
             req["limits"][field] = asked
+    if "yield" in ext and args.get("yield_ms") is not None:
+        y = args["yield_ms"]
+        if isinstance(y, bool) or not isinstance(y, int) or not YIELD_MIN <= y <= YIELD_MAX:
+            return f"invalid yield_ms: expected a whole number of milliseconds from {YIELD_MIN} to {YIELD_MAX}, got {json.dumps(y)}"
+        req["yield_ms"] = y
     name = req["name"]
     if name is not None:
         if not name.strip():
@@ -1349,7 +1363,7 @@ def start_refusal(p, error):
 
 
 def starts():
-    every = ["ready", "input", "log", "limits", "ports"]
+    every = ["ready", "input", "log", "limits", "ports", "yield"]
     for p in "abc":
         for ext_name, ext in (("none", []), ("all", every), ("limits", ["limits"]), ("input-ports", ["input", "ports"])):
             extra = {} if not ext else {"extensions": ext}
@@ -1373,6 +1387,9 @@ def starts():
         ("cpu-unsafe", {"command": "x", "cpu_seconds": 9007199254740992}), ("memory-string", {"command": "x", "memory_bytes": "1"}),
         ("memory-bool", {"command": "x", "memory_bytes": True}), ("output-over-max", {"command": "x", "max_output_bytes": 1000001}),
         ("limits-given", {"command": "x", "cpu_seconds": 3, "memory_bytes": 1 << 30}),
+        ("yield", {"command": "make", "yield_ms": 2000}), ("yield-low", {"command": "make", "yield_ms": 100}),
+        ("yield-high", {"command": "make", "yield_ms": 30001}), ("yield-fraction", {"command": "make", "yield_ms": 250.5}),
+        ("yield-string", {"command": "make", "yield_ms": "1000"}), ("yield-bounds", {"command": "make", "yield_ms": 250}),
     ]
     for p in "abc":
         for ext_name, ext, lim in (("none", [], {}), ("all", every, maxima)):
@@ -1398,7 +1415,8 @@ def starts():
             [{"check_start": "{\"command\": ", "max_command_bytes": 65536,
               "expect": {"err_prefix": "Error: invalid arguments: "}}], config=cfg(p))
         request = {"command": "npm run dev", "workdir": None, "description": None, "stdin": False, "name": "web",
-                   "limits": {"timeout_ms": None, "cpu_seconds": None, "memory_bytes": None, "output_bytes": None}}
+                   "limits": {"timeout_ms": None, "cpu_seconds": None, "memory_bytes": None, "output_bytes": None},
+                   "yield_ms": None}
         answers = [
             ("new", {"new": "bash-1"}, {"text": "started background job bash-1", "is_error": False,
                                         "value": {"kind": "background", "jobId": "bash-1"}}),
@@ -1412,6 +1430,14 @@ def starts():
         for name, made, expect in answers:
             vec("starts", f"{p}-started-{name}", "4.2 start errors, 4.3 acknowledgement; WIT started",
                 [{"started": {"request": request, "made": made}, "expect": expect}], config=cfg(p, extensions=every))
+        # A yielding start waits on its new job first; a named one that was running,
+        # and a refused one, answer at once (README: the yield extension).
+        yielding = dict(request, yield_ms=1500)
+        for name, made, expect in [("yield-new", {"new": "bash-4"}, {"wait": {"job_id": "bash-4", "timeout_ms": 1500}}),
+                                   ("yield-existing", answers[1][1], answers[1][2]),
+                                   ("yield-refused", answers[-1][1], answers[-1][2])]:
+            vec("starts", f"{p}-started-{name}", "README: the yield extension; WIT started",
+                [{"started": {"request": yielding, "made": made}, "expect": expect}], config=cfg(p, extensions=every))
     for p, transport, disposed in (("a", "push", "report"), ("b", "push", "ignore"), ("c", "pull", "report")):
         vec("configs", f"config-{p}-notice-transport", "6.6, 6.7; WIT config notice-transport, disposed-owner",
             [{"configure": cfg(p), "expect": {"ok": {"notice_transport": transport, "disposed_owner": disposed}}}])

@@ -152,7 +152,7 @@ const limitsJson = (l) => Object.fromEntries(['timeoutMs', 'cpuSeconds', 'memory
 ]));
 const requestJson = (r) => ({
   command: r.command, workdir: r.workdir ?? null, description: r.description ?? null, stdin: r.stdin,
-  name: r.name ?? null, limits: limitsJson(r.limits),
+  name: r.name ?? null, limits: limitsJson(r.limits), yield_ms: r.yieldMs ?? null,
 });
 const requestFrom = (v) => ({
   command: v.command, workdir: v.workdir ?? undefined, description: v.description ?? undefined, stdin: v.stdin,
@@ -160,6 +160,7 @@ const requestFrom = (v) => ({
   limits: Object.fromEntries(['timeout_ms', 'cpu_seconds', 'memory_bytes', 'output_bytes'].map((k) => [
     k.replace(/_([a-z])/g, (_, m) => m.toUpperCase()), v.limits[k] === null ? undefined : BigInt(v.limits[k]),
   ])),
+  yieldMs: v.yield_ms ?? undefined,
 });
 // `{new: id}`, `{existing: id}` or `{error: {<start-error case>: payload}}`, as jco lowers a result.
 const madeFrom = (m) => {
@@ -225,7 +226,10 @@ function step(guest, scripted, config, s) {
     const checked = guest.checkStart(config, s.check_start, s.max_command_bytes ?? 65536);
     return checked.err ? { err: resultJson(checked.err) } : { ok: requestJson(checked.ok) };
   }
-  if ('started' in s) return resultJson(guest.started(config, requestFrom(s.started.request), madeFrom(s.started.made)));
+  if ('started' in s) {
+    const out = guest.started(config, requestFrom(s.started.request), madeFrom(s.started.made));
+    return out.done ? resultJson(out.done) : { wait: { job_id: out.wait.jobId, timeout_ms: out.wait.timeoutMs } };
+  }
   if ('describe_call' in s) {
     const c = guest.describeCall(config, s.describe_call, s.args);
     return c && { title: c.title, kind: c.kind, raw_input: c.rawInput ?? null };

@@ -163,7 +163,7 @@ class Scripted:
 def request_from(v):
     limits = _record(**{k: v["limits"][k] for k in ("timeout_ms", "cpu_seconds", "memory_bytes", "output_bytes")})
     return _record(command=v["command"], workdir=v["workdir"], description=v["description"], stdin=v["stdin"],
-                   name=v["name"], limits=limits)
+                   name=v["name"], limits=limits, yield_ms=v.get("yield_ms"))
 
 
 def made_from(m):
@@ -214,7 +214,10 @@ def step(guest, scripted, config, s):
             return {"err": checked}
         return {"ok": _plain(checked)}
     if "started" in s:
-        return guest.started(config, request_from(s["started"]["request"]), made_from(s["started"]["made"]))
+        kind, out = guest.started(config, request_from(s["started"]["request"]), made_from(s["started"]["made"]))
+        if kind == "wait":
+            return {"wait": {"job_id": out["job_id"], "timeout_ms": out["timeout_ms"]}}
+        return out
     if "describe_call" in s:
         return guest.describe_call(config, s["describe_call"], s["args"])
     if "system_prompt" in s:

@@ -290,6 +290,7 @@ fn config_from(config: Config) -> PlainConfig {
                     Extension::Log => set.log = true,
                     Extension::Limits => set.limits = true,
                     Extension::Ports => set.ports = true,
+                    Extension::Yield => set.yields = true,
                 }
             }
             set
@@ -351,6 +352,7 @@ impl tools::Guest for Component {
                 (c.extensions.log, Extension::Log),
                 (c.extensions.limits, Extension::Limits),
                 (c.extensions.ports, Extension::Ports),
+                (c.extensions.yields, Extension::Yield),
             ]
             .into_iter()
             .filter_map(|(on, e)| on.then_some(e))
@@ -397,6 +399,7 @@ impl tools::Guest for Component {
                 stdin: r.stdin,
                 name: r.name,
                 limits: limits_to(r.limits),
+                yield_ms: r.yield_ms,
             })
             .map_err(result_to)
     }
@@ -405,7 +408,7 @@ impl tools::Guest for Component {
         config: Config,
         request: StartRequest,
         made: Result<StartMade, StartError>,
-    ) -> ToolResult {
+    ) -> CallOutcome {
         install_panic_hook();
         let request = start::StartRequest {
             command: request.command,
@@ -414,6 +417,7 @@ impl tools::Guest for Component {
             stdin: request.stdin,
             name: request.name,
             limits: limits_from(request.limits),
+            yield_ms: request.yield_ms,
         };
         let made = match made {
             Ok(StartMade::New(id)) => Ok(start::StartMade::New(id)),
@@ -423,7 +427,7 @@ impl tools::Guest for Component {
             Err(StartError::LimitReached(n)) => Err(start::StartError::LimitReached(n)),
             Err(StartError::Refused(m)) => Err(start::StartError::Refused(m)),
         };
-        result_to(start::started(&config_from(config), &request, made))
+        outcome_from(start::started(&config_from(config), &request, made))
     }
 
     fn tool_definitions(config: Config) -> Vec<ToolDefinition> {
@@ -482,9 +486,17 @@ impl tools::Guest for Component {
     ) -> CallOutcome {
         install_panic_hook();
         let waited = waited.map(waited_from).map_err(error_from);
+        let config = config_from(config);
+        if tool_name == start::START_TOOL {
+            return outcome_from(model::Step::Done(start::resumed(
+                &Scope(scope),
+                &config,
+                &waited,
+            )));
+        }
         outcome_from(surface::invoke(
             &Scope(scope),
-            &config_from(config),
+            &config,
             &tool_name,
             &args_json,
             Some(&waited),

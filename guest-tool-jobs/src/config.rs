@@ -78,11 +78,13 @@ pub struct Extensions {
     pub limits: bool,
     /// Listening ports and named jobs.
     pub ports: bool,
+    /// Starts that wait a little for the command to end.
+    pub yields: bool,
 }
 
 impl Extensions {
     /// The names, in the order the config and the WIT list them.
-    pub const NAMES: [&'static str; 5] = ["ready", "input", "log", "limits", "ports"];
+    pub const NAMES: [&'static str; 6] = ["ready", "input", "log", "limits", "ports", "yield"];
 
     /// Every extension.
     pub const ALL: Extensions = Extensions {
@@ -91,6 +93,7 @@ impl Extensions {
         log: true,
         limits: true,
         ports: true,
+        yields: true,
     };
 
     /// Whether the extension called `name` is enabled.
@@ -101,6 +104,7 @@ impl Extensions {
             "log" => self.log,
             "limits" => self.limits,
             "ports" => self.ports,
+            "yield" => self.yields,
             _ => false,
         }
     }
@@ -112,6 +116,7 @@ impl Extensions {
             "log" => &mut self.log,
             "limits" => &mut self.limits,
             "ports" => &mut self.ports,
+            "yield" => &mut self.yields,
             _ => return false,
         };
         *slot = true;

@@ -12,13 +12,21 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::config::{Config, JobLimits, Profile};
-use crate::model::{MAX_TIMER_MS, ToolAnnotations, ToolResult};
+use crate::model::{
+    JobsView, MAX_TIMER_MS, Step, ToolAnnotations, ToolResult, WaitRequest, Waited,
+};
+use crate::render;
+use crate::wording::{self, go};
 
 /// The start tool's name.
 pub const START_TOOL: &str = "bash";
 
 /// The longest job name accepted, in bytes.
 pub const MAX_NAME_BYTES: usize = 128;
+
+/// The shortest and the longest yield a start may ask for, in milliseconds
+/// (extension `yield`).
+pub const YIELD_MS: std::ops::RangeInclusive<u32> = 250..=30_000;
 
 /// The largest integer a JSON number carries exactly (2^53 - 1).
 const MAX_SAFE_INTEGER: u64 = 9_007_199_254_740_991;
@@ -51,6 +59,8 @@ pub struct StartRequest {
     pub name: Option<String>,
     /// The job's limits (extension `limits`).
     pub limits: JobLimits,
+    /// How long the start waits for the command to end (extension `yield`).
+    pub yield_ms: Option<u32>,
 }
 
 /// What the host's start did (see the WIT `start-made`).
@@ -89,7 +99,7 @@ pub fn definition(config: &Config) -> StartTool {
             "Run a shell command in the background and return a job id immediately (check with job_status, block with job_wait, stop with job_cancel). No timeout applies."
         }
     };
-    let description = if config.extensions.limits {
+    let mut description = if config.extensions.limits {
         base.replace(
             "No timeout applies.",
             "Optional limits (timeout_ms, cpu_seconds, memory_bytes, max_output_bytes) stop it when reached; the session's maxima apply to every job and cannot be raised.",
@@ -97,6 +107,9 @@ pub fn definition(config: &Config) -> StartTool {
     } else {
         base.to_owned()
     };
+    if config.extensions.yields {
+        description.push_str(" With yield_ms it first waits up to that long: a command that ends in time answers with its output, read; one that does not answers with what it printed so far and runs on.");
+    }
     let mut schema = json!({
         "type": "object",
         "properties": {
@@ -121,6 +134,9 @@ pub fn definition(config: &Config) -> StartTool {
             limit("Address space each process of the job may use, in bytes.");
         properties["max_output_bytes"] =
             limit("Kill the job once it has written this many bytes of output.");
+    }
+    if config.extensions.yields {
+        properties["yield_ms"] = json!({"type": "integer", "description": format!("Wait up to this many milliseconds ({} to {}) for the command to end before answering; it is never killed for it.", YIELD_MS.start(), YIELD_MS.end())});
     }
     StartTool {
         description,
@@ -225,6 +241,23 @@ fn request(
             output_bytes: limit(&map, "max_output_bytes", max.output_bytes)?,
         };
     }
+    if config.extensions.yields {
+        request.yield_ms = match value(&map, "yield_ms") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|n| YIELD_MS.contains(n))
+                    .ok_or_else(|| {
+                        format!(
+                            "invalid yield_ms: expected a whole number of milliseconds from {} to {}, got {v}",
+                            YIELD_MS.start(),
+                            YIELD_MS.end()
+                        )
+                    })?,
+            ),
+        };
+    }
     // In the order the host checked them before: the name, then the command.
     if let Some(name) = &request.name {
         check_name(name)?;
@@ -318,6 +351,22 @@ pub fn started(
     config: &Config,
     request: &StartRequest,
     made: Result<StartMade, StartError>,
+) -> Step<ToolResult> {
+    // A new job whose start yields is waited on first (see `resumed`).
+    if let (Ok(StartMade::New(id)), Some(timeout_ms)) = (&made, request.yield_ms) {
+        return Step::Wait(WaitRequest {
+            job_id: id.clone(),
+            timeout_ms,
+            until: None,
+        });
+    }
+    Step::Done(answer(config, request, made))
+}
+
+fn answer(
+    config: &Config,
+    request: &StartRequest,
+    made: Result<StartMade, StartError>,
 ) -> ToolResult {
     let (text, id) = match made {
         Ok(StartMade::New(id)) => (format!("started background job {id}"), id),
@@ -335,6 +384,70 @@ pub fn started(
                 value: None,
             };
         }
+    };
+    ToolResult {
+        text,
+        is_error: false,
+        value: Some(json!({"kind": "background", "jobId": id})),
+    }
+}
+
+/// The answer to a start that yielded, once the host's wait on the new job
+/// ended: a job that has ended is read as the profile reads it (profile A's
+/// and B's consuming read, profile C's status with the result), and counts as
+/// read (the host's wait saw its end); a job that runs on answers with the
+/// start line and, for A and B, what it printed so far.
+pub fn resumed(view: &dyn JobsView, config: &Config, waited: &Waited) -> ToolResult {
+    let outcome = match waited {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            return ToolResult {
+                text: match config.profile {
+                    Profile::A => format!(
+                        "Error: {}",
+                        render::registry_error_message(error, &wording::A)
+                    ),
+                    Profile::B => format!(
+                        "Error: {}",
+                        render::registry_error_message(error, &wording::B)
+                    ),
+                    Profile::C => format!("error: {}", go::message(error)),
+                },
+                is_error: true,
+                value: None,
+            };
+        }
+    };
+    let id = &outcome.job.id;
+    let ended = outcome.job.status.is_terminal();
+    let read = |tool: &str, args: Value| match crate::surface::invoke(
+        view,
+        config,
+        tool,
+        &args.to_string(),
+        None,
+    ) {
+        Step::Done(result) => result.text,
+        // A read without `wait` never asks for one.
+        Step::Wait(_) => String::new(),
+    };
+    let started = format!("started background job {id}");
+    let text = match config.profile {
+        Profile::A | Profile::B => {
+            let w = if config.profile == Profile::A {
+                &wording::A
+            } else {
+                &wording::B
+            };
+            let shown = read(w.output_tool, json!({w.id_param: id}));
+            if ended {
+                shown
+            } else {
+                format!("{started}\n{shown}")
+            }
+        }
+        Profile::C if ended => read(go::STATUS, json!({"id": id})),
+        Profile::C => started,
     };
     ToolResult {
         text,
@@ -444,13 +557,13 @@ mod tests {
     #[test]
     fn the_limit_names_each_profile_s_kill_tool() {
         let request = StartRequest::default();
-        let text = |profile: &str| {
-            started(
-                &config(&format!(r#"{{"profile": "{profile}"}}"#)),
-                &request,
-                Err(StartError::LimitReached(2)),
-            )
-            .text
+        let text = |profile: &str| match started(
+            &config(&format!(r#"{{"profile": "{profile}"}}"#)),
+            &request,
+            Err(StartError::LimitReached(2)),
+        ) {
+            Step::Done(result) => result.text,
+            Step::Wait(w) => panic!("a refused start waits: {w:?}"),
         };
         assert_eq!(
             text("a"),

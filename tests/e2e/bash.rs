@@ -73,15 +73,21 @@ async fn a_background_echo_reports_its_output_and_exit() {
     // Started as the model starts it: through the guest's start tool.
     let started =
         s.f.mount
-            .start_with(r#"{"command": "echo bg-ok"}"#, 65_536, |request| {
-                let request = BashRequest {
-                    command: request.command.clone(),
-                    ..Default::default()
-                };
-                match s.bash.start_named(Some(alice.clone()), request)? {
-                    Started::New(id) | Started::Existing(id) => Ok(StartMade::New(id)),
-                }
-            })
+            .start_with(
+                Some(&alice),
+                r#"{"command": "echo bg-ok"}"#,
+                65_536,
+                &host::CancellationToken::new(),
+                |request| {
+                    let request = BashRequest {
+                        command: request.command.clone(),
+                        ..Default::default()
+                    };
+                    match s.bash.start_named(Some(alice.clone()), request)? {
+                        Started::New(id) | Started::Existing(id) => Ok(StartMade::New(id)),
+                    }
+                },
+            )
             .await;
     assert_eq!(started.text, "started background job bash-1");
     assert_eq!(

@@ -218,7 +218,7 @@ async fn a_guest_that_traps_or_spins_on_the_start_tool_starts_nothing_or_answers
     // A trap in the check: the start is never made.
     let mut made = false;
     let failed = mount
-        .start_with(r#"{"command": "panic"}"#, 65_536, |_| {
+        .start_with(None, r#"{"command": "panic"}"#, 65_536, &never(), |_| {
             made = true;
             Ok(host::plugin::StartMade::New("bash-1".into()))
         })
@@ -233,7 +233,7 @@ async fn a_guest_that_traps_or_spins_on_the_start_tool_starts_nothing_or_answers
     // A guest that spins while wording a start the host made: the CPU budget
     // ends it with an error, and the next call works.
     let spun = mount
-        .start_with("spin", 65_536, |_| {
+        .start_with(None, "spin", 65_536, &never(), |_| {
             Ok(host::plugin::StartMade::New("bash-2".into()))
         })
         .await;
@@ -244,10 +244,14 @@ async fn a_guest_that_traps_or_spins_on_the_start_tool_starts_nothing_or_answers
         spun.text
     );
     let next = mount
-        .start_with("true", 65_536, |_| {
+        .start_with(None, "true", 65_536, &never(), |_| {
             Ok(host::plugin::StartMade::New("bash-3".into()))
         })
         .await;
     assert!(!next.is_error);
     assert_eq!(next.text, "Ok(StartMade::New(\"bash-3\"))");
+}
+
+fn never() -> host::CancellationToken {
+    host::CancellationToken::new()
 }

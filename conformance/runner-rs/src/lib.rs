@@ -274,7 +274,13 @@ impl Runner {
                 .harness_jobs_tools()
                 .call_started(&mut *store, config, &request, made.as_ref())
                 .map_err(trap)?;
-            return result_json(&result);
+            return match result {
+                CallOutcome::Done(r) => result_json(&r),
+                // A yielding start waits on its job first.
+                CallOutcome::Wait(w) => {
+                    Ok(json!({"wait": {"job_id": w.job_id, "timeout_ms": w.timeout_ms}}))
+                }
+            };
         }
         if let Some(tool) = step.get("describe_call").and_then(Value::as_str) {
             let card = guest
@@ -434,6 +440,7 @@ fn request_json(r: &StartRequest) -> Value {
         "stdin": r.stdin,
         "name": r.name,
         "limits": limits_json(&r.limits),
+        "yield_ms": r.yield_ms,
     })
 }
 
@@ -452,6 +459,7 @@ fn request_from(v: &Value) -> StartRequest {
             memory_bytes: limit("memory_bytes"),
             output_bytes: limit("output_bytes"),
         },
+        yield_ms: v["yield_ms"].as_u64().and_then(|n| u32::try_from(n).ok()),
     }
 }
 
@@ -578,6 +586,7 @@ fn config_json(c: &GuestConfig) -> Value {
             Extension::Log => "log",
             Extension::Limits => "limits",
             Extension::Ports => "ports",
+            Extension::Yield => "yield",
         }).collect::<Vec<_>>(),
         "limits": limits_json(&c.limits),
         "notice_transport": match c.notice_transport {

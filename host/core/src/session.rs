@@ -190,7 +190,7 @@ impl Session {
                     },
                 };
             }
-            self.start(args).await
+            self.start(args, abort).await
         } else {
             self.mount
                 .invoke_with_abort(Some(&self.owner), tool, &args.to_string(), abort)
@@ -212,11 +212,13 @@ impl Session {
 
     /// The start tool: the plugin checks the arguments and words the answer;
     /// the shell producer makes the start.
-    async fn start(&self, args: &Value) -> ToolOutcome {
+    async fn start(&self, args: &Value, abort: &CancellationToken) -> ToolOutcome {
         self.mount
             .start_with(
+                Some(&self.owner),
                 &args.to_string(),
                 self.bash.max_command_bytes(),
+                abort,
                 |request: &StartRequest| {
                     let request = BashRequest {
                         command: request.command.clone(),

@@ -434,13 +434,17 @@ export class Guest {
    * The start tool's result for `request`, given what the start did: `made` is
    * `{ tag: 'ok', val: { tag: 'new' | 'existing', val: id } }` or
    * `{ tag: 'err', val: { tag: 'no-controller' | 'stale-owner' | 'limit-reached' | 'refused', val } }`.
+   * A start that yields (extension `yield`) answers `{ wait }` first: wait,
+   * then `invokeStep(caller, config, 'bash', argsJson, waited)` words the read.
    * @param {GuestConfig} config
    * @param {StartRequest} request
    * @param {import('../generated/interfaces/harness-jobs-tools.js').Result<StartMade, StartError>} made
-   * @returns {ToolResult}
+   * @returns {Step}
    */
   started(config, request, made) {
-    return resultOf(this.#call((t) => t.started(config, request, made)));
+    const out = this.#call((t) => t.started(config, request, made));
+    if (out.tag === 'done') return { done: resultOf(out.val) };
+    return { wait: { jobId: out.val.jobId, timeoutMs: out.val.timeoutMs, until: out.val.until } };
   }
 
   /**

@@ -138,9 +138,12 @@ export class Plugin {
         refused = { tag: 'refused', val: `invalid workdir: ${request.workdir}: ${/** @type {Error} */ (e).message}` };
       }
     }
-    if (refused) return this.#guest.started(this.config, request, { tag: 'err', val: refused });
+    /** @param {import('./types.js').Step} step */
+    // This host offers no extensions, so no start yields: every answer is done.
+    const done = (step) => step.done ?? { text: 'Error: plugin failed: an unexpected wait', isError: true, value: null };
+    if (refused) return done(this.#guest.started(this.config, request, { tag: 'err', val: refused }));
     const id = this.#registry.startShell(request.command, { owner: caller, cwd: request.workdir });
-    return this.#guest.started(this.config, request, { tag: 'ok', val: { tag: 'new', val: id } });
+    return done(this.#guest.started(this.config, request, { tag: 'ok', val: { tag: 'new', val: id } }));
   }
 
   /**

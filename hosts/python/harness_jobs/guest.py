@@ -343,12 +343,17 @@ class Guest:
             return "err", _result(out.payload)
         return "ok", out.payload
 
-    def started(self, config: GuestConfig, request: Any, made: Variant) -> ToolResult:
+    def started(self, config: GuestConfig, request: Any, made: Variant) -> Step:
         """The start tool's result for `request`, given what the start did:
         ``Variant("ok", Variant("new", id))``, ``Variant("ok", Variant("existing", id))``
         or ``Variant("err", Variant(case, payload))`` with a WIT ``start-error`` case
-        (``no-controller``, ``stale-owner``, ``limit-reached``, ``refused``)."""
-        return _result(self._call("tools", "started", config, request, made))
+        (``no-controller``, ``stale-owner``, ``limit-reached``, ``refused``).
+        ``("done", result)``, or for a start that yields (extension ``yield``)
+        ``("wait", request)``: wait, then `invoke_step` with ``"bash"`` words it."""
+        out = self._call("tools", "started", config, request, made)
+        if out.tag == "done":
+            return "done", _result(out.payload)
+        return "wait", cast(WaitRequest, _plain(out.payload))
 
     def describe_call(self, config: GuestConfig, tool: str, args_json: str) -> UiCard | None:
         return cast("UiCard | None", _plain(self._call("tools", "describe-call", config, tool, args_json)))

@@ -106,9 +106,14 @@ class Plugin:
                 f"{workdir} is not a directory" if os.path.exists(workdir) else f"{workdir}: No such file or directory"
             )
             made = Variant("err", Variant("refused", f"invalid workdir: {why}"))
-            return self.guest.started(self.config, request, made)
-        job_id = self.registry.start_shell(request.command, owner=caller, workdir=workdir)
-        return self.guest.started(self.config, request, Variant("ok", Variant("new", job_id)))
+        else:
+            job_id = self.registry.start_shell(request.command, owner=caller, workdir=workdir)
+            made = Variant("ok", Variant("new", job_id))
+        kind, answer = self.guest.started(self.config, request, made)
+        if kind != "done":
+            # This host offers no extensions, so no start yields.
+            return {"text": "Error: plugin failed: an unexpected wait", "is_error": True, "value": None}
+        return cast(ToolResult, answer)
 
     def person_wrote(self, owner: str) -> None:
         """A person wrote to `owner`: its wake budget is full again."""

@@ -137,6 +137,7 @@ impl tools::Guest for Rogue {
                 memory_bytes: None,
                 output_bytes: None,
             },
+            yield_ms: None,
         })
     }
 
@@ -145,18 +146,18 @@ impl tools::Guest for Rogue {
         _config: Config,
         request: StartRequest,
         made: Result<StartMade, StartError>,
-    ) -> ToolResult {
+    ) -> CallOutcome {
         if request.command.contains("spin") {
             let mut n: u64 = 0;
             loop {
                 n = std::hint::black_box(n.wrapping_add(1));
             }
         }
-        ToolResult {
+        CallOutcome::Done(ToolResult {
             text: format!("{made:?}"),
             is_error: made.is_err(),
             value: None,
-        }
+        })
     }
 
     fn describe_call(_config: Config, _tool_name: String, _args_json: String) -> Option<UiCard> {

@@ -209,6 +209,7 @@ impl From<&tools_wit::Config> for MountConfig {
                     tools_wit::Extension::Log => Extension::Log,
                     tools_wit::Extension::Limits => Extension::Limits,
                     tools_wit::Extension::Ports => Extension::Ports,
+                    tools_wit::Extension::Yield => Extension::Yield,
                 })
                 .collect(),
             limits: crate::bash::JobLimits {

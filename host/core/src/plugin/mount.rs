@@ -189,7 +189,7 @@ impl Mount {
     ) -> ToolOutcome {
         // Checked again once the call holds its turn and pool slot (which it
         // may have waited for): a call cancelled by then does not run at all.
-        let mut step = self
+        let step = self
             .with_scope(caller, |jobs, store, scope| {
                 if abort.is_cancelled() {
                     return Ok(CallOutcome::Done(ToolResult {
@@ -202,6 +202,19 @@ impl Mount {
                     .call_invoke(store, scope, &self.config, tool, args_json)
             })
             .await;
+        self.finish_call(caller, tool, args_json, step, abort).await
+    }
+
+    /// Takes a call from its first step to its answer: each wait the guest
+    /// asks for runs on the registry, then a fresh instance resumes the call.
+    pub(super) async fn finish_call(
+        &self,
+        caller: Option<&Owner>,
+        tool: &str,
+        args_json: &str,
+        mut step: Result<CallOutcome, PluginError>,
+        abort: &CancellationToken,
+    ) -> ToolOutcome {
         let mut waits = 0;
         // Holds of waits that saw a job's end, confirmed once the call answers
         // (the guest's answer after a wait shows the outcome) and released

@@ -2,9 +2,12 @@
 //! arguments and words the answer; the host only makes the start.
 
 use super::bindings::exports::harness::jobs::tools as wit;
-use super::mount::{Mount, ToolOutcome, failed, outcome_of};
+use tokio_util::sync::CancellationToken;
+
+use super::mount::{Mount, ToolOutcome};
 use super::{PluginError, ToolDefinition};
 use crate::bash::JobLimits;
+use crate::owner::Owner;
 use crate::registry::StartError;
 
 /// A start the guest checked (see the WIT `start-request`), for the host to make.
@@ -59,10 +62,16 @@ impl Mount {
     /// start between them: `start` only registers the job (its spawn comes
     /// after), so the instance is held for microseconds, and the guest learns
     /// nothing from the second call it was not handed in it anyway.
+    ///
+    /// A start that yields (extension `yield`) then waits on its new job for
+    /// `caller` as a read's wait does (`abort` ends it; the job is not
+    /// killed), and the guest answers with what the job printed.
     pub async fn start_with(
         &self,
+        caller: Option<&Owner>,
         args_json: &str,
         max_command_bytes: usize,
+        abort: &CancellationToken,
         start: impl FnOnce(&StartRequest) -> Result<StartMade, StartError> + Send,
     ) -> ToolOutcome {
         let max_command_bytes = u64::try_from(max_command_bytes).unwrap_or(u64::MAX);
@@ -77,7 +86,7 @@ impl Mount {
                 )?;
                 let asked = match checked {
                     Ok(asked) => asked,
-                    Err(refused) => return Ok(refused),
+                    Err(refused) => return Ok(wit::CallOutcome::Done(refused)),
                 };
                 let made = match start(&request_from(&asked)) {
                     Ok(StartMade::New(id)) => Ok(wit::StartMade::New(id)),
@@ -87,9 +96,16 @@ impl Mount {
                 tools.call_started(&mut *store, self.wit_config(), &asked, made.as_ref())
             })
             .await;
-        match answer {
-            Ok(result) => outcome_of(result),
-            Err(e) => failed(&e),
+        if !matches!(answer, Ok(wit::CallOutcome::Wait(_))) {
+            return self.finish_call(caller, "", args_json, answer, abort).await;
+        }
+        // A yielding start resumes under the start tool's own name.
+        match self.start_tool().await {
+            Ok(tool) => {
+                self.finish_call(caller, &tool.name, args_json, answer, abort)
+                    .await
+            }
+            Err(e) => self.finish_call(caller, "", args_json, Err(e), abort).await,
         }
     }
 }

@@ -48,6 +48,8 @@ pub enum Extension {
     Limits,
     /// Listening ports, and named jobs on start.
     Ports,
+    /// Starts that wait a little and answer with the output.
+    Yield,
 }
 
 /// How a mount's completion notices reach their owner.
