@@ -341,9 +341,15 @@ async fn a_wait_that_asked_for_progress_reports_it_until_it_answers() {
     assert_eq!(next["id"], 904, "{next}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_of_revision_2026_07_28_needs_no_handshake() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+/// The `_meta` every request of a revision 2026-07-28 session carries, and a
+/// host spoken to line by line (no `initialize`: that revision has none).
+fn handshake_free_host() -> (
+    Value,
+    tokio::process::Child,
+    tokio::process::ChildStdin,
+    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+) {
+    use tokio::io::AsyncBufReadExt;
     let meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -356,8 +362,15 @@ async fn a_session_of_revision_2026_07_28_needs_no_handshake() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let stdin = child.stdin.take().unwrap();
+    let lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    (meta, child, stdin, lines)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_of_revision_2026_07_28_needs_no_handshake() {
+    use tokio::io::AsyncWriteExt;
+    let (meta, mut child, mut stdin, mut lines) = handshake_free_host();
     let lines_in = [
         // Before the session: a notification is dropped (the service would
         // end the session on it), a request without the revision's _meta is
@@ -460,21 +473,8 @@ async fn set_level_above_notice_keeps_notices_to_the_next_result() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revision_2026_07_28_gets_notices_only_in_results() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-    let meta = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "stateless", "version": "0"}
-    });
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobs-host"))
-        .arg("mcp")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    use tokio::io::AsyncWriteExt;
+    let (meta, _child, mut stdin, mut lines) = handshake_free_host();
     let mut logged = 0;
     let mut next_id = 0;
     let mut call = async |name: &str, arguments: Value| -> Value {
