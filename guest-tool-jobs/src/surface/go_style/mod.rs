@@ -293,7 +293,7 @@ fn error(message: &str) -> ToolResult {
     }
 }
 
-/// Runs one step of a call of a profile C tool (see [`crate::tools::invoke`]
+/// Runs one step of a call of a profile C tool (see `surface::worded::invoke`
 /// for `waited`).
 pub fn invoke(
     view: &dyn JobsView,

@@ -138,7 +138,7 @@ impl InFlight {
 }
 
 impl Framer {
-    /// Judges one line: [`judge_line`], then the session's rules.
+    /// Judges one line: `judge_line`, then the session's rules.
     pub fn judge(&mut self, line: &str) -> Frame {
         let map = match check_line(line) {
             Ok(map) => map,

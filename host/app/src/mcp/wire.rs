@@ -117,7 +117,7 @@ pub(super) fn judge_line(line: &str) -> Frame {
     }
 }
 
-/// [`judge_line`], keeping the parsed message of a line that passes, so the
+/// `judge_line`, keeping the parsed message of a line that passes, so the
 /// session's rules need not parse it again.
 pub(super) fn check_line(line: &str) -> Result<Map<String, Value>, Frame> {
     if line.trim().is_empty() {

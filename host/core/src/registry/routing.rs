@@ -7,7 +7,7 @@ use crate::owner::Owner;
 use crate::scope::ScopeKey;
 
 /// Keeps a controller attached; dropping it detaches. A start is refused with
-/// [`StartError::NoController`] unless a controller serves the owner.
+/// [`super::StartError::NoController`] unless a controller serves the owner.
 pub struct ControllerAttachment {
     registry: Weak<Shared>,
     id: u64,
