@@ -70,16 +70,62 @@ impl LogThreshold {
     }
 }
 
-/// Whether the session's revision still has server-pushed logging: from
-/// 2026-07-28 on, `notifications/message` belongs to a request that asked for
-/// a level in its `_meta`, and notices reach such a client only in the next
-/// tool result.
-fn pushes_logging(peer: &rmcp::Peer<RoleServer>, handshake_free: &AtomicBool) -> bool {
-    if handshake_free.load(Ordering::Relaxed) {
-        return false;
+/// Whether the session's revision is 2026-07-28 or later, where
+/// `notifications/message` belongs to a request that asked for a level in its
+/// `_meta` (`io.modelcontextprotocol/logLevel`) and `logging/setLevel` is gone.
+fn request_scoped_logging(peer: &rmcp::Peer<RoleServer>, handshake_free: &AtomicBool) -> bool {
+    handshake_free.load(Ordering::Relaxed)
+        || peer
+            .peer_info()
+            .is_some_and(|info| deprecates_logging(&info.protocol_version))
+}
+
+/// The `_meta` key with which a request of revision 2026-07-28 asks for the
+/// logging notifications sent while it is handled.
+const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
+
+/// The requests in flight that asked for logging (revision 2026-07-28), each
+/// with its level's rank: a notice that arrives while one that takes `notice`
+/// runs is pushed, as that revision allows.
+#[derive(Debug, Default)]
+struct OptIns {
+    open: std::sync::Mutex<Vec<(u64, u8)>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl OptIns {
+    /// Registers a request that asked for `level` until the guard drops.
+    fn enter(self: &Arc<Self>, level: LoggingLevel) -> OptIn {
+        let key = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().push((key, LogThreshold::rank(level)));
+        OptIn {
+            owner: self.clone(),
+            key,
+        }
     }
-    peer.peer_info()
-        .is_none_or(|info| !deprecates_logging(&info.protocol_version))
+
+    fn allows(&self, level: LoggingLevel) -> bool {
+        let rank = LogThreshold::rank(level);
+        self.lock().iter().any(|(_, asked)| *asked <= rank)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, u8)>> {
+        self.open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// One request's opt-in, for as long as it is handled.
+struct OptIn {
+    owner: Arc<OptIns>,
+    key: u64,
+}
+
+impl Drop for OptIn {
+    fn drop(&mut self) {
+        self.owner.lock().retain(|(key, _)| *key != self.key);
+    }
 }
 
 fn deprecates_logging(version: &ProtocolVersion) -> bool {
@@ -94,6 +140,8 @@ pub struct JobsServer {
     /// Set once a request names revision 2026-07-28 or later in its `_meta`
     /// (a session without a handshake).
     handshake_free: Arc<AtomicBool>,
+    /// Requests in flight that asked for logging (revision 2026-07-28).
+    opt_ins: Arc<OptIns>,
     tools: Vec<Tool>,
     instructions: Option<String>,
     structured_output: bool,
@@ -201,6 +249,7 @@ impl JobsServer {
             session,
             log_level: Arc::default(),
             handshake_free: Arc::default(),
+            opt_ins: Arc::default(),
             tools,
             instructions,
             structured_output,
@@ -288,6 +337,7 @@ impl JobsServer {
         let (reader, writer, framing, input_closed) = framed_stdio();
         let threshold = self.log_level.clone();
         let handshake_free = self.handshake_free.clone();
+        let opt_ins = self.opt_ins.clone();
         let running = match self.serve((reader, writer)).await {
             Ok(running) => running,
             Err(e) => {
@@ -313,9 +363,12 @@ impl JobsServer {
             while let Some((lane, notice)) = announced.recv().await {
                 // Each notice is also placed before the next tool result, so
                 // one that is not pushed here is still delivered.
-                if !pushes_logging(&peer, &handshake_free)
-                    || !threshold.allows(LoggingLevel::Notice)
-                {
+                let pushed = if request_scoped_logging(&peer, &handshake_free) {
+                    opt_ins.allows(LoggingLevel::Notice)
+                } else {
+                    threshold.allows(LoggingLevel::Notice)
+                };
+                if !pushed {
                     continue;
                 }
                 let data = notice_data(lane, &notice);
@@ -375,6 +428,13 @@ impl ServerHandler for JobsServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.note_revision(&context);
+        // Held while the call runs: notices meanwhile go to a client that asked.
+        let _opt_in = context
+            .meta
+            .0
+            .get(LOG_LEVEL_META)
+            .and_then(|level| serde_json::from_value::<LoggingLevel>(level.clone()).ok())
+            .map(|level| self.opt_ins.enter(level));
         if !self.tools.iter().any(|t| t.name == request.name) {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool \"{}\"", request.name),

@@ -343,7 +343,9 @@ async fn a_wait_that_asked_for_progress_reports_it_until_it_answers() {
 
 /// The `_meta` every request of a revision 2026-07-28 session carries, and a
 /// host spoken to line by line (no `initialize`: that revision has none).
-fn handshake_free_host() -> (
+fn handshake_free_host(
+    flags: &[&str],
+) -> (
     Value,
     tokio::process::Child,
     tokio::process::ChildStdin,
@@ -357,6 +359,7 @@ fn handshake_free_host() -> (
     });
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobs-host"))
         .arg("mcp")
+        .args(flags)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -370,7 +373,7 @@ fn handshake_free_host() -> (
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_of_revision_2026_07_28_needs_no_handshake() {
     use tokio::io::AsyncWriteExt;
-    let (meta, mut child, mut stdin, mut lines) = handshake_free_host();
+    let (meta, mut child, mut stdin, mut lines) = handshake_free_host(&[]);
     let lines_in = [
         // Before the session: a notification is dropped (the service would
         // end the session on it), a request without the revision's _meta is
@@ -474,7 +477,7 @@ async fn set_level_above_notice_keeps_notices_to_the_next_result() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revision_2026_07_28_gets_notices_only_in_results() {
     use tokio::io::AsyncWriteExt;
-    let (meta, _child, mut stdin, mut lines) = handshake_free_host();
+    let (meta, _child, mut stdin, mut lines) = handshake_free_host(&[]);
     let mut logged = 0;
     let mut next_id = 0;
     let mut call = async |name: &str, arguments: Value| -> Value {
@@ -521,4 +524,76 @@ async fn revision_2026_07_28_gets_notices_only_in_results() {
     call("job_list", json!({})).await;
     assert_eq!(carried, [notice_of("bash-1", "true")]);
     assert_eq!(logged, 0, "a 2026-07-28 session got logging notifications");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revision_2026_07_28_logs_a_notice_to_a_request_that_asked() {
+    use tokio::io::AsyncWriteExt;
+    let (meta, _child, mut stdin, mut lines) =
+        handshake_free_host(&["--progress-interval-ms", "20"]);
+    let mut send = async |line: Value| {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        stdin.flush().await.unwrap();
+    };
+    let mut next = async || -> Value {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("a message")
+            .unwrap()
+            .expect("stdout open");
+        serde_json::from_str(&line).unwrap()
+    };
+    let (first, second) = (Gate::new(), Gate::new());
+    for (id, gate) in [(1, &first), (2, &second)] {
+        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": "bash", "arguments": {"command": gate.command()}, "_meta": meta}}))
+        .await;
+    }
+    let mut asking = meta.clone();
+    asking["io.modelcontextprotocol/logLevel"] = json!("info");
+    asking["progressToken"] = json!(77);
+    send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                "params": {"name": "job_output", "arguments": {"job_id": "bash-1", "wait": true, "timeout_ms": 60000},
+                           "_meta": asking}}))
+    .await;
+    // Progress for the wait says its request is being handled.
+    loop {
+        let m = next().await;
+        if m["method"] == "notifications/progress" {
+            break;
+        }
+        assert_ne!(m["method"], "notifications/message", "{m}");
+    }
+    // The second job ends while the request that asked is in flight: logged.
+    second.open();
+    let logged = loop {
+        let m = next().await;
+        if m["method"] == "notifications/message" {
+            break m;
+        }
+    };
+    assert_eq!(
+        logged["params"]["data"]["text"],
+        notice_of("bash-2", &second.command())
+    );
+    first.open();
+    loop {
+        let m = next().await;
+        if m["id"] == 3 {
+            let texts: Vec<&str> = m["result"]["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["text"].as_str().unwrap())
+                .collect();
+            // Placed before the result as well, as every notice is.
+            assert_eq!(texts[0], notice_of("bash-2", &second.command()), "{m}");
+            assert!(texts[1].starts_with("done\n"), "{m}");
+            break;
+        }
+        assert_ne!(m["method"], "notifications/message", "logged twice: {m}");
+    }
 }
