@@ -305,9 +305,10 @@ class PydanticAiTest(ClientTestCase):
         def call(name: str, args: dict[str, Any]) -> ModelResponse:
             return ModelResponse(parts=[ToolCallPart(name, args)])
 
-        def last_text(part: ToolReturnPart) -> str:
-            content = part.content
-            return content[-1] if isinstance(content, list) else str(content)
+        def carried(job_id: str) -> bool:
+            """Whether a result so far began with `job_id`'s notice."""
+            prefix = f"background job {job_id} "
+            return any(isinstance(p.content, list) and str(p.content[0]).startswith(prefix) for p in received)
 
         async def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
             offered.append([t.name for t in info.function_tools])
@@ -315,14 +316,12 @@ class PydanticAiTest(ClientTestCase):
             names = [p.tool_name for p in received]
             if not received:
                 return call("bash", {"command": "echo step1"})
-            latest = last_text(received[-1])
+            # The list consumes nothing: polled until a result has brought bash-1's
+            # notice, then the late job, then until its notice, then the read.
             if names.count("bash") == 1:
-                # Until the list shows bash-1 ended; then the late job.
-                if names[-1] == "job_list" and "bash-1 [bash] completed" in latest:
-                    return call("bash", {"command": late})
-                return call("job_list", {})
+                return call("bash", {"command": late}) if carried("bash-1") else call("job_list", {})
             if "job_output" not in names:
-                if names[-1] == "job_list" and "bash-2 [bash] completed" in latest:
+                if carried("bash-2"):
                     return call("job_output", {"job_id": "bash-1", "wait": True})
                 return call("job_list", {})
             return ModelResponse(parts=[TextPart("done")])
