@@ -16,7 +16,8 @@ use crate::model::{
     JobsView, MAX_TIMER_MS, Step, ToolAnnotations, ToolResult, WaitRequest, Waited,
 };
 use crate::render;
-use crate::wording::{self, go};
+use crate::surface::Surface;
+use crate::wording::go;
 
 /// The start tool's name.
 pub const START_TOOL: &str = "bash";
@@ -402,16 +403,11 @@ pub fn resumed(view: &dyn JobsView, config: &Config, waited: &Waited) -> ToolRes
         Ok(outcome) => outcome,
         Err(error) => {
             return ToolResult {
-                text: match config.profile {
-                    Profile::A => format!(
-                        "Error: {}",
-                        render::registry_error_message(error, &wording::A)
-                    ),
-                    Profile::B => format!(
-                        "Error: {}",
-                        render::registry_error_message(error, &wording::B)
-                    ),
-                    Profile::C => format!("error: {}", go::message(error)),
+                text: match Surface::of(config.profile) {
+                    Surface::Worded(w) => {
+                        format!("Error: {}", render::registry_error_message(error, w))
+                    }
+                    Surface::GoStyle => format!("error: {}", go::message(error)),
                 },
                 is_error: true,
                 value: None,
@@ -432,13 +428,8 @@ pub fn resumed(view: &dyn JobsView, config: &Config, waited: &Waited) -> ToolRes
         Step::Wait(_) => String::new(),
     };
     let started = format!("started background job {id}");
-    let text = match config.profile {
-        Profile::A | Profile::B => {
-            let w = if config.profile == Profile::A {
-                &wording::A
-            } else {
-                &wording::B
-            };
+    let text = match Surface::of(config.profile) {
+        Surface::Worded(w) => {
             let shown = read(w.output_tool, json!({w.id_param: id}));
             if ended {
                 shown
@@ -446,8 +437,8 @@ pub fn resumed(view: &dyn JobsView, config: &Config, waited: &Waited) -> ToolRes
                 format!("{started}\n{shown}")
             }
         }
-        Profile::C if ended => read(go::STATUS, json!({"id": id})),
-        Profile::C => started,
+        Surface::GoStyle if ended => read(go::STATUS, json!({"id": id})),
+        Surface::GoStyle => started,
     };
     ToolResult {
         text,

@@ -76,12 +76,13 @@ enum Tool {
 }
 
 fn which(config: &Config, d: &dyn Dialect, tool: &str) -> Option<Tool> {
+    let w = d.words();
     let ext = config.extensions;
-    if ext.input && tool == d.words().input_tool {
+    if ext.input && tool == w.input_tool {
         Some(Tool::Input)
-    } else if ext.input && tool == d.words().signal_tool {
+    } else if ext.input && tool == w.signal_tool {
         Some(Tool::Signal)
-    } else if ext.log && tool == d.words().log_tool {
+    } else if ext.log && tool == w.log_tool {
         Some(Tool::Log)
     } else {
         None
@@ -90,50 +91,51 @@ fn which(config: &Config, d: &dyn Dialect, tool: &str) -> Option<Tool> {
 
 /// The extension tools this config enables, in the profile's words.
 pub fn tool_definitions(config: &Config, d: &dyn Dialect) -> Vec<ToolDefinition> {
-    let id = json!({"type": "string", "description": format!("The {} id.", d.words().noun)});
+    let w = d.words();
+    let id = json!({"type": "string", "description": format!("The {} id.", w.noun)});
     let mut tools = Vec::new();
     if config.extensions.input {
         tools.push(ToolDefinition {
-            name: d.words().input_tool,
-            description: d.words().input_description,
+            name: w.input_tool,
+            description: w.input_description,
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    d.words().id_param: id,
+                    w.id_param: id,
                     "text": {"type": "string", "description": format!("Text to write (at most {MAX_INPUT_BYTES} bytes).")},
                     "newline": {"type": "boolean", "description": "Append a newline to text (default true)."},
                     "close": {"type": "boolean", "description": "Close stdin after writing (EOF)."}
                 },
-                "required": [d.words().id_param]
+                "required": [w.id_param]
             }),
             output_schema: None,
             // What a program does with its input is its own affair (it may be
             // the answer to "delete everything? [y/N]").
-            annotations: ToolAnnotations::acts(format!("Write to a background {}'s input", d.words().noun), true, false),
+            annotations: ToolAnnotations::acts(format!("Write to a background {}'s input", w.noun), true, false),
         });
         tools.push(ToolDefinition {
-            name: d.words().signal_tool,
-            description: d.words().signal_description,
+            name: w.signal_tool,
+            description: w.signal_description,
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    d.words().id_param: id,
+                    w.id_param: id,
                     "signal": {"type": "string", "enum": JobSignal::ALL.iter().map(|s| s.name()).collect::<Vec<_>>()}
                 },
-                "required": [d.words().id_param, "signal"]
+                "required": [w.id_param, "signal"]
             }),
             output_schema: None,
-            annotations: ToolAnnotations::acts(format!("Signal a background {}", d.words().noun), true, false),
+            annotations: ToolAnnotations::acts(format!("Signal a background {}", w.noun), true, false),
         });
     }
     if config.extensions.log {
         tools.push(ToolDefinition {
-            name: d.words().log_tool,
-            description: d.words().log_description,
+            name: w.log_tool,
+            description: w.log_description,
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    d.words().id_param: id,
+                    w.id_param: id,
                     "stream": {"type": "string", "enum": ["stdout", "stderr"], "description": "The stream to page (default stdout); a search without it looks at both."},
                     "start_line": {"type": "integer", "description": "First line to show, from 1. Without it, the last lines are shown."},
                     "lines": {"type": "integer", "description": format!("How many lines (1 to {MAX_PAGE_LINES}, default {DEFAULT_PAGE_LINES}).")},
@@ -141,10 +143,10 @@ pub fn tool_definitions(config: &Config, d: &dyn Dialect) -> Vec<ToolDefinition>
                     "context": {"type": "integer", "description": format!("Lines of context around each match (0 to {MAX_CONTEXT_LINES}, default {DEFAULT_CONTEXT_LINES}).")},
                     "max_matches": {"type": "integer", "description": format!("Most matches to show (1 to {MAX_MATCHES}, default {DEFAULT_MATCHES}).")}
                 },
-                "required": [d.words().id_param]
+                "required": [w.id_param]
             }),
             output_schema: None,
-            annotations: ToolAnnotations::reads(format!("Page a background {}'s output", d.words().noun), true),
+            annotations: ToolAnnotations::reads(format!("Page a background {}'s output", w.noun), true),
         });
     }
     tools
@@ -152,22 +154,15 @@ pub fn tool_definitions(config: &Config, d: &dyn Dialect) -> Vec<ToolDefinition>
 
 /// The UI card for an extension tool call.
 pub fn ui_card(config: &Config, d: &dyn Dialect, tool: &str, args_json: &str) -> Option<UiCard> {
+    let w = d.words();
     let which = which(config, d, tool)?;
-    let id = serde_json::from_str::<Value>(args_json).ok().and_then(|a| {
-        a.get(d.words().id_param)
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    });
+    let id = serde_json::from_str::<Value>(args_json)
+        .ok()
+        .and_then(|a| a.get(w.id_param).and_then(Value::as_str).map(str::to_owned));
     let (base, kind) = match which {
-        Tool::Input => (
-            format!("Write input to background {}", d.words().noun),
-            "execute",
-        ),
-        Tool::Signal => (format!("Signal background {}", d.words().noun), "execute"),
-        Tool::Log => (
-            format!("Page output of background {}", d.words().noun),
-            "read",
-        ),
+        Tool::Input => (format!("Write input to background {}", w.noun), "execute"),
+        Tool::Signal => (format!("Signal background {}", w.noun), "execute"),
+        Tool::Log => (format!("Page output of background {}", w.noun), "read"),
     };
     Some(UiCard {
         title: match &id {

@@ -4,7 +4,7 @@
 use super::bindings::exports::harness::jobs::tools as wit;
 use tokio_util::sync::CancellationToken;
 
-use super::mount::{Mount, ToolOutcome};
+use super::mount::{Mount, ToolOutcome, failed, outcome_of};
 use super::{PluginError, ToolDefinition};
 use crate::bash::JobLimits;
 use crate::owner::Owner;
@@ -96,16 +96,17 @@ impl Mount {
                 tools.call_started(&mut *store, self.wit_config(), &asked, made.as_ref())
             })
             .await;
-        if !matches!(answer, Ok(wit::CallOutcome::Wait(_))) {
-            return self.finish_call(caller, "", args_json, answer, abort).await;
-        }
-        // A yielding start resumes under the start tool's own name.
-        match self.start_tool().await {
-            Ok(tool) => {
-                self.finish_call(caller, &tool.name, args_json, answer, abort)
-                    .await
-            }
-            Err(e) => self.finish_call(caller, "", args_json, Err(e), abort).await,
+        match answer {
+            Ok(wit::CallOutcome::Done(result)) => outcome_of(result),
+            Err(e) => failed(&e),
+            // A yielding start resumes under the start tool's own name.
+            waiting @ Ok(wit::CallOutcome::Wait(_)) => match self.start_tool().await {
+                Ok(tool) => {
+                    self.finish_call(caller, &tool.name, args_json, waiting, abort)
+                        .await
+                }
+                Err(e) => failed(&e),
+            },
         }
     }
 }
