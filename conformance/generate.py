@@ -1438,6 +1438,39 @@ def starts():
                                    ("yield-refused", answers[-1][1], answers[-1][2])]:
             vec("starts", f"{p}-started-{name}", "README: the yield extension; WIT started",
                 [{"started": {"request": yielding, "made": made}, "expect": expect}], config=cfg(p, extensions=every))
+        # The answer once the yield's wait ends (README: the yield extension): a
+        # command that ended answers with its read; one still running with the
+        # start line and what it printed so far; a wait that failed with the
+        # registry's error in the profile's words.
+        running = job("bash-4", "running", label="npm run dev", pending="compiling\n")
+        done = settled(running, status="completed", detail="exit code: 0", finished_at=T0 + 900,
+                       pending="compiling\nbuilt\n", output="compiling\nbuilt\n")
+        value = {"kind": "background", "jobId": "bash-4"}
+        if p == "c":
+            ended_text = c_status(done, T0 + 5000, 24576)
+            running_text = "started background job bash-4"
+            gone_text = "error: agentcore: job not found"
+        else:
+            ended_text = read_text("compiling\nbuilt\n", done, None)
+            running_text = "started background job bash-4\n" + read_text("compiling\n", running, None)
+            gone_text = f"Error: unknown {WORDS[p]['noun']} bash-4"
+        settle = {"status": "completed", "detail": "exit code: 0", "finished_at": T0 + 900,
+                  "pending": "compiling\nbuilt\n", "output": "compiling\nbuilt\n"}
+        for name, then, expect, reported in [
+            ("ended", {"settle": settle}, {"text": ended_text, "is_error": False, "value": value}, True),
+            ("runs-on", {}, {"text": running_text, "is_error": False, "value": value}, False),
+            ("gone", {"error": {"unknown-job": "bash-4"}}, {"text": gone_text, "is_error": True, "value": None}, False),
+        ]:
+            asked = {"job_id": "bash-4", "timeout_ms": 1500}
+            expect = dict(expect, waits=[asked])
+            args = json.dumps({"command": "npm run dev", "yield_ms": 1500})
+            steps = [{"started": {"request": dict(yielding, name=None), "made": {"new": "bash-4"}, "args": args,
+                                  "waits": [{"expect": asked, "then": then}]},
+                      "expect": expect}]
+            if name != "gone":
+                steps.append({"state": {"bash-4": {"reported": reported}}})
+            vec("starts", f"{p}-yield-resumed-{name}", "README: the yield extension; WIT started, resume",
+                steps, config=cfg(p, extensions=every), jobs=[running])
     for p, transport, disposed in (("a", "push", "report"), ("b", "push", "ignore"), ("c", "pull", "report")):
         vec("configs", f"config-{p}-notice-transport", "6.6, 6.7; WIT config notice-transport, disposed-owner",
             [{"configure": cfg(p), "expect": {"ok": {"notice_transport": transport, "disposed_owner": disposed}}}])

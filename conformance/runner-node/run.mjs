@@ -228,7 +228,14 @@ function step(guest, scripted, config, s) {
   }
   if ('started' in s) {
     const out = guest.started(config, requestFrom(s.started.request), madeFrom(s.started.made));
-    return out.done ? resultJson(out.done) : { wait: { job_id: out.wait.jobId, timeout_ms: out.wait.timeoutMs } };
+    if (out.done) return resultJson(out.done);
+    const asked = { job_id: out.wait.jobId, timeout_ms: out.wait.timeoutMs };
+    // With the wait's end given, the host resumes the start under its tool's name.
+    if (!s.started.waits?.length) return { wait: asked };
+    const waited = scripted.wait(out.wait.jobId, s.started.waits[0].then);
+    const resumed = guest.invokeStep(null, config, 'bash', s.started.args ?? '{}', waited);
+    if (!resumed.done) throw new GuestError('a resumed start asked to wait again');
+    return { ...resultJson(resumed.done), waits: [asked] };
   }
   if ('describe_call' in s) {
     const c = guest.describeCall(config, s.describe_call, s.args);

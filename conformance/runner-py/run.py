@@ -215,9 +215,18 @@ def step(guest, scripted, config, s):
         return {"ok": _plain(checked)}
     if "started" in s:
         kind, out = guest.started(config, request_from(s["started"]["request"]), made_from(s["started"]["made"]))
+        if kind != "wait":
+            return out
+        asked = {"job_id": out["job_id"], "timeout_ms": out["timeout_ms"]}
+        # With the wait's end given, the host resumes the start under its tool's name.
+        waits = s["started"].get("waits", [])
+        if not waits:
+            return {"wait": asked}
+        waited = scripted.wait(out["job_id"], waits[0]["then"])
+        kind, resumed = guest.invoke_step(None, config, "bash", s["started"].get("args", "{}"), waited)
         if kind == "wait":
-            return {"wait": {"job_id": out["job_id"], "timeout_ms": out["timeout_ms"]}}
-        return out
+            raise GuestError("a resumed start asked to wait again")
+        return dict(resumed, waits=[asked])
     if "describe_call" in s:
         return guest.describe_call(config, s["describe_call"], s["args"])
     if "system_prompt" in s:

@@ -276,9 +276,29 @@ impl Runner {
                 .map_err(trap)?;
             return match result {
                 CallOutcome::Done(r) => result_json(&r),
-                // A yielding start waits on its job first.
+                // A yielding start waits on its job first; with the wait's
+                // end given, the host resumes it under the start tool.
                 CallOutcome::Wait(w) => {
-                    Ok(json!({"wait": {"job_id": w.job_id, "timeout_ms": w.timeout_ms}}))
+                    let asked = json!({"job_id": w.job_id, "timeout_ms": w.timeout_ms});
+                    let Some(wait) = started["waits"].get(0) else {
+                        return Ok(json!({ "wait": asked }));
+                    };
+                    let waited = store.data_mut().wait(&w.job_id, &wait["then"])?;
+                    let guest = self.instance(store)?;
+                    let scope = store.data_mut().scope()?;
+                    let args = started["args"].as_str().unwrap_or("{}");
+                    match guest
+                        .harness_jobs_tools()
+                        .call_resume(&mut *store, scope, config, "bash", args, waited.as_ref())
+                        .map_err(trap)?
+                    {
+                        CallOutcome::Done(r) => {
+                            let mut out = result_json(&r)?;
+                            out["waits"] = json!([asked]);
+                            Ok(out)
+                        }
+                        CallOutcome::Wait(_) => Err("a resumed start asked to wait again".into()),
+                    }
                 }
             };
         }
