@@ -60,6 +60,23 @@ enum Command {
         /// `notifications/progress` while it waits.
         #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
         progress_interval_ms: u64,
+        /// Never answer `bash` with an MCP task. By default a start answers
+        /// with one when the client takes tasks: under revision 2026-07-28 a
+        /// request that declares the tasks extension (and has no `yield_ms`),
+        /// under 2025-11-25 a request with `params.task`.
+        #[arg(long)]
+        no_tasks: bool,
+        /// Declare Claude Code's channel and, when the client is Claude Code
+        /// (run with `--dangerously-load-development-channels server:NAME`),
+        /// send the notices that would wake an idle agent as
+        /// `notifications/claude/channel` instead of holding them for the
+        /// next tool result.
+        #[arg(long)]
+        claude_channel: bool,
+        /// With `--claude-channel`: how long no tool call must be in flight
+        /// before the agent counts as idle.
+        #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
+        claude_channel_idle_ms: u64,
     },
     /// An interactive console: type tool calls, see what the model sees. Reads a
     /// script from stdin when it is not a terminal.
@@ -159,11 +176,17 @@ async fn main() -> ExitCode {
             settings,
             structured_output,
             progress_interval_ms,
+            no_tasks,
+            claude_channel,
+            claude_channel_idle_ms,
         } => {
             under_mcp = true;
             mcp_options = McpOptions {
                 structured_output,
                 progress_interval: std::time::Duration::from_millis(progress_interval_ms),
+                tasks: !no_tasks,
+                claude_channel: claude_channel
+                    .then(|| std::time::Duration::from_millis(claude_channel_idle_ms)),
             };
             let run: fn(Host) -> RunFuture = |h| Box::pin(mcp(h));
             (settings, run)
@@ -267,6 +290,8 @@ fn open_session(
 struct McpOptions {
     structured_output: bool,
     progress_interval: std::time::Duration,
+    tasks: bool,
+    claude_channel: Option<std::time::Duration>,
 }
 
 async fn mcp(host: Host) -> Result<()> {
@@ -279,7 +304,9 @@ async fn mcp(host: Host) -> Result<()> {
         options.structured_output,
     )
     .await?
-    .with_progress_interval(options.progress_interval);
+    .with_progress_interval(options.progress_interval)
+    .with_tasks(options.tasks)
+    .with_claude_channel(options.claude_channel);
     server.serve_stdio(announced).await
 }
 

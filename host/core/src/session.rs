@@ -7,6 +7,7 @@
 //! [`Session`]; a harness can use it the same way.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
@@ -25,10 +26,32 @@ use crate::registry::JobRegistry;
 pub struct SessionAgent {
     pending: Mutex<Vec<NoticeMessage>>,
     announce: mpsc::UnboundedSender<(Lane, NoticeMessage)>,
+    /// Since when the front end has seen no activity, if it reports it (see
+    /// [`Session::set_active`]); `None` while a call runs or when it never says.
+    quiet_since: Mutex<Option<std::time::Instant>>,
+    /// How long a quiet front end waits before its agent counts as idle, in
+    /// milliseconds.
+    idle_after_ms: AtomicU64,
+    /// Whether the front end takes follow-up notices itself (see
+    /// [`Session::take_followups`]).
+    followups_taken: AtomicBool,
 }
 
 impl SessionAgent {
     fn queue(&self, lane: Lane, message: NoticeMessage) -> Result<(), DeliveryError> {
+        let taken = lane == Lane::Followup && self.followups_taken.load(Ordering::Acquire);
+        if taken {
+            // The front end delivers it (a push the client turns into the
+            // model's next turn); queueing it too would show it twice.
+            match self.announce.send((lane, message)) {
+                Ok(()) => return Ok(()),
+                // Nobody takes it after all: it waits for the next result.
+                Err(mpsc::error::SendError((_, message))) => {
+                    crate::sync::lock(&self.pending).push(message);
+                    return Ok(());
+                }
+            }
+        }
         crate::sync::lock(&self.pending).push(message.clone());
         // Nobody listening is fine: the notice still waits for the next result.
         let _ = self.announce.send((lane, message));
@@ -42,7 +65,19 @@ impl SessionAgent {
 
 impl Agent for SessionAgent {
     fn status(&self) -> AgentStatus {
-        AgentStatus::Running
+        // Without a front end that reports activity the agent is always in a
+        // turn: notices wait for the next result.
+        match *crate::sync::lock(&self.quiet_since) {
+            Some(since)
+                if since.elapsed()
+                    >= std::time::Duration::from_millis(
+                        self.idle_after_ms.load(Ordering::Relaxed),
+                    ) =>
+            {
+                AgentStatus::Idle
+            }
+            _ => AgentStatus::Running,
+        }
     }
 
     fn inject(&self, message: NoticeMessage) -> Result<(), DeliveryError> {
@@ -87,6 +122,9 @@ impl Session {
         let agent = Arc::new(SessionAgent {
             pending: Mutex::new(Vec::new()),
             announce,
+            quiet_since: Mutex::new(None),
+            idle_after_ms: AtomicU64::new(0),
+            followups_taken: AtomicBool::new(false),
         });
         let owner = Owner::builder(session_id).agent(agent.clone()).build();
         let registry = mount.registry().clone();
@@ -105,6 +143,32 @@ impl Session {
     /// The owner this session acts for.
     pub fn owner(&self) -> &Owner {
         &self.owner
+    }
+
+    /// The mount the session's tools run on.
+    pub fn mount(&self) -> &Mount {
+        &self.mount
+    }
+
+    /// Reports what the front end sees of its agent: `true` while a call is in
+    /// flight, `false` once none is. An agent quiet for the idle time given to
+    /// [`Session::take_followups`] counts as between turns, so the plugin may
+    /// choose to wake it (the follow-up lane). A front end that never calls
+    /// this keeps its agent in a turn.
+    pub fn set_active(&self, active: bool) {
+        *crate::sync::lock(&self.agent.quiet_since) = (!active).then(std::time::Instant::now);
+    }
+
+    /// Hands follow-up notices (the ones that wake an idle agent) to the front
+    /// end: from now on each is only announced, not queued for the next
+    /// result, so the front end must deliver it (Claude Code's channel).
+    /// `idle_after` is how long the agent must be quiet to count as idle.
+    pub fn take_followups(&self, idle_after: std::time::Duration) {
+        self.agent.idle_after_ms.store(
+            u64::try_from(idle_after.as_millis()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        self.agent.followups_taken.store(true, Ordering::Release);
     }
 
     /// The registry the session's jobs live in.
@@ -146,7 +210,7 @@ impl Session {
     }
 
     /// Whether `tool` is the plugin's start tool.
-    async fn is_start_tool(&self, tool: &str) -> bool {
+    pub async fn is_start_tool(&self, tool: &str) -> bool {
         let name = self
             .start_name
             .get_or_try_init(|| async { self.mount.start_tool().await.map(|t| t.name) })
@@ -180,22 +244,45 @@ impl Session {
         abort: &CancellationToken,
     ) -> SessionReply {
         let outcome = if self.is_start_tool(tool).await {
-            if abort.is_cancelled() {
-                return SessionReply {
-                    notices: Vec::new(),
-                    outcome: ToolOutcome {
-                        text: crate::plugin::mount::CANCELLED_BEFORE_IT_RAN.to_owned(),
-                        is_error: true,
-                        value: None,
-                    },
-                };
-            }
-            self.start(args, abort).await
+            self.start_job(args, abort).await.0
         } else {
-            self.mount
-                .invoke_with_abort(Some(&self.owner), tool, &args.to_string(), abort)
-                .await
+            self.invoke(tool, args, abort).await
         };
+        self.reply(outcome, abort).await
+    }
+
+    /// One of the plugin's job tools (not the start tool), without collecting
+    /// notices: they stay queued for the next result.
+    pub async fn invoke(&self, tool: &str, args: &Value, abort: &CancellationToken) -> ToolOutcome {
+        self.mount
+            .invoke_with_abort(Some(&self.owner), tool, &args.to_string(), abort)
+            .await
+    }
+
+    /// The start tool, without collecting notices: the plugin's answer and
+    /// what the start made (`None` when the arguments were refused or the
+    /// start failed).
+    pub async fn start_job(
+        &self,
+        args: &Value,
+        abort: &CancellationToken,
+    ) -> (ToolOutcome, Option<StartMade>) {
+        if abort.is_cancelled() {
+            let outcome = ToolOutcome {
+                text: crate::plugin::mount::CANCELLED_BEFORE_IT_RAN.to_owned(),
+                is_error: true,
+                value: None,
+            };
+            return (outcome, None);
+        }
+        let mut made = None;
+        let outcome = self.start(args, abort, &mut made).await;
+        (outcome, made)
+    }
+
+    /// `outcome` as a reply: with the notices delivered so far, unless the
+    /// call was aborted (nobody reads it, so they wait for the next one).
+    pub async fn reply(&self, outcome: ToolOutcome, abort: &CancellationToken) -> SessionReply {
         if abort.is_cancelled() {
             // Nobody reads this reply: the notices wait for the next one.
             return SessionReply {
@@ -212,7 +299,12 @@ impl Session {
 
     /// The start tool: the plugin checks the arguments and words the answer;
     /// the shell producer makes the start.
-    async fn start(&self, args: &Value, abort: &CancellationToken) -> ToolOutcome {
+    async fn start(
+        &self,
+        args: &Value,
+        abort: &CancellationToken,
+        made: &mut Option<StartMade>,
+    ) -> ToolOutcome {
         self.mount
             .start_with(
                 Some(&self.owner),
@@ -228,12 +320,15 @@ impl Session {
                         limits: request.limits,
                         ..BashRequest::default()
                     };
-                    self.bash
+                    let started = self
+                        .bash
                         .start_named(Some(self.owner.clone()), request)
                         .map(|started| match started {
                             Started::New(id) => StartMade::New(id),
                             Started::Existing(id) => StartMade::Existing(id),
-                        })
+                        });
+                    *made = started.as_ref().ok().cloned();
+                    started
                 },
             )
             .await

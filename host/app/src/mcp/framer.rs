@@ -100,6 +100,93 @@ pub struct Framer {
     /// The lifecycle began (see the type's docs).
     started: bool,
     in_flight: InFlight,
+    legacy: LegacyTasks,
+}
+
+/// The prefix of the methods that serve revision 2025-11-25's tasks: that
+/// revision's `tasks/*` requests, and a `tools/call` or `tools/list` that
+/// takes part in them, are renamed to these on their way to the service
+/// (which knows only the tasks extension's `tasks/get` and `tasks/cancel`).
+pub(super) const LEGACY_PREFIX: &str = "jobs-host/2025-11-25/";
+
+/// The protocol revision whose tasks are the core `tasks/*` methods.
+pub(super) const LEGACY_TASKS_REVISION: &str = "2025-11-25";
+
+/// Whether this connection negotiated revision 2025-11-25 with tasks on,
+/// shared by the input side (which renames that revision's task requests)
+/// and the output side (which learns it from the `initialize` answer and adds
+/// the revision's `tasks` capability to it).
+#[derive(Clone, Default)]
+pub(super) struct LegacyTasks(Arc<LegacyState>);
+
+#[derive(Default)]
+struct LegacyState {
+    /// Tasks are offered at all.
+    offered: std::sync::atomic::AtomicBool,
+    /// The `initialize` request's id, as JSON text.
+    initialize_id: std::sync::Mutex<Option<String>>,
+    /// The answer to it negotiated 2025-11-25.
+    active: std::sync::atomic::AtomicBool,
+    /// The client declared the tasks extension instead: it speaks that one,
+    /// whatever the revision.
+    extension_client: std::sync::atomic::AtomicBool,
+}
+
+impl LegacyTasks {
+    /// Whether the connection speaks revision 2025-11-25's tasks.
+    pub(super) fn is_active(&self) -> bool {
+        self.0.active.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Called with each line the service writes: the answer to `initialize`
+    /// under revision 2025-11-25 declares that revision's tasks (the service's
+    /// types have no field for them). Returns the line to send.
+    pub(super) fn dress(&self, line: String) -> String {
+        use std::sync::atomic::Ordering;
+        if !self.0.offered.load(Ordering::Relaxed) {
+            return line;
+        }
+        let Some(id) = self
+            .0
+            .initialize_id
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        else {
+            return line;
+        };
+        let Ok(mut reply) = serde_json::from_str::<Value>(&line) else {
+            return line;
+        };
+        if reply.get("id").map(Value::to_string).as_deref() != Some(id.as_str()) {
+            return line;
+        }
+        *self
+            .0
+            .initialize_id
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = None;
+        let negotiated = reply
+            .pointer("/result/protocolVersion")
+            .and_then(Value::as_str);
+        if negotiated != Some(LEGACY_TASKS_REVISION)
+            || self.0.extension_client.load(Ordering::Relaxed)
+        {
+            return line;
+        }
+        let Some(capabilities) = reply
+            .pointer_mut("/result/capabilities")
+            .and_then(Value::as_object_mut)
+        else {
+            return line;
+        };
+        capabilities.insert(
+            "tasks".to_owned(),
+            json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}),
+        );
+        self.0.active.store(true, Ordering::Release);
+        reply.to_string()
+    }
 }
 
 /// Ids of requests passed on to the service and not yet answered (or
@@ -204,6 +291,21 @@ impl Framer {
                     ("initialize", false) => {
                         self.initialize_seen = true;
                         self.started = true;
+                        *self
+                            .legacy
+                            .0
+                            .initialize_id
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner()) = Some(id.to_string());
+                        let declares_extension = map
+                            .get("params")
+                            .and_then(|p| p.pointer("/capabilities/extensions"))
+                            .and_then(Value::as_object)
+                            .is_some_and(|e| e.contains_key(rmcp::model::TASKS_EXTENSION_ID));
+                        self.legacy
+                            .0
+                            .extension_client
+                            .store(declares_extension, std::sync::atomic::Ordering::Relaxed);
                     }
                     ("server/discover" | "ping", _) => {}
                     _ if names_a_revision(map.get("params")) => self.started = true,
@@ -215,6 +317,13 @@ impl Framer {
                         "Invalid Request: a request with this id is in flight",
                     );
                 }
+                if self.legacy.is_active()
+                    && let Some(renamed) = legacy_method(method, map.get("params"))
+                {
+                    let mut map = map.clone();
+                    map.insert("method".to_owned(), Value::String(renamed));
+                    return Frame::Rewritten(Value::Object(map).to_string());
+                }
                 frame
             }
         }
@@ -224,6 +333,43 @@ impl Framer {
     #[cfg(test)]
     pub(super) fn answered(&self, line: &str) {
         self.in_flight.answered(line);
+    }
+
+    /// Whether tasks are offered (`framed_stdio` sets it).
+    fn set_offer_tasks(&self, offer: bool) {
+        self.legacy
+            .0
+            .offered
+            .store(offer, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    #[cfg(test)]
+    pub(super) fn offer_tasks(&mut self, offer: bool) {
+        self.set_offer_tasks(offer);
+    }
+
+    #[cfg(test)]
+    pub(super) fn legacy(&self) -> &LegacyTasks {
+        &self.legacy
+    }
+}
+
+/// The method that serves a request of revision 2025-11-25's tasks, if
+/// `method` is one: its `tasks/*` methods, a `tools/call` that asks for a
+/// task (`params.task`), and `tools/list` (whose tools declare which take
+/// tasks).
+fn legacy_method(method: &str, params: Option<&Value>) -> Option<String> {
+    let asks_for_task = || {
+        params
+            .and_then(|p| p.get("task"))
+            .is_some_and(|t| !t.is_null())
+    };
+    match method {
+        "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tools/list" => {
+            Some(format!("{LEGACY_PREFIX}{method}"))
+        }
+        "tools/call" if asks_for_task() => Some(format!("{LEGACY_PREFIX}{method}")),
+        _ => None,
     }
 }
 
@@ -298,7 +444,9 @@ async fn read_line(
 /// [`Framer::judge`]; well-formed ones reach the MCP service, bad ones are
 /// answered here, and everything written to stdout goes out as whole lines, so
 /// an error reply never splits a message of the service's.
-pub(super) fn framed_stdio() -> (
+pub(super) fn framed_stdio(
+    offer_tasks: bool,
+) -> (
     tokio::io::DuplexStream,
     tokio::io::DuplexStream,
     tokio::task::JoinHandle<()>,
@@ -307,7 +455,9 @@ pub(super) fn framed_stdio() -> (
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let input_closed = tokio_util::sync::CancellationToken::new();
     let mut framer = Framer::default();
+    framer.set_offer_tasks(offer_tasks);
     let answers = framer.in_flight.clone();
+    let legacy = framer.legacy.clone();
     let (mut to_service, service_reads) = tokio::io::duplex(1 << 20);
     let (service_writes, from_service) = tokio::io::duplex(1 << 20);
     // Bounded: a client that writes bad lines without reading the answers is
@@ -321,7 +471,7 @@ pub(super) fn framed_stdio() -> (
                 line = lines.next_line() => match line {
                     Ok(Some(line)) => {
                         answers.answered(&line);
-                        line
+                        legacy.dress(line)
                     }
                     _ => break,
                 },
@@ -376,6 +526,15 @@ pub(super) fn framed_stdio() -> (
                 Frame::Message => {
                     if to_service
                         .write_all(format!("{}\n", line.trim_end_matches(['\n', '\r'])).as_bytes())
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+                Frame::Rewritten(line) => {
+                    if to_service
+                        .write_all(format!("{line}\n").as_bytes())
                         .await
                         .is_err()
                     {

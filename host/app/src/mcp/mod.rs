@@ -13,18 +13,25 @@
 //! that instead of the text, and drop the notices with it. `--structured-output`
 //! adds it back for clients that want the canonical values, carrying the text
 //! and the notices too.
+//!
+//! A client that takes MCP tasks (the tasks extension of revision 2026-07-28,
+//! or revision 2025-11-25's core tasks) gets `bash` as a task (see
+//! [`tasks`]); with `--claude-channel`, Claude Code hears of a job that ends
+//! while it is idle on its channel.
 
 // MCP logging is deprecated upstream (SEP-2577) but is still how clients surface
 // server-pushed messages today, and it is the channel notices are promised on.
 #![allow(deprecated)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CreateTaskResult, CustomNotification, CustomRequest, CustomResult, ErrorCode, GetTaskParams,
+    GetTaskResult, Implementation, JsonObject, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
+    ServerConfig, ServerNotification, SetLevelRequestParams, Task, TaskStatus, Tool,
     ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer, ServiceExt};
@@ -32,10 +39,14 @@ use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value, json};
 
 use host::owner::{Lane, NoticeMessage};
-use host::session::Session;
+use host::plugin::StartMade;
+use host::session::{Session, SessionReply};
 
 mod framer;
+mod tasks;
 mod wire;
+
+use tasks::{Generation, Tasks};
 
 pub use framer::DEFAULT_PROGRESS_INTERVAL;
 use framer::framed_stdio;
@@ -148,6 +159,82 @@ pub struct JobsServer {
     progress_interval: std::time::Duration,
     /// Cancelled when the client leaves: every call in flight is aborted.
     closing: tokio_util::sync::CancellationToken,
+    /// Whether `bash` may answer with an MCP task (either generation).
+    offer_tasks: bool,
+    /// The connection's tasks.
+    tasks: Arc<Tasks>,
+    /// With `--claude-channel`: how long the client must be quiet before a
+    /// notice goes out on Claude Code's channel instead of waiting.
+    claude_channel: Option<std::time::Duration>,
+    /// Set once the client took the channel (see [`JobsServer::with_claude_channel`]).
+    channel_taken: Arc<AtomicBool>,
+    /// Tool calls in flight, to tell the session when its agent is quiet.
+    in_flight: Arc<AtomicUsize>,
+}
+
+/// The experimental capability and the notification of Claude Code's channel.
+const CLAUDE_CHANNEL: &str = "claude/channel";
+const CLAUDE_CHANNEL_NOTIFICATION: &str = "notifications/claude/channel";
+
+/// Whether the client takes Claude Code's channel: Claude Code itself (its
+/// `clientInfo.name`), or a client that declares the capability.
+fn takes_channel(info: &rmcp::model::InitializeRequestParams) -> bool {
+    info.client_info.name.starts_with("claude-code")
+        || info
+            .capabilities
+            .experimental
+            .as_ref()
+            .is_some_and(|e| e.contains_key(CLAUDE_CHANNEL))
+}
+
+/// A notice as Claude Code's channel carries it: the text, and string meta
+/// values (they become attributes of the `<channel>` block the model reads).
+fn channel_params(notice: &NoticeMessage) -> Value {
+    let mut meta = json!({"plugin": notice.plugin});
+    if let Some(summary) = &notice.summary {
+        meta["summary"] = Value::String(summary.clone());
+    }
+    json!({"content": notice.text, "meta": meta})
+}
+
+/// Counts a tool call in flight; the last one to end tells the session its
+/// agent is quiet (only when the channel is taken: otherwise the agent stays
+/// in a turn, as without a channel).
+struct Busy<'a> {
+    server: &'a JobsServer,
+}
+
+impl<'a> Busy<'a> {
+    fn enter(server: &'a JobsServer) -> Busy<'a> {
+        server.in_flight.fetch_add(1, Ordering::AcqRel);
+        if server.channel_taken.load(Ordering::Acquire) {
+            server.session.set_active(true);
+        }
+        Busy { server }
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        let left = self.server.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
+        if left == 0 && self.server.channel_taken.load(Ordering::Acquire) {
+            self.server.session.set_active(false);
+        }
+    }
+}
+
+/// The answer of a `tools/call` before it is dressed for the wire.
+enum Answer {
+    Reply(SessionReply),
+    /// The call's job as a new task (tasks extension).
+    Task(String),
+}
+
+fn task_id_of(params: &Value) -> Result<&str, ErrorData> {
+    params
+        .get("taskId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ErrorData::invalid_params("Invalid params: taskId must be a string", None))
 }
 
 fn object(json: &str) -> Map<String, Value> {
@@ -255,7 +342,287 @@ impl JobsServer {
             structured_output,
             progress_interval: DEFAULT_PROGRESS_INTERVAL,
             closing: tokio_util::sync::CancellationToken::new(),
+            offer_tasks: true,
+            tasks: Arc::default(),
+            claude_channel: None,
+            channel_taken: Arc::default(),
+            in_flight: Arc::default(),
         })
+    }
+
+    /// Whether `bash` may answer with an MCP task: under revision 2026-07-28
+    /// when the request declares the tasks extension, under 2025-11-25 when
+    /// it asks with `params.task` (on by default).
+    pub fn with_tasks(mut self, offer: bool) -> JobsServer {
+        self.offer_tasks = offer;
+        self
+    }
+
+    /// Declares Claude Code's channel (`capabilities.experimental
+    /// ["claude/channel"]`). With a client that takes it, a notice the
+    /// plugin would use to wake an idle agent (the follow-up lane, within the
+    /// wake budget) goes out as `notifications/claude/channel` instead of
+    /// waiting for the next tool result; the agent counts as idle once no
+    /// call has been in flight for `idle_after`.
+    pub fn with_claude_channel(mut self, idle_after: Option<std::time::Duration>) -> JobsServer {
+        self.claude_channel = idle_after;
+        self
+    }
+
+    /// Whether this connection speaks revision 2025-11-25's tasks.
+    fn legacy_tasks(&self, context: &RequestContext<RoleServer>) -> bool {
+        self.offer_tasks
+            && context.peer.peer_info().is_some_and(|info| {
+                info.protocol_version.as_str() == framer::LEGACY_TASKS_REVISION
+                    && !info.capabilities.supports_tasks()
+            })
+    }
+
+    /// A reply as the tool result the model reads.
+    fn result_of(&self, reply: &SessionReply) -> CallToolResult {
+        let mut content: Vec<ContentBlock> = reply
+            .notices
+            .iter()
+            .map(|n| ContentBlock::text(n.text.clone()))
+            .collect();
+        content.push(ContentBlock::text(reply.outcome.text.clone()));
+        let mut result = if reply.outcome.is_error {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
+        };
+        if self.structured_output {
+            result.structured_content = Some(structured(reply));
+        }
+        result
+    }
+
+    /// The start tool for a call that may become a task: a new job that the
+    /// start made is named as a task of `generation`; anything else (a
+    /// refusal, a name that already runs, an abort) is the ordinary reply.
+    async fn start_as_task(
+        &self,
+        args: &Value,
+        abort: &tokio_util::sync::CancellationToken,
+        generation: Generation,
+    ) -> (Answer, String) {
+        let (outcome, made) = self.session.start_job(args, abort).await;
+        match made {
+            Some(StartMade::New(job)) if !outcome.is_error && !abort.is_cancelled() => {
+                let id = self.tasks.create(&job, generation, &outcome.text);
+                (Answer::Task(id), outcome.text)
+            }
+            _ => {
+                let text = outcome.text.clone();
+                (
+                    Answer::Reply(self.session.reply(outcome, abort).await),
+                    text,
+                )
+            }
+        }
+    }
+
+    /// The seed state of a task just created (it is `working`, whatever its
+    /// job did since: the client polls for the rest).
+    fn seed_task(&self, id: &str, generation: Generation) -> Result<tasks::Seen, ErrorData> {
+        self.tasks.find(&self.session, id, generation)
+    }
+
+    /// Revision 2025-11-25's task requests, renamed on their way in (see
+    /// [`framer::LEGACY_PREFIX`]).
+    async fn legacy_request(
+        &self,
+        method: &str,
+        params: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value, ErrorData> {
+        match method {
+            "tools/list" => {
+                if params.get("cursor").is_some_and(|c| !c.is_null()) {
+                    return Err(ErrorData::invalid_params(
+                        "invalid cursor: this server lists every tool on one page",
+                        None,
+                    ));
+                }
+                let mut tools = Vec::with_capacity(self.tools.len());
+                for tool in &self.tools {
+                    let mut value = serde_json::to_value(tool)
+                        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                    if self.session.is_start_tool(&tool.name).await {
+                        value["execution"] = json!({"taskSupport": "optional"});
+                    }
+                    tools.push(value);
+                }
+                Ok(json!({ "tools": tools }))
+            }
+            "tools/call" => self.legacy_call(params, context).await,
+            "tasks/get" => {
+                let seen =
+                    self.tasks
+                        .find(&self.session, task_id_of(&params)?, Generation::Legacy)?;
+                Ok(seen.legacy_view())
+            }
+            "tasks/list" => {
+                if params.get("cursor").is_some_and(|c| !c.is_null()) {
+                    return Err(ErrorData::invalid_params(
+                        "invalid cursor: this server lists every task on one page",
+                        None,
+                    ));
+                }
+                let tasks: Vec<Value> = self
+                    .tasks
+                    .list(&self.session, Generation::Legacy)
+                    .iter()
+                    .map(tasks::Seen::legacy_view)
+                    .collect();
+                Ok(json!({ "tasks": tasks }))
+            }
+            "tasks/result" => {
+                let id = task_id_of(&params)?.to_owned();
+                loop {
+                    let seen = self.tasks.find(&self.session, &id, Generation::Legacy)?;
+                    if seen.job.status.is_terminal() {
+                        let mut result = seen.result(&self.session).await;
+                        result["_meta"] = json!({ tasks::RELATED_TASK_META: {"taskId": id} });
+                        return Ok(result);
+                    }
+                    tokio::select! {
+                        () = self.session.registry().settled(seen.job_id()) => {}
+                        () = context.ct.cancelled() => {
+                            return Err(ErrorData::internal_error("the request was cancelled", None));
+                        }
+                        () = self.closing.cancelled() => {
+                            return Err(ErrorData::internal_error("the session is closing", None));
+                        }
+                    }
+                }
+            }
+            "tasks/cancel" => {
+                let id = task_id_of(&params)?.to_owned();
+                let seen = self.cancel(&id, Generation::Legacy).await?;
+                Ok(seen.legacy_view())
+            }
+            _ => Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                method.to_owned(),
+                None,
+            )),
+        }
+    }
+
+    /// A revision 2025-11-25 `tools/call` that asked for a task.
+    async fn legacy_call(
+        &self,
+        params: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value, ErrorData> {
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !self.session.is_start_tool(name).await {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("tool \"{name}\" does not support tasks"),
+                None,
+            ));
+        }
+        let mut args = params
+            .get("arguments")
+            .cloned()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({}));
+        // The task is the wait: a yield would consume output the task's
+        // result must show.
+        if let Some(map) = args.as_object_mut() {
+            map.remove("yield_ms");
+        }
+        let abort = self.closing.child_token();
+        let call = self.start_as_task(&args, &abort, Generation::Legacy);
+        tokio::pin!(call);
+        let (answer, text) = tokio::select! {
+            biased;
+            () = context.ct.cancelled() => {
+                abort.cancel();
+                call.await
+            }
+            answer = &mut call => answer,
+        };
+        match answer {
+            Answer::Reply(reply) => {
+                let mut result = serde_json::to_value(self.result_of(&reply))
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                // Revision 2025-11-25 has no result types.
+                if let Some(map) = result.as_object_mut() {
+                    map.remove("resultType");
+                }
+                Ok(result)
+            }
+            Answer::Task(id) => {
+                let seen = self.seed_task(&id, Generation::Legacy)?;
+                let mut task = seen.legacy_view();
+                task["status"] = json!("working");
+                self.watch_legacy_task(&seen, context.peer.clone());
+                Ok(json!({
+                    "task": task,
+                    "_meta": { tasks::IMMEDIATE_RESPONSE_META: text },
+                }))
+            }
+        }
+    }
+
+    /// Sends `notifications/tasks/status` once the task's job has settled
+    /// (revision 2025-11-25 lets a server push it; clients still poll).
+    fn watch_legacy_task(&self, seen: &tasks::Seen, peer: rmcp::Peer<RoleServer>) {
+        let session = self.session.clone();
+        let tasks = self.tasks.clone();
+        let closing = self.closing.clone();
+        let id = seen.id.clone();
+        let job = seen.job_id().to_owned();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = session.registry().settled(&job) => {}
+                () = closing.cancelled() => return,
+            }
+            if let Ok(seen) = tasks.find(&session, &id, Generation::Legacy) {
+                let notification =
+                    CustomNotification::new("notifications/tasks/status", Some(seen.legacy_view()));
+                let _ = peer
+                    .send_notification(ServerNotification::CustomNotification(notification))
+                    .await;
+            }
+        });
+    }
+
+    /// Kills the job of task `id` (its whole tree), for `tasks/cancel`, and
+    /// gives it a moment to settle. A task that has ended already is refused.
+    async fn cancel(&self, id: &str, generation: Generation) -> Result<tasks::Seen, ErrorData> {
+        let seen = self.tasks.find(&self.session, id, generation)?;
+        if seen.job.status.is_terminal() || seen.phase() == tasks::Phase::Cancelling {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "Cannot cancel task: it is already {}",
+                    seen.job.status.as_str()
+                ),
+                None,
+            ));
+        }
+        self.session
+            .registry()
+            .kill(
+                seen.job_id(),
+                Some(self.session.owner()),
+                Some("tasks/cancel"),
+            )
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        // A kill settles in milliseconds; a job that takes longer still
+        // counts as cancelled (revision 2025-11-25) or working (the extension).
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            self.session.registry().settled(seen.job_id()),
+        )
+        .await;
+        self.tasks.find(&self.session, id, generation)
     }
 
     /// Remembers a request that names revision 2026-07-28 or later itself:
@@ -334,7 +701,9 @@ impl JobsServer {
     ) -> anyhow::Result<()> {
         let session = self.session.clone();
         let closing = self.closing.clone();
-        let (reader, writer, framing, input_closed) = framed_stdio();
+        let (reader, writer, framing, input_closed) = framed_stdio(self.offer_tasks);
+        let channel = self.claude_channel;
+        let channel_taken = self.channel_taken.clone();
         let threshold = self.log_level.clone();
         let handshake_free = self.handshake_free.clone();
         let opt_ins = self.opt_ins.clone();
@@ -348,6 +717,13 @@ impl JobsServer {
             }
         };
         let peer = running.peer().clone();
+        if let Some(idle_after) = channel
+            && peer.peer_info().is_some_and(|info| takes_channel(&info))
+        {
+            session.take_followups(idle_after);
+            channel_taken.store(true, Ordering::Release);
+            session.set_active(false);
+        }
         // The client is gone once stdin closes: end the session's jobs now,
         // rather than after the service's grace for its handlers (a wait on
         // one of them ends with it), then abort whatever call is still in
@@ -361,6 +737,22 @@ impl JobsServer {
         });
         let forward = tokio::spawn(async move {
             while let Some((lane, notice)) = announced.recv().await {
+                // A follow-up notice the session handed over goes out on the
+                // channel, and only there.
+                if lane == Lane::Followup && channel_taken.load(Ordering::Acquire) {
+                    let notification = CustomNotification::new(
+                        CLAUDE_CHANNEL_NOTIFICATION,
+                        Some(channel_params(&notice)),
+                    );
+                    if peer
+                        .send_notification(ServerNotification::CustomNotification(notification))
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                    continue;
+                }
                 // Each notice is also placed before the next tool result, so
                 // one that is not pushed here is still delivered.
                 let pushed = if request_scoped_logging(&peer, &handshake_free) {
@@ -393,13 +785,27 @@ impl JobsServer {
 
 impl ServerHandler for JobsServer {
     fn get_info(&self) -> ServerConfig {
-        let info = ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_logging()
-                .build(),
-        )
-        .with_server_info(Implementation::new("jobs-host", env!("CARGO_PKG_VERSION")));
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_logging()
+            .build();
+        if self.offer_tasks {
+            capabilities
+                .extensions
+                .get_or_insert_with(Default::default)
+                .insert(
+                    rmcp::model::TASKS_EXTENSION_ID.to_owned(),
+                    JsonObject::new(),
+                );
+        }
+        if self.claude_channel.is_some() {
+            capabilities
+                .experimental
+                .get_or_insert_with(Default::default)
+                .insert(CLAUDE_CHANNEL.to_owned(), JsonObject::new());
+        }
+        let info = ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("jobs-host", env!("CARGO_PKG_VERSION")));
         match &self.instructions {
             Some(text) => info.with_instructions(text.clone()),
             None => info,
@@ -428,6 +834,7 @@ impl ServerHandler for JobsServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.note_revision(&context);
+        let _busy = Busy::enter(self);
         // Held while the call runs: notices meanwhile go to a client that asked.
         let _opt_in = context
             .meta
@@ -452,7 +859,27 @@ impl ServerHandler for JobsServer {
         } else {
             self.closing.child_token()
         };
-        let call = self.session.call_with_abort(&request.name, &args, &abort);
+        // A start from a client that takes tasks answers with one, unless
+        // the model asked to wait for the command (`yield_ms`).
+        let as_task = self.offer_tasks
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks())
+            && args.get("yield_ms").is_none()
+            && self.session.is_start_tool(&request.name).await;
+        let call = async {
+            if as_task {
+                self.start_as_task(&args, &abort, Generation::Extension)
+                    .await
+                    .0
+            } else {
+                Answer::Reply(
+                    self.session
+                        .call_with_abort(&request.name, &args, &abort)
+                        .await,
+                )
+            }
+        };
         // A request that carried a progress token hears from a long call
         // (a wait) at a steady pace, so a client can keep it alive; the
         // reports stop when the call answers, before its answer goes out.
@@ -466,7 +893,7 @@ impl ServerHandler for JobsServer {
             }
         };
         tokio::pin!(call, progress);
-        let reply = loop {
+        let answer = loop {
             tokio::select! {
                 // The client's cancel of this request reaches the call's token
                 // before the call is polled again: a wait whose job ended
@@ -477,28 +904,86 @@ impl ServerHandler for JobsServer {
                 () = &mut progress => unreachable!("progress never returns"),
             }
         };
-        let mut content: Vec<ContentBlock> = reply
-            .notices
-            .iter()
-            .map(|n| ContentBlock::text(n.text.clone()))
-            .collect();
-        content.push(ContentBlock::text(reply.outcome.text.clone()));
-        let mut result = if reply.outcome.is_error {
-            CallToolResult::error(content)
-        } else {
-            CallToolResult::success(content)
-        };
-        if self.structured_output {
-            result.structured_content = Some(structured(&reply));
+        match answer {
+            Answer::Reply(reply) => Ok(self.result_of(&reply).into()),
+            Answer::Task(id) => {
+                let seen = self.seed_task(&id, Generation::Extension)?;
+                let view = seen.extension_view(&self.session).await;
+                let task = Task::new(
+                    id,
+                    TaskStatus::Working,
+                    view.task.created_at.clone(),
+                    view.task.created_at,
+                )
+                .with_poll_interval_ms(tasks::POLL_INTERVAL_MS);
+                let task = match view.task.status_message {
+                    Some(message) if view.task.status == TaskStatus::Working => {
+                        task.with_status_message(message)
+                    }
+                    _ => task,
+                };
+                Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
+            }
         }
-        Ok(result.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let seen = self
+            .tasks
+            .find(&self.session, &request.task_id, Generation::Extension)?;
+        Ok(GetTaskResult::new(seen.extension_view(&self.session).await))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.cancel(&request.task_id, Generation::Extension)
+            .await
+            .map(|_| ())
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let method = match request.method.strip_prefix(framer::LEGACY_PREFIX) {
+            Some(method) if self.legacy_tasks(&context) => method.to_owned(),
+            _ => {
+                return Err(ErrorData::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    request.method,
+                    None,
+                ));
+            }
+        };
+        let params = request.params.unwrap_or(Value::Null);
+        self.legacy_request(&method, params, &context)
+            .await
+            .map(CustomResult::new)
     }
 
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        self.note_revision(&context);
+        // Revision 2026-07-28 removed the method: a level travels in each
+        // request's `_meta` instead.
+        if request_scoped_logging(&context.peer, &self.handshake_free) {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                "logging/setLevel",
+                None,
+            ));
+        }
         // Notices are the only log this server sends, at level `notice`: a
         // level above it stops them (they still come with the next result).
         self.log_level.set(request.level);

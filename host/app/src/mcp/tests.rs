@@ -161,3 +161,105 @@ fn the_session_rules_keep_every_id() {
         Frame::Message
     );
 }
+
+/// A framer whose client sent `initialize` with `init` and got `answer`.
+fn initialized(offered: bool, init: Value, answer: Value) -> Framer {
+    let mut f = Framer::default();
+    f.offer_tasks(offered);
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init});
+    assert_eq!(f.judge(&request.to_string()), Frame::Message);
+    let answer = json!({"jsonrpc": "2.0", "id": 1, "result": answer}).to_string();
+    f.answered(&answer);
+    let dressed: Value = serde_json::from_str(&f.legacy().dress(answer)).unwrap();
+    assert_eq!(
+        dressed["result"]["capabilities"].get("tasks").is_some(),
+        f.legacy().is_active(),
+        "{dressed}"
+    );
+    f
+}
+
+fn init_params(version: &str, capabilities: Value) -> Value {
+    json!({"protocolVersion": version, "capabilities": capabilities,
+           "clientInfo": {"name": "t", "version": "0"}})
+}
+
+fn answer(version: &str) -> Value {
+    json!({"protocolVersion": version, "capabilities": {"tools": {}},
+           "serverInfo": {"name": "jobs-host", "version": "0"}})
+}
+
+#[test]
+fn revision_2025_11_25_task_requests_are_renamed_to_the_methods_that_serve_them() {
+    let mut f = initialized(
+        true,
+        init_params("2025-11-25", json!({})),
+        answer("2025-11-25"),
+    );
+    assert!(f.legacy().is_active());
+    for (id, method, params) in [
+        (2, "tasks/get", json!({"taskId": "x"})),
+        (3, "tasks/result", json!({"taskId": "x"})),
+        (4, "tasks/list", json!({})),
+        (5, "tasks/cancel", json!({"taskId": "x"})),
+        (6, "tools/list", json!({})),
+        (
+            7,
+            "tools/call",
+            json!({"name": "bash", "arguments": {}, "task": {"ttl": 1}}),
+        ),
+    ] {
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let Frame::Rewritten(renamed) = f.judge(&line.to_string()) else {
+            panic!("{method} was not renamed")
+        };
+        let renamed: Value = serde_json::from_str(&renamed).unwrap();
+        assert_eq!(renamed["method"], format!("{LEGACY_PREFIX}{method}"));
+        assert_eq!(renamed["id"], id);
+        assert_eq!(renamed["params"], params);
+    }
+    // A call without a task stays a call.
+    let plain = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                       "params": {"name": "bash", "arguments": {}}});
+    assert_eq!(f.judge(&plain.to_string()), Frame::Message);
+}
+
+#[test]
+fn other_revisions_and_extension_clients_keep_their_task_requests() {
+    let cases = [
+        // Another revision.
+        (
+            true,
+            init_params("2025-06-18", json!({})),
+            answer("2025-06-18"),
+        ),
+        // Asked for 2025-11-25, negotiated down.
+        (
+            true,
+            init_params("2025-11-25", json!({})),
+            answer("2025-06-18"),
+        ),
+        // A client of the tasks extension.
+        (
+            true,
+            init_params(
+                "2025-11-25",
+                json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+            ),
+            answer("2025-11-25"),
+        ),
+        // Tasks not offered (`--no-tasks`).
+        (
+            false,
+            init_params("2025-11-25", json!({})),
+            answer("2025-11-25"),
+        ),
+    ];
+    for (offered, init, answer) in cases {
+        let mut f = initialized(offered, init.clone(), answer);
+        assert!(!f.legacy().is_active(), "{init}");
+        let line =
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": "x"}});
+        assert_eq!(f.judge(&line.to_string()), Frame::Message, "{init}");
+    }
+}

@@ -11,6 +11,9 @@ pub enum Frame {
     Message,
     /// Blank: ignored.
     Blank,
+    /// A well-formed message passed on as this line instead (a request of the
+    /// 2025-11-25 tasks, renamed to the method that serves it).
+    Rewritten(String),
     /// Refused with this JSON-RPC error response (one line, no newline).
     Refused(String),
 }

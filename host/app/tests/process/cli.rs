@@ -75,18 +75,25 @@ async fn gone_soon(pid: i32) -> bool {
 
 type Logs = mpsc::UnboundedReceiver<LoggingMessageNotificationParam>;
 
-/// `jobs-host mcp` with `flags`, under a real MCP client whose logging
-/// notifications come out of the returned channel.
-async fn mcp_client(flags: &[&str]) -> (RunningService<RoleClient, Client>, Logs) {
-    let (logs_tx, logs) = mpsc::unbounded_channel();
-    let transport = TokioChildProcess::new(tokio::process::Command::new(BIN).configure(|cmd| {
+/// `jobs-host mcp` with `flags` as a child process, for an MCP client.
+pub(crate) fn mcp_transport(flags: &[&str]) -> TokioChildProcess {
+    TokioChildProcess::new(tokio::process::Command::new(BIN).configure(|cmd| {
         cmd.arg("mcp")
             .args(flags)
             .arg("--cache-dir")
             .arg(cache_dir());
     }))
-    .unwrap();
-    let client = Client { logs: logs_tx }.serve(transport).await.unwrap();
+    .unwrap()
+}
+
+/// `jobs-host mcp` with `flags`, under a real MCP client whose logging
+/// notifications come out of the returned channel.
+async fn mcp_client(flags: &[&str]) -> (RunningService<RoleClient, Client>, Logs) {
+    let (logs_tx, logs) = mpsc::unbounded_channel();
+    let client = Client { logs: logs_tx }
+        .serve(mcp_transport(flags))
+        .await
+        .unwrap();
     (client, logs)
 }
 

@@ -47,6 +47,16 @@ pub(crate) const PLAIN: Options<'static> = Options {
 
 impl Host {
     pub(crate) async fn start(options: Options<'_>) -> Host {
+        let init = json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "containment-test", "version": "0"}
+        });
+        Host::start_with(options, init).await
+    }
+
+    /// [`Host::start`] with these `initialize` params.
+    pub(crate) async fn start_with(options: Options<'_>, init: Value) -> Host {
         let tmp = tempfile::tempdir().unwrap();
         let cache = match options.user {
             None => cache_dir(),
@@ -84,16 +94,7 @@ impl Host {
             tmp,
             logged: Vec::new(),
         };
-        let init = host
-            .request(
-                "initialize",
-                json!({
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "containment-test", "version": "0"}
-                }),
-            )
-            .await;
+        let init = host.request("initialize", init).await;
         assert!(init.get("result").is_some(), "{init}");
         host.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
             .await;

@@ -7,12 +7,12 @@ use serde_json::{Value, json};
 use super::containment::{Host, Options, PLAIN, running, soon};
 
 /// A FIFO that a job blocks on until the test writes to it.
-struct Gate {
+pub(crate) struct Gate {
     dir: tempfile::TempDir,
 }
 
 impl Gate {
-    fn new() -> Gate {
+    pub(crate) fn new() -> Gate {
         let dir = tempfile::tempdir().unwrap();
         let status = std::process::Command::new("mkfifo")
             .arg(dir.path().join("gate"))
@@ -23,14 +23,14 @@ impl Gate {
     }
 
     /// A command that waits for the gate, then prints `done`.
-    fn command(&self) -> String {
+    pub(crate) fn command(&self) -> String {
         format!(
             "read line < {}; echo done",
             self.dir.path().join("gate").display()
         )
     }
 
-    fn open(&self) {
+    pub(crate) fn open(&self) {
         std::fs::write(self.dir.path().join("gate"), "go\n").unwrap();
     }
 }

@@ -7,3 +7,4 @@
 mod cli;
 mod containment;
 mod harnesses;
+mod tasks;

@@ -24,6 +24,19 @@ impl Profile {
             Profile::C => "c",
         }
     }
+
+    /// The call that reads job `id` as the model would without waiting: the
+    /// profile's read tool (`job_output`, `task_output`, or `job_status`
+    /// under profile C) and its arguments. A front end that shows a job's
+    /// result some other way (an MCP task) reads it with this, so the read
+    /// counts as the model's.
+    pub fn read_call(self, id: &str) -> (&'static str, serde_json::Value) {
+        match self {
+            Profile::A => ("job_output", serde_json::json!({ "job_id": id })),
+            Profile::B => ("task_output", serde_json::json!({ "task_id": id })),
+            Profile::C => ("job_status", serde_json::json!({ "id": id })),
+        }
+    }
 }
 
 /// When a completion notice may open a turn on an idle owner.

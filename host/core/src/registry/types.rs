@@ -115,6 +115,18 @@ pub struct JobSnapshot {
     pub reported: bool,
 }
 
+impl JobSnapshot {
+    /// Whether the job ended as a success: it completed, with exit code 0
+    /// when it is a process.
+    pub fn succeeded(&self) -> bool {
+        self.status == JobStatus::Completed
+            && self
+                .detail
+                .as_deref()
+                .is_none_or(|d| d == crate::words::exit_code(0))
+    }
+}
+
 /// What a producer asks to register.
 #[derive(Debug, Clone)]
 pub struct JobStart {

@@ -256,3 +256,64 @@ test('progress keeps a wait alive past the request timeout', { timeout: TEST_BOU
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// Revision 2025-11-25's tasks, as the SDK's experimental task client speaks them:
+// `params.task` on the call, then tasks/get polling, the blocking tasks/result,
+// tasks/list and tasks/cancel. A job and its task are one record, so the job
+// list and the task agree.
+test('revision 2025-11-25: a job as a task, polled, read, listed and cancelled', { timeout: TEST_BOUND_MS }, () =>
+  withServer(async ({ client }) => {
+    const tasks = client.experimental.tasks;
+    assert.deepEqual(client.getServerCapabilities().tasks, { list: {}, cancel: {}, requests: { tools: { call: {} } } });
+    const { tools } = await client.listTools(undefined, { timeout: BOUND_MS });
+    assert.deepEqual(tools.find((t) => t.name === 'bash').execution, { taskSupport: 'optional' });
+    assert.equal(tools.find((t) => t.name === 'job_list').execution, undefined);
+
+    const command = 'echo hi; echo bye';
+    const messages = [];
+    for await (const m of tasks.callToolStream({ name: 'bash', arguments: { command } }, undefined, { timeout: BOUND_MS })) {
+      messages.push(m);
+    }
+    assert.equal(messages[0].type, 'taskCreated', JSON.stringify(messages));
+    const created = messages[0].task;
+    assert.match(created.taskId, /^[0-9a-f]{32}$/);
+    assert.equal(created.status, 'working');
+    assert.equal(created.statusMessage, started('bash-1'));
+    const last = messages.at(-1);
+    assert.equal(last.type, 'result', JSON.stringify(messages));
+    assert.deepEqual(texts(last.result), [`hi\nbye\n${COMPLETED}`]);
+    assert.deepEqual(last.result._meta, { 'io.modelcontextprotocol/related-task': { taskId: created.taskId } });
+
+    const got = await tasks.getTask(created.taskId, { timeout: BOUND_MS });
+    assert.equal(got.status, 'completed');
+    assert.equal(got.statusMessage, 'exit code: 0');
+    // The task's read was the model's: the list says completed, and the
+    // notice (owed since the job ended before the read) comes once.
+    const listed = texts(await call(client, 'job_list', {}));
+    assert.equal(listed.at(-1), `bash-1 [bash] completed \u2014 ${command}`);
+    assert.ok(listed.length <= 2, JSON.stringify(listed));
+    assert.deepEqual(texts(await call(client, 'job_output', { job_id: 'bash-1' })), [NO_NEW_OUTPUT]);
+
+    // A cancel kills the job and the task is cancelled before the answer.
+    const stream = tasks.callToolStream({ name: 'bash', arguments: { command: 'sleep 300' } }, undefined, { timeout: BOUND_MS });
+    const first = (await stream.next()).value;
+    assert.equal(first.type, 'taskCreated');
+    const cancelled = await tasks.cancelTask(first.task.taskId, { timeout: BOUND_MS });
+    assert.equal(cancelled.status, 'cancelled');
+    const rest = [];
+    for await (const m of stream) rest.push(m);
+    assert.equal(rest.at(-1).type, 'error', JSON.stringify(rest));
+    assert.match(texts(await call(client, 'job_list', {})).at(-1), /bash-2 \[bash\] killed \u2014 sleep 300$/);
+
+    const { tasks: all } = await tasks.listTasks(undefined, { timeout: BOUND_MS });
+    assert.deepEqual(all.map((t) => [t.taskId, t.status]), [[created.taskId, 'completed'], [first.task.taskId, 'cancelled']]);
+
+    // Unknown ids, the job's own id, and a cancel of a finished task: -32602, nothing changes.
+    for (const bogus of ['0'.repeat(32), 'bash-1']) {
+      await assert.rejects(tasks.getTask(bogus, { timeout: BOUND_MS }), (e) =>
+        e.code === ErrorCode.InvalidParams && e.message.includes('Failed to retrieve task: Task not found'));
+    }
+    await assert.rejects(tasks.cancelTask(created.taskId, { timeout: BOUND_MS }), (e) =>
+      e.code === ErrorCode.InvalidParams && e.message.includes('Cannot cancel task: it is already completed'));
+    assert.equal((await tasks.getTask(created.taskId, { timeout: BOUND_MS })).status, 'completed');
+  }));
