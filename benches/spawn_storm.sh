@@ -2,6 +2,8 @@
 # 1,000 background `true` jobs started, settled and listed through `jobs-host
 # shell`, against 1,000 concurrent `bash -c true` from a bash loop, side by side.
 # Usage: benches/spawn_storm.sh [N] [ROUNDS]   (needs target/release/jobs-host)
+# JOBS_HOST_FLAGS adds flags to the host's side, for example
+# JOBS_HOST_FLAGS="--sandbox workspace-write --sandbox-network off".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-1000}
@@ -15,7 +17,8 @@ now() { date +%s.%N; }
 printf '%-6s %10s %10s %7s\n' round ours_s loop_s ratio
 for r in $(seq "$rounds"); do
   t0=$(now)
-  "$bin" shell --max-jobs-per-owner "$n" < "$script" > /dev/null
+  # shellcheck disable=SC2086 # the flags are words
+  "$bin" shell --max-jobs-per-owner "$n" ${JOBS_HOST_FLAGS:-} < "$script" > /dev/null
   t1=$(now)
   bash -c "for i in \$(seq $n); do bash -c true & done; wait"
   t2=$(now)

@@ -9,6 +9,7 @@ mod bash;
 mod containment;
 mod delivery;
 mod extensions;
+mod fence;
 mod hostile;
 mod inproc;
 mod layout;

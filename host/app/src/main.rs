@@ -138,8 +138,14 @@ async fn host(cache_dir: Option<&Path>, settings: Settings) -> Result<Host> {
     let mount = Mount::new(runtime, registry.clone(), &settings.plugin_config_json())
         .await
         .context("invalid settings")?;
-    let bash = BashProducer::new(registry, settings.bash_config()?)
-        .context("setting up the background shell")?;
+    let mut bash_config = settings.bash_config()?;
+    // A fenced job may neither read nor replace the compiled components the
+    // next start runs as native code.
+    bash_config
+        .private_dirs
+        .extend(cache_dir.map(Path::to_owned));
+    let bash =
+        BashProducer::new(registry, bash_config).context("setting up the background shell")?;
     Ok(Host {
         mount: Arc::new(mount),
         bash,

@@ -101,6 +101,22 @@ pub struct Settings {
     /// auto (cgroup when possible) [default: auto].
     #[arg(long, value_enum)]
     pub containment: Option<Containment>,
+    /// Fence every job: `full` (no fence), `workspace-write` (write only the
+    /// workdir, its TMPDIR and --sandbox-write paths) or `read-only`
+    /// [default: full].
+    #[arg(long, value_name = "POLICY")]
+    pub sandbox: Option<String>,
+    /// With a sandbox: a path jobs may also write (repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub sandbox_write: Option<Vec<PathBuf>>,
+    /// With a sandbox or alone: `on`, `off` or `ports:PORT,...` (TCP connect
+    /// and bind only to those ports) [default: on].
+    #[arg(long, value_name = "NET")]
+    pub sandbox_network: Option<String>,
+    /// Refuse to start a job the kernel cannot fence as asked, instead of
+    /// running it with what the kernel can enforce.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub sandbox_required: Option<bool>,
 }
 
 /// `--containment`.
@@ -212,6 +228,10 @@ impl Settings {
             spill_total_bytes: over.spill_total_bytes.or(self.spill_total_bytes),
             shutdown_grace_ms: over.shutdown_grace_ms.or(self.shutdown_grace_ms),
             containment: over.containment.or(self.containment),
+            sandbox: over.sandbox.or(self.sandbox),
+            sandbox_write: over.sandbox_write.or(self.sandbox_write),
+            sandbox_network: over.sandbox_network.or(self.sandbox_network),
+            sandbox_required: over.sandbox_required.or(self.sandbox_required),
         }
     }
 
@@ -339,6 +359,31 @@ impl Settings {
         if self.max_command_bytes == Some(0) {
             return Err(invalid("max-command-bytes", "must be at least 1".into()));
         }
+        let sandbox = host::fence::FencePolicy {
+            fs: match &self.sandbox {
+                Some(word) => {
+                    host::fence::FsAccess::parse(word).map_err(|m| invalid("sandbox", m))?
+                }
+                None => host::fence::FsAccess::Full,
+            },
+            write: self.sandbox_write.clone().unwrap_or_default(),
+            network: match &self.sandbox_network {
+                Some(word) => host::fence::NetAccess::parse(word)
+                    .map_err(|m| invalid("sandbox-network", m))?,
+                None => host::fence::NetAccess::On,
+            },
+            required: self.sandbox_required.unwrap_or(false),
+        };
+        if let Some(bad) = sandbox
+            .write
+            .iter()
+            .find(|p| !p.is_absolute() || !p.exists())
+        {
+            return Err(invalid(
+                "sandbox-write",
+                format!("{} is not an existing absolute path", bad.display()),
+            ));
+        }
         Ok(BashConfig {
             grace: self
                 .kill_grace_ms
@@ -357,6 +402,7 @@ impl Settings {
                 Some(Containment::Cgroup) => ContainmentMode::Cgroup,
                 Some(Containment::Fallback) => ContainmentMode::Fallback,
             },
+            sandbox,
             ..defaults
         })
     }

@@ -38,7 +38,7 @@ pub mod session;
 mod sync;
 mod words;
 
-pub use producers::{bash, containment, inproc};
+pub use producers::{bash, containment, fence, inproc};
 pub use tokio_util::sync::CancellationToken;
 
 pub use bash::{BashConfig, BashProducer, BashRequest};

@@ -424,6 +424,48 @@ async fn an_unprivileged_job_cannot_reach_the_host() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unprivileged_host_fences_its_jobs_in_a_user_namespace() {
+    // SAFETY: a plain getter.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: dropping privileges to another user needs root");
+        return;
+    }
+    let nobody = 65534;
+    let work = tempfile::tempdir().unwrap();
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(work.path())
+        .status()
+        .unwrap();
+    assert!(git.success());
+    let chown = std::process::Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(work.path())
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let workdir = work.path().display().to_string();
+    let mut host = Host::start(Options {
+        flags: &["--sandbox", "workspace-write", "--workdir", &workdir],
+        env: &[],
+        user: Some(nobody),
+    })
+    .await;
+    // Without the fence nobody could write each of these.
+    let outside = format!("/tmp/jobs-host-fence-{}", std::process::id());
+    let probe = format!(
+        "id -u; \
+         {{ echo evil > .git/hooks/pre-commit; }} 2>/dev/null && echo hook-written || echo hook-denied; \
+         {{ echo x > {outside}; }} 2>/dev/null && echo outside-written || echo outside-denied; \
+         echo ok > mine && cat mine"
+    );
+    let (_, lines) = host.job_lines(&probe, 4).await;
+    assert_eq!(lines, ["65534", "hook-denied", "outside-denied", "ok"]);
+    assert!(!work.path().join(".git/hooks/pre-commit").exists());
+    assert!(!std::path::Path::new(&outside).exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closing_stdin_still_ends_the_session_and_its_jobs() {
     let mut host = Host::start(PLAIN).await;
     let (_, lines) = host

@@ -6,5 +6,6 @@
 
 pub mod bash;
 pub mod containment;
+pub mod fence;
 pub mod inproc;
 mod ports;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::capture::OutputLimits;
 use crate::containment::ContainmentMode;
+use crate::fence::FencePolicy;
 
 /// The kind every shell job is registered under.
 pub const BASH_KIND: &str = "bash";
@@ -42,6 +43,11 @@ pub struct BashConfig {
     pub spill_total_bytes: u64,
     /// How jobs are contained (see [`crate::containment`]).
     pub containment: ContainmentMode,
+    /// The fence every job runs in (see [`crate::fence`]); none by default.
+    pub sandbox: FencePolicy,
+    /// The host's private directories besides the spill directory (the
+    /// component cache, for one): no fenced job may read or write them.
+    pub private_dirs: Vec<PathBuf>,
 }
 
 impl Default for BashConfig {
@@ -56,6 +62,8 @@ impl Default for BashConfig {
             max_command_bytes: DEFAULT_MAX_COMMAND_BYTES,
             spill_total_bytes: DEFAULT_SPILL_TOTAL_BYTES,
             containment: ContainmentMode::Auto,
+            sandbox: FencePolicy::default(),
+            private_dirs: Vec::new(),
         }
     }
 }

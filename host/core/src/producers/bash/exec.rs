@@ -17,6 +17,7 @@ impl BashProducer {
         request: &BashRequest,
         dir: Option<PathBuf>,
         container: &JobContainer,
+        fence: Option<&crate::fence::JobFence>,
     ) -> Result<vfork::Spec, String> {
         let config = &self.inner.config;
         let c = |bytes: &[u8]| {
@@ -50,6 +51,13 @@ impl BashProducer {
         .chain(request.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .chain([container.marker_env()]);
         env.extend(more.map(|(k, v)| (k.into(), v.into())));
+        if let Some(fence) = fence {
+            // The job's own temporary directory: the only one it may write
+            // besides its workdir.
+            for name in ["TMPDIR", "TMP", "TEMP"] {
+                env.push((name.into(), fence.tmp.as_os_str().to_owned()));
+            }
+        }
         // A later entry for the same name replaces an earlier one.
         let mut merged: Vec<(std::ffi::OsString, std::ffi::OsString)> = Vec::new();
         for (k, v) in env {
@@ -100,7 +108,10 @@ impl BashProducer {
                 die_with_parent: Some(std::process::id() as libc::pid_t),
                 join_cgroup: container.cgroup_procs().map(ToOwned::to_owned),
                 close_inherited_fds: true,
+                sandbox: fence.map(|f| f.child.clone()),
             },
+            hold: None,
+            hold_shared: None,
         })
     }
 }

@@ -24,7 +24,7 @@ mod process;
 mod spawner;
 mod stdin;
 mod supervisor;
-mod vfork;
+pub(crate) mod vfork;
 
 pub use config::{
     BASH_KIND, BashConfig, BashRequest, DEFAULT_GRACE, DEFAULT_MAX_COMMAND_BYTES,
@@ -75,6 +75,8 @@ struct Inner {
     /// Live names per owner session (`None`: unowned) to job ids.
     names: Mutex<std::collections::HashMap<(Option<String>, String), String>>,
     handle: tokio::runtime::Handle,
+    /// The jobs' fence, unless they run with full authority.
+    fence: Option<Arc<crate::fence::Fence>>,
     spill_dir: tempfile::TempDir,
 }
 
@@ -102,6 +104,16 @@ impl BashProducer {
         let shell = resolve_in_path(&config.shell);
         let containment = Containment::new(config.containment, &shell, spill_dir.path())?;
         raise_open_file_limit();
+        let fence = (!config.sandbox.is_open()).then(|| {
+            let mut private = config.private_dirs.clone();
+            private.push(spill_dir.path().to_owned());
+            Arc::new(crate::fence::Fence::new(
+                config.sandbox.clone(),
+                &private,
+                spill_dir.path(),
+                &shell,
+            ))
+        });
         Ok(BashProducer {
             inner: Arc::new(Inner {
                 registry,
@@ -113,6 +125,7 @@ impl BashProducer {
                 budget: SpillBudget::new(config.spill_total_bytes),
                 next_spawn: AtomicU64::new(1),
                 containment,
+                fence,
                 spill_dir,
                 config,
             }),
@@ -122,6 +135,15 @@ impl BashProducer {
     /// The directory spill files are written to.
     pub fn spill_dir(&self) -> &Path {
         self.inner.spill_dir.path()
+    }
+
+    /// The fence jobs run in and what of it this kernel enforces; `None`
+    /// when jobs run with full authority.
+    pub fn sandbox(&self) -> Option<(&crate::fence::FencePolicy, &crate::fence::FenceSupport)> {
+        self.inner
+            .fence
+            .as_deref()
+            .map(|fence| (fence.policy(), fence.support()))
     }
 
     /// The containment mode in use: `cgroup` or `fallback`.
@@ -294,7 +316,14 @@ impl BashProducer {
         let container = inner.containment.new_job().map_err(|e| {
             crate::words::spawn_failed(&format!("cannot create the job's container: {e}"))
         })?;
-        let spec = self.spec(request, dir, &container)?;
+        let mut fence = match &inner.fence {
+            Some(fence) => Some(fence.prepare(dir.as_deref())?),
+            None => None,
+        };
+        let mut spec = self.spec(request, dir, &container, fence.as_ref())?;
+        // The ruleset lives until the spawn is done, not as long as the job.
+        spec.hold = fence.as_mut().and_then(|f| f.ruleset.take());
+        spec.hold_shared = fence.as_mut().and_then(|f| f.mount_ns.take());
         let create = container.creator();
 
         let capture = SharedCapture::new(
@@ -361,12 +390,36 @@ impl BashProducer {
             _spawner: inner.spawner.clone(),
             limits: request.limits,
         };
+        let fenced = inner.fence.clone().zip(fence);
         let done = Box::pin(async move {
-            Ok(match started_rx.await {
+            let mut outcome = match started_rx.await {
                 Ok(Ok(started)) => supervisor.run(started).await,
                 Ok(Err(why)) => supervisor.not_started(&why).await,
                 Err(_) => supervisor.not_started("the spawner threads are gone").await,
-            })
+            };
+            if let Some((fence, job)) = fenced {
+                // Hooks the fence could not cover (a repository the job made
+                // itself) are named in the job's status, so the model and
+                // the person see them.
+                let ended = std::time::Instant::now();
+                let note = tokio::task::spawn_blocking(move || {
+                    let note = job
+                        .has_roots()
+                        .then(|| job.hook_note(&fence, ended))
+                        .flatten();
+                    fence.release(job);
+                    note
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+                if let Some(note) = note {
+                    outcome.detail = Some(match outcome.detail {
+                        Some(detail) => format!("{detail}; {note}"),
+                        None => note,
+                    });
+                }
+            }
+            Ok(outcome)
         });
         let cancel_control = control;
         Ok(JobHooks {

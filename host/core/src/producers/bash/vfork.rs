@@ -42,6 +42,11 @@ pub(crate) struct Spec {
     pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t)>,
     /// The job's own setup, in the child after its descriptors and directory.
     pub setup: ChildSetup,
+    /// A descriptor the setup refers to (the sandbox's ruleset), held open
+    /// until the spawn is done.
+    pub hold: Option<OwnedFd>,
+    /// A shared descriptor the setup refers to (a mount namespace to join).
+    pub hold_shared: Option<std::sync::Arc<OwnedFd>>,
 }
 
 /// The steps of a job's setup the child takes between the clone and the
@@ -61,6 +66,67 @@ pub(crate) struct ChildSetup {
     /// Marks every descriptor above 2 close-on-exec, so a job inherits only
     /// stdin, stdout and stderr whatever the embedding process leaked.
     pub close_inherited_fds: bool,
+    /// The job's sandbox, entered last (see [`crate::sandbox`]).
+    pub sandbox: Option<ChildSandbox>,
+}
+
+/// A job's sandbox as the child enters it, in this order: a mount namespace
+/// of its own (inside a user namespace of its own when the host is not
+/// privileged) with its mount steps, then `PR_SET_NO_NEW_PRIVS`, the Landlock
+/// ruleset and the seccomp filter. Once Landlock restricts it the child can
+/// no longer mount, so the mounts come first.
+#[derive(Clone, Default)]
+pub(crate) struct ChildSandbox {
+    /// A mount namespace of its own, for the mount steps.
+    pub namespace: Option<Namespace>,
+    /// Join this mount namespace (a descriptor the parent holds, made with
+    /// the mount steps already taken) instead of making one: after the user
+    /// namespace of `namespace`, if any; the working directory is entered
+    /// again.
+    pub join_mount: Option<libc::c_int>,
+    /// Paths made read-only or hidden, in order.
+    pub mounts: Vec<MountStep>,
+    /// A Landlock ruleset to restrict to: a descriptor the parent keeps open
+    /// until the child has exec'd (close-on-exec, so the job never holds it).
+    pub landlock: Option<libc::c_int>,
+    /// A seccomp filter; empty for none.
+    pub seccomp: Vec<libc::sock_filter>,
+}
+
+impl std::fmt::Debug for ChildSandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChildSandbox")
+            .field("namespace", &self.namespace)
+            .field("join_mount", &self.join_mount)
+            .field("mounts", &self.mounts)
+            .field("landlock", &self.landlock)
+            .field("seccomp_instructions", &self.seccomp.len())
+            .finish()
+    }
+}
+
+/// How the child gets a mount namespace of its own.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Namespace {
+    /// The host may mount: a mount namespace, nothing more.
+    Mount,
+    /// Join this user namespace first (a descriptor the host holds; it maps
+    /// the host's uid and gid to themselves), where an unprivileged host's
+    /// child may mount.
+    JoinUser(libc::c_int),
+    /// Only a user namespace of its own, unmapped: for the process whose
+    /// namespace the host then maps and keeps.
+    NewUser,
+}
+
+/// One mount step in the job's own mount namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum MountStep {
+    /// Bind `path` onto itself read-only, keeping `flags` (the mount's own
+    /// `MS_NOSUID`, `MS_NODEV`, ... which a user namespace may not clear).
+    ReadOnly { path: CString, flags: libc::c_ulong },
+    /// Cover the directory `path` with an empty, read-only tmpfs.
+    Hide { path: CString },
 }
 
 /// A started leader: its pid, a pidfd to wait on, and the read ends of its
@@ -285,6 +351,19 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     if let Err(errno) = job_setup(args.setup) {
         fail(args, errno);
     }
+    // Joining a mount namespace moved the child to its root.
+    if args
+        .setup
+        .sandbox
+        .as_ref()
+        .is_some_and(|s| s.join_mount.is_some())
+        && let Some(cwd) = args.cwd
+    {
+        // SAFETY: a NUL-terminated path owned by the parent's `Spec`.
+        if unsafe { libc::chdir(cwd) } < 0 {
+            fail(args, errno());
+        }
+    }
     // Last, because the setup still opens files with the host's descriptors
     // (closed at exec) in the table: an open-file limit lowered for the job
     // would fail them.
@@ -361,7 +440,123 @@ fn job_setup(setup: &ChildSetup) -> Result<(), i32> {
     if setup.close_inherited_fds {
         close_inherited_fds();
     }
+    if let Some(sandbox) = &setup.sandbox {
+        enter_sandbox(sandbox)?;
+    }
     Ok(())
+}
+
+/// The sandbox's steps (see [`ChildSandbox`]); the errno of the first that fails.
+fn enter_sandbox(sandbox: &ChildSandbox) -> Result<(), i32> {
+    if let Some(namespace) = sandbox.namespace {
+        let flags = match namespace {
+            Namespace::Mount => libc::CLONE_NEWNS,
+            Namespace::JoinUser(fd) => {
+                // SAFETY: setns with a namespace descriptor the parent holds.
+                if unsafe { libc::setns(fd, libc::CLONE_NEWUSER) } < 0 {
+                    return Err(errno());
+                }
+                libc::CLONE_NEWNS
+            }
+            Namespace::NewUser => libc::CLONE_NEWUSER,
+        };
+        if let Some(mount) = sandbox.join_mount {
+            // SAFETY: setns with a namespace descriptor the parent holds.
+            if unsafe { libc::setns(mount, libc::CLONE_NEWNS) } < 0 {
+                return Err(errno());
+            }
+        // SAFETY: unshare with flags only; the child is alone in its thread
+        // group and shares no file-system state with the host.
+        } else if unsafe { libc::unshare(flags) } < 0 {
+            return Err(errno());
+        }
+    }
+    if sandbox.join_mount.is_none()
+        && matches!(
+            sandbox.namespace,
+            Some(Namespace::Mount | Namespace::JoinUser(_))
+        )
+    {
+        // The job's mounts stay in its namespace: nothing propagates back.
+        mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+        for step in &sandbox.mounts {
+            match step {
+                MountStep::ReadOnly { path, flags } => {
+                    mount(Some(path), path, None, libc::MS_BIND, None)?;
+                    mount(
+                        None,
+                        path,
+                        None,
+                        libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | flags,
+                        None,
+                    )?;
+                }
+                MountStep::Hide { path } => mount(
+                    Some(c"tmpfs"),
+                    path,
+                    Some(c"tmpfs"),
+                    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    Some(c"size=4k,mode=0"),
+                )?,
+            }
+        }
+    }
+    if sandbox.landlock.is_some() || !sandbox.seccomp.is_empty() {
+        // No setuid or file-capability gain from here on: what Landlock and
+        // seccomp require of an unprivileged process, and what keeps a job
+        // from leaving its fence through a setuid program.
+        // SAFETY: a plain prctl with integer arguments.
+        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+            return Err(errno());
+        }
+    }
+    if let Some(ruleset) = sandbox.landlock {
+        // SAFETY: landlock_restrict_self with a ruleset descriptor the parent
+        // keeps open and no flags.
+        if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) } != 0 {
+            return Err(errno());
+        }
+    }
+    if !sandbox.seccomp.is_empty() {
+        let program = libc::sock_fprog {
+            len: sandbox.seccomp.len() as libc::c_ushort,
+            filter: sandbox.seccomp.as_ptr().cast_mut(),
+        };
+        // SAFETY: the filter lives in the parent's `Spec` until we exec.
+        if unsafe {
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &program as *const libc::sock_fprog,
+            )
+        } != 0
+        {
+            return Err(errno());
+        }
+    }
+    Ok(())
+}
+
+/// `mount(2)` with optional source, type and data.
+fn mount(
+    source: Option<&std::ffi::CStr>,
+    target: &std::ffi::CStr,
+    fstype: Option<&std::ffi::CStr>,
+    flags: libc::c_ulong,
+    data: Option<&std::ffi::CStr>,
+) -> Result<(), i32> {
+    let ptr = |s: Option<&std::ffi::CStr>| s.map_or(std::ptr::null(), std::ffi::CStr::as_ptr);
+    // SAFETY: NUL-terminated strings the parent owns, or null where allowed.
+    let done = unsafe {
+        libc::mount(
+            ptr(source),
+            target.as_ptr(),
+            ptr(fstype),
+            flags,
+            ptr(data).cast(),
+        )
+    };
+    if done == 0 { Ok(()) } else { Err(errno()) }
 }
 
 /// Writes the calling process into the cgroup whose `cgroup.procs` is `procs`.
@@ -435,6 +630,8 @@ mod tests {
             open_stdin: false,
             rlimits: Vec::new(),
             setup: ChildSetup::default(),
+            hold: None,
+            hold_shared: None,
         };
         let err = spawn(&spec).err().expect("no such program");
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT));

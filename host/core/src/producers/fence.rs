@@ -1,0 +1,1160 @@
+//! The job sandbox ("fence"): what a job may read, write, reach on the network
+//! and signal, enforced in the job's own setup between the clone and the exec
+//! (see [`crate::bash`]'s child setup), with no privilege and no helper
+//! process.
+//!
+//! - **Files: Landlock.** Landlock rules are allow-lists over hierarchies, so
+//!   "read everything except the host's private directories and other jobs'
+//!   temporary directories" is built by walking down to each excepted path
+//!   and granting, in every directory on the way, each entry but the one on
+//!   the path (and the excepted ones themselves). Listing any directory stays
+//!   allowed (names, not contents). Writes are granted on the job's workdir,
+//!   its own temporary directory (its `TMPDIR`) and the operator's paths.
+//! - **Paths no allow-list can carve out of a writable tree** (`.git/hooks`
+//!   and `.git/config` of every repository under a writable root, shell rc
+//!   files, and the host's private directories when they lie inside one): a
+//!   mount namespace of the job's own, inside a user namespace of its own
+//!   when the host is unprivileged, binds them read-only (or covers the
+//!   private ones with an empty tmpfs). Hooks created after the start (a
+//!   repository the job makes itself) cannot be fenced; the job's end names
+//!   each hook file it created or changed.
+//! - **Network: Landlock (TCP by port, ABI 4) and seccomp.** With the
+//!   network off, sockets other than Unix ones (and `io_uring`, which could
+//!   make them) are refused by a seccomp filter; TCP connect and bind are
+//!   also refused by Landlock. With ports, TCP connect and bind go only to
+//!   those ports; UDP is not fenced.
+//! - **Signals and abstract Unix sockets: Landlock scoping (ABI 6).** A job
+//!   can signal, ptrace or reach over an abstract socket only its own
+//!   processes: not the host, not other jobs, not the user's other processes.
+//! - `PR_SET_NO_NEW_PRIVS`: no setuid or file-capability gain.
+//!
+//! Each part is best effort against the kernel: what it cannot enforce is
+//! said once at start ([`FenceSupport::missing`]), and with
+//! [`FencePolicy::required`] a start is refused instead of running weaker.
+
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use landlock::{
+    Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, Scope,
+};
+
+use super::bash::vfork::{ChildSandbox, MountStep, Namespace};
+use crate::sync::lock;
+
+/// What a job may do to files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FsAccess {
+    /// Whatever its user may (no file fence).
+    #[default]
+    Full,
+    /// Read everything readable but the host's and other jobs' private
+    /// directories; write the workdir, the job's `TMPDIR` and the operator's
+    /// paths, except the protected paths in them.
+    WorkspaceWrite,
+    /// As `WorkspaceWrite`, without the workdir.
+    ReadOnly,
+}
+
+impl FsAccess {
+    /// The spelling of flags and config keys: `full`, `workspace-write`,
+    /// `read-only`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FsAccess::Full => "full",
+            FsAccess::WorkspaceWrite => "workspace-write",
+            FsAccess::ReadOnly => "read-only",
+        }
+    }
+
+    /// Parses [`FsAccess::as_str`]'s spelling.
+    ///
+    /// # Errors
+    ///
+    /// Any other word, with the three that are known.
+    pub fn parse(word: &str) -> Result<FsAccess, String> {
+        match word {
+            "full" => Ok(FsAccess::Full),
+            "workspace-write" => Ok(FsAccess::WorkspaceWrite),
+            "read-only" => Ok(FsAccess::ReadOnly),
+            other => Err(format!(
+                "unknown sandbox \"{other}\" (known: full, workspace-write, read-only)"
+            )),
+        }
+    }
+}
+
+/// What a job may reach on the network.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum NetAccess {
+    /// Anything (no network fence).
+    #[default]
+    On,
+    /// Nothing but Unix sockets.
+    Off,
+    /// TCP connect and bind to these ports only (UDP is not fenced).
+    Ports(Vec<u16>),
+}
+
+impl NetAccess {
+    /// Parses `on`, `off` or `ports:80,443`.
+    ///
+    /// # Errors
+    ///
+    /// Any other word, or a port that is not a number from 1 to 65535.
+    pub fn parse(word: &str) -> Result<NetAccess, String> {
+        match word {
+            "on" => Ok(NetAccess::On),
+            "off" => Ok(NetAccess::Off),
+            _ => {
+                let Some(list) = word.strip_prefix("ports:") else {
+                    return Err(format!(
+                        "unknown sandbox network \"{word}\" (known: on, off, ports:PORT,...)"
+                    ));
+                };
+                let ports = list
+                    .split(',')
+                    .map(|p| match p.trim().parse::<u16>() {
+                        Ok(port) if port > 0 => Ok(port),
+                        _ => Err(format!(
+                            "invalid sandbox port \"{p}\": expected a number from 1 to 65535"
+                        )),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(NetAccess::Ports(ports))
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            NetAccess::On => "network on".to_owned(),
+            NetAccess::Off => "network off".to_owned(),
+            NetAccess::Ports(ports) => format!(
+                "network ports {}",
+                ports
+                    .iter()
+                    .map(u16::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        }
+    }
+}
+
+/// The fence every job of a producer runs in.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FencePolicy {
+    /// Files.
+    pub fs: FsAccess,
+    /// More paths a job may write (both fenced presets).
+    pub write: Vec<PathBuf>,
+    /// Network.
+    pub network: NetAccess,
+    /// Refuse a start the kernel cannot fence fully, instead of running it
+    /// with what it can.
+    pub required: bool,
+}
+
+impl FencePolicy {
+    /// Whether this is no fence at all (today's jobs: full authority).
+    pub fn is_open(&self) -> bool {
+        self.fs == FsAccess::Full && self.network == NetAccess::On
+    }
+
+    /// The policy in a few words: `workspace-write, network off`.
+    pub fn describe(&self) -> String {
+        format!("{}, {}", self.fs.as_str(), self.network.describe())
+    }
+}
+
+/// What the kernel lets the host enforce, probed once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FenceSupport {
+    /// The kernel's Landlock ABI (0: none).
+    pub landlock_abi: i32,
+    /// Whether a job can get a mount namespace of its own.
+    pub mount_namespace: bool,
+}
+
+impl FenceSupport {
+    /// The kernel's Landlock ABI, and whether `namespace` was found.
+    fn probe(namespace: bool) -> FenceSupport {
+        // SAFETY: landlock_create_ruleset(NULL, 0, VERSION) only answers the ABI.
+        let abi = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<libc::c_void>(),
+                0usize,
+                1u32,
+            )
+        };
+        FenceSupport {
+            landlock_abi: i32::try_from(abi).unwrap_or(0).max(0),
+            mount_namespace: namespace,
+        }
+    }
+
+    /// What of `policy` this kernel cannot enforce, each in a few words.
+    pub fn missing(&self, policy: &FencePolicy) -> Vec<&'static str> {
+        let mut missing = Vec::new();
+        if policy.is_open() {
+            return missing;
+        }
+        if policy.fs != FsAccess::Full && self.landlock_abi < 1 {
+            missing.push("the file fence (Landlock)");
+        }
+        if policy.fs != FsAccess::Full && !self.mount_namespace {
+            missing.push("protected paths inside writable ones (mount namespace)");
+        }
+        if matches!(policy.network, NetAccess::Ports(_)) && self.landlock_abi < 4 {
+            missing.push("TCP ports (Landlock ABI 4)");
+        }
+        if self.landlock_abi < 6 {
+            missing.push("signal and abstract-socket scoping (Landlock ABI 6)");
+        }
+        missing
+    }
+}
+
+/// How jobs get a mount namespace of their own, if they can: the host's
+/// own right to mount, or a user namespace the host made once (mapping its
+/// uid and gid to themselves) that each job joins. Probed with one real
+/// spawn of `shell`.
+fn job_namespace(shell: &Path) -> Option<JobNamespace> {
+    // SAFETY: geteuid takes no arguments.
+    let namespace = if unsafe { libc::geteuid() } == 0 {
+        JobNamespace::Mount
+    } else {
+        match user_namespace(shell) {
+            Ok(fd) => JobNamespace::User(fd),
+            Err(e) => {
+                tracing::info!("jobs: no user namespace for jobs: {e}");
+                return None;
+            }
+        }
+    };
+    let probe = ChildSandbox {
+        namespace: Some(namespace.for_child()),
+        ..ChildSandbox::default()
+    };
+    match run_briefly(shell, "exit 0", probe) {
+        Ok(true) => Some(namespace),
+        Ok(false) => None,
+        Err(e) => {
+            tracing::info!("jobs: no mount namespace for jobs: {e}");
+            None
+        }
+    }
+}
+
+/// A job's way into a mount namespace of its own (see [`job_namespace`]).
+enum JobNamespace {
+    Mount,
+    User(OwnedFd),
+}
+
+impl JobNamespace {
+    fn for_child(&self) -> Namespace {
+        match self {
+            JobNamespace::Mount => Namespace::Mount,
+            JobNamespace::User(fd) => Namespace::JoinUser(fd.as_raw_fd()),
+        }
+    }
+}
+
+/// A user namespace owned by the host's uid, mapping it and its gid to
+/// themselves: made by a short-lived child, which the host can map only once
+/// it has exec'd (before, it shares the host's undumpable memory, so its
+/// `/proc` files are root's), and kept by a descriptor after it is gone.
+fn user_namespace(shell: &Path) -> std::io::Result<OwnedFd> {
+    let make = ChildSandbox {
+        namespace: Some(Namespace::NewUser),
+        ..ChildSandbox::default()
+    };
+    let started = spawn_briefly(shell, "sleep 30", make)?;
+    let pid = started.pid;
+    let result = (|| {
+        // SAFETY: geteuid and getegid take no arguments.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let proc = PathBuf::from(format!("/proc/{pid}"));
+        // The spawn returns once the child has exec'd; the map is then ours.
+        std::fs::write(proc.join("setgroups"), "deny")?;
+        std::fs::write(proc.join("uid_map"), format!("{uid} {uid} 1\n"))?;
+        std::fs::write(proc.join("gid_map"), format!("{gid} {gid} 1\n"))?;
+        let ns = std::fs::File::open(proc.join("ns/user"))?;
+        Ok(OwnedFd::from(ns))
+    })();
+    // SAFETY: kill and reap our own child.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+    }
+    result
+}
+
+/// Spawns `shell -c script` entering `sandbox` (and nothing else of a job's
+/// setup but its death with the host).
+fn spawn_briefly(
+    shell: &Path,
+    script: &str,
+    sandbox: ChildSandbox,
+) -> std::io::Result<super::bash::vfork::Started> {
+    let program = CString::new(shell.as_os_str().as_bytes())?;
+    let spec = super::bash::vfork::Spec {
+        argv: vec![program.clone(), c"-c".to_owned(), CString::new(script)?],
+        program,
+        envp: Vec::new(),
+        cwd: None,
+        open_stdin: false,
+        rlimits: Vec::new(),
+        setup: super::bash::vfork::ChildSetup {
+            close_inherited_fds: true,
+            die_with_parent: Some(std::process::id() as libc::pid_t),
+            sandbox: Some(sandbox),
+            ..Default::default()
+        },
+        hold: None,
+        hold_shared: None,
+    };
+    super::bash::vfork::spawn(&spec)
+}
+
+/// A mount namespace with `mounts` taken, for jobs to join (one per set of
+/// protected paths, instead of one per job): made by a short-lived child
+/// entering `namespace`, kept by a descriptor after it is gone.
+fn shared_mounts(
+    shell: &Path,
+    namespace: Namespace,
+    mounts: &[MountStep],
+) -> std::io::Result<OwnedFd> {
+    let make = ChildSandbox {
+        namespace: Some(namespace),
+        mounts: mounts.to_vec(),
+        ..ChildSandbox::default()
+    };
+    let started = spawn_briefly(shell, "sleep 30", make)?;
+    let pid = started.pid;
+    let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map(OwnedFd::from);
+    // SAFETY: kill and reap our own child.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+    }
+    ns
+}
+
+/// Runs `shell -c script` in `sandbox` to its end: whether it exited 0.
+fn run_briefly(shell: &Path, script: &str, sandbox: ChildSandbox) -> std::io::Result<bool> {
+    let started = spawn_briefly(shell, script, sandbox)?;
+    let mut status = 0;
+    // SAFETY: waitpid of our own child into a valid int.
+    if unsafe { libc::waitpid(started.pid, &mut status, 0) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0)
+}
+
+/// Shell rc files and the like, in `$HOME`: protected when a writable root
+/// holds them.
+const RC_FILES: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".gitconfig",
+];
+
+/// How deep under a writable root repositories are looked for (a root's own
+/// `.git` is depth 0), and how many directories at most: the scan runs at a
+/// job's start (shared by starts close together) and at its end.
+const SCAN_DEPTH: usize = 3;
+const SCAN_DIRS: usize = 2048;
+
+/// Directories never descended into when looking for repositories (besides
+/// hidden ones): large, generated, and not where a repository lives.
+const SCAN_SKIP: &[&str] = &["node_modules", "target", "__pycache__", "build", "dist"];
+
+/// The fence of one producer.
+pub(crate) struct Fence {
+    policy: FencePolicy,
+    support: FenceSupport,
+    /// The host's private directories (canonical): never readable.
+    hidden: Vec<PathBuf>,
+    /// Where jobs' temporary directories are made: a private directory of
+    /// the host's (the spill directory), so none is readable by another job
+    /// and `/tmp` does not grow with them.
+    tmp_parent: PathBuf,
+    /// The seccomp filter for the network policy (empty for none).
+    seccomp: Vec<libc::sock_filter>,
+    /// How a job gets a mount namespace, when it can.
+    namespace: Option<JobNamespace>,
+    /// The read rules, kept between starts while the directories they list
+    /// are unchanged.
+    readable: Mutex<Option<ReadRules>>,
+    /// The last scan of a set of writable roots at a start, reused for a moment.
+    scans: Mutex<Option<(std::time::Instant, Vec<PathBuf>, HookScan)>>,
+    /// The mount namespace jobs join, with the mount steps it was made with.
+    mount_ns: Mutex<Option<(Vec<MountStep>, std::sync::Arc<OwnedFd>)>>,
+    /// The shell, for the short-lived children that make namespaces.
+    shell: PathBuf,
+    /// Emptied temporary directories of finished jobs, for the next ones.
+    spare_tmp: Mutex<Vec<PathBuf>>,
+    /// The last scan at a job's end, with when it began.
+    end_scans: Mutex<Option<(std::time::Instant, Vec<PathBuf>, HookScan)>>,
+    /// Said once when a start runs weaker than asked.
+    warned: std::sync::Once,
+}
+
+/// The read rules of [`readable`], as open descriptors with their access,
+/// and the directories whose listing they come from, with each one's
+/// modification time then.
+struct ReadRules {
+    listed: Vec<(PathBuf, Option<std::time::SystemTime>)>,
+    rules: Vec<(OwnedFd, bool)>,
+}
+
+impl ReadRules {
+    fn build(excluded: &[PathBuf]) -> ReadRules {
+        let mut listed = vec![(PathBuf::from("/"), modified(Path::new("/")))];
+        let mut rules = Vec::new();
+        for (path, is_dir) in readable(Path::new("/"), excluded) {
+            if let Ok(fd) = path_fd(&path) {
+                rules.push((fd, is_dir));
+            }
+        }
+        // Every directory on the way to an excluded path was listed.
+        for excluded in excluded {
+            let mut dir = excluded.parent();
+            while let Some(d) = dir {
+                if d != Path::new("/") && !listed.iter().any(|(l, _)| l == d) {
+                    listed.push((d.to_owned(), modified(d)));
+                }
+                dir = d.parent();
+            }
+        }
+        ReadRules { listed, rules }
+    }
+
+    fn is_current(&self) -> bool {
+        self.listed.iter().all(|(dir, at)| modified(dir) == *at)
+    }
+}
+
+fn modified(path: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// How long a scan of the writable roots serves later starts.
+const SCAN_REUSE: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// One job's fence, prepared by the host before its spawn.
+pub(crate) struct JobFence {
+    /// The job's own temporary directory (its `TMPDIR`): emptied at its
+    /// end and kept for a later job, or removed (see [`Fence::release`]).
+    pub tmp: PathBuf,
+    /// The Landlock ruleset, held open until the child has exec'd.
+    pub ruleset: Option<OwnedFd>,
+    /// The shared mount namespace the child joins, held until it has.
+    pub mount_ns: Option<std::sync::Arc<OwnedFd>>,
+    /// What the child does.
+    pub child: ChildSandbox,
+    /// The hook files under the writable roots at the start.
+    pub hooks: HookScan,
+    /// The writable roots, to scan again at the end.
+    roots: Vec<PathBuf>,
+}
+
+impl Fence {
+    /// The fence for `policy`. `hidden` are the host's private directories
+    /// (the component cache, the spill directory); jobs' temporary
+    /// directories are made in `tmp_parent`, one of them. Probes the kernel
+    /// once.
+    pub(crate) fn new(
+        policy: FencePolicy,
+        hidden: &[PathBuf],
+        tmp_parent: &Path,
+        shell: &Path,
+    ) -> Fence {
+        let namespace = if policy.fs == FsAccess::Full {
+            None
+        } else {
+            job_namespace(shell)
+        };
+        let support = FenceSupport::probe(namespace.is_some());
+        let missing = support.missing(&policy);
+        if missing.is_empty() {
+            tracing::info!(
+                "jobs: sandbox {} (Landlock ABI {})",
+                policy.describe(),
+                support.landlock_abi
+            );
+        } else {
+            tracing::warn!(
+                "jobs: sandbox {} (Landlock ABI {}) cannot enforce {}{}",
+                policy.describe(),
+                support.landlock_abi,
+                missing.join(", "),
+                if policy.required {
+                    "; --sandbox-required refuses every start"
+                } else {
+                    "; jobs run with the rest"
+                }
+            );
+        }
+        let seccomp = match policy.network {
+            NetAccess::Off => network_off_filter(),
+            _ => Vec::new(),
+        };
+        Fence {
+            hidden: hidden
+                .iter()
+                .filter_map(|p| p.canonicalize().ok())
+                .collect(),
+            tmp_parent: tmp_parent
+                .canonicalize()
+                .unwrap_or_else(|_| tmp_parent.to_owned()),
+            seccomp,
+            namespace,
+            readable: Mutex::new(None),
+            scans: Mutex::new(None),
+            end_scans: Mutex::new(None),
+            spare_tmp: Mutex::new(Vec::new()),
+            mount_ns: Mutex::new(None),
+            shell: shell.to_owned(),
+            warned: std::sync::Once::new(),
+            support,
+            policy,
+        }
+    }
+
+    /// The policy.
+    pub(crate) fn policy(&self) -> &FencePolicy {
+        &self.policy
+    }
+
+    /// What the kernel can enforce.
+    pub(crate) fn support(&self) -> &FenceSupport {
+        &self.support
+    }
+
+    /// Prepares the fence of a job whose workdir is `workdir` (the host's
+    /// own when `None`).
+    ///
+    /// # Errors
+    ///
+    /// A start refused: the kernel cannot enforce the policy and it is
+    /// required; the workdir holds the host's temporary directory (which the
+    /// job's own lives in); or the job's temporary directory or ruleset
+    /// cannot be made.
+    pub(crate) fn prepare(&self, workdir: Option<&Path>) -> Result<JobFence, String> {
+        let missing = self.support.missing(&self.policy);
+        if self.policy.required && !missing.is_empty() {
+            return Err(format!(
+                "sandbox required, but this kernel cannot enforce {}",
+                missing.join(", ")
+            ));
+        }
+        let workdir = match workdir {
+            Some(dir) => dir.to_owned(),
+            None => std::env::current_dir().map_err(|e| e.to_string())?,
+        };
+        let workdir = workdir.canonicalize().unwrap_or(workdir);
+        let mut roots: Vec<PathBuf> = self
+            .policy
+            .write
+            .iter()
+            .filter_map(|p| p.canonicalize().ok())
+            .collect();
+        if self.policy.fs == FsAccess::WorkspaceWrite {
+            roots.insert(0, workdir);
+        }
+        if let Some(root) = roots.iter().find(|r| self.tmp_parent.starts_with(r)) {
+            return Err(format!(
+                "invalid workdir: under the sandbox a job may not write {}, which holds the host's private directory {}",
+                root.display(),
+                self.tmp_parent.display()
+            ));
+        }
+        let tmp = self.temporary_directory()?;
+        let ruleset = match self.ruleset(&roots, &tmp) {
+            Ok(ruleset) => ruleset,
+            Err(e) => {
+                self.release_directory(tmp);
+                return Err(e);
+            }
+        };
+        // What a writable root holds that must not be written (or read).
+        let mut mounts = Vec::new();
+        let hooks = self.scan(&roots);
+        if self.policy.fs != FsAccess::Full {
+            for path in &self.hidden {
+                if roots.iter().any(|r| path.starts_with(r)) && path.is_dir() {
+                    mounts.push(MountStep::Hide {
+                        path: cstring(path)?,
+                    });
+                }
+            }
+            for path in protected_paths(&roots, &hooks) {
+                mounts.push(MountStep::ReadOnly {
+                    flags: mount_flags(&path),
+                    path: cstring(&path)?,
+                });
+            }
+        }
+        let mut join_mount = None;
+        let namespace = if mounts.is_empty() {
+            None
+        } else if let Some(namespace) = &self.namespace {
+            join_mount = self.mount_namespace(namespace, &mounts);
+            if join_mount.is_some() {
+                mounts.clear();
+            }
+            Some(namespace.for_child())
+        } else {
+            self.warned.call_once(|| {
+                tracing::warn!(
+                    "jobs: no mount namespace: protected paths in a job's writable roots stay writable"
+                );
+            });
+            mounts.clear();
+            None
+        };
+        let child = ChildSandbox {
+            namespace,
+            join_mount: join_mount.as_ref().map(|fd| fd.as_raw_fd()),
+            mounts,
+            landlock: ruleset.as_ref().map(AsRawFd::as_raw_fd),
+            seccomp: self.seccomp.clone(),
+        };
+        Ok(JobFence {
+            tmp,
+            ruleset,
+            mount_ns: join_mount,
+            child,
+            hooks,
+            roots,
+        })
+    }
+
+    /// The shared mount namespace for `mounts` (made when the set changes);
+    /// `None` when it cannot be made, and the job then makes its own.
+    fn mount_namespace(
+        &self,
+        namespace: &JobNamespace,
+        mounts: &[MountStep],
+    ) -> Option<std::sync::Arc<OwnedFd>> {
+        let mut shared = lock(&self.mount_ns);
+        if let Some((steps, fd)) = shared.as_ref()
+            && steps == mounts
+        {
+            return Some(fd.clone());
+        }
+        match shared_mounts(&self.shell, namespace.for_child(), mounts) {
+            Ok(fd) => {
+                let fd = std::sync::Arc::new(fd);
+                *shared = Some((mounts.to_vec(), fd.clone()));
+                Some(fd)
+            }
+            Err(e) => {
+                tracing::info!("jobs: no shared mount namespace, each job makes its own: {e}");
+                None
+            }
+        }
+    }
+
+    /// A job's own temporary directory: an emptied one a finished job left,
+    /// or a new one (a `mkdir` on some file systems costs more than the rest
+    /// of a start).
+    fn temporary_directory(&self) -> Result<PathBuf, String> {
+        if let Some(dir) = lock(&self.spare_tmp).pop() {
+            return Ok(dir);
+        }
+        tempfile::Builder::new()
+            .prefix("tmp-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir_in(&self.tmp_parent)
+            .map(tempfile::TempDir::keep)
+            .map_err(|e| format!("cannot make the job's temporary directory: {e}"))
+    }
+
+    /// Takes back a job's temporary directory once the job (every process of
+    /// it) is gone: emptied and kept for the next job, or removed.
+    pub(crate) fn release(&self, job: JobFence) {
+        self.release_directory(job.tmp);
+    }
+
+    fn release_directory(&self, dir: PathBuf) {
+        const SPARE: usize = 64;
+        let empty = match std::fs::read_dir(&dir) {
+            Ok(mut entries) => entries.next().is_none(),
+            Err(_) => return,
+        };
+        let emptied = empty
+            || std::fs::read_dir(&dir).is_ok_and(|entries| {
+                entries.flatten().all(|entry| {
+                    let path = entry.path();
+                    match entry.file_type() {
+                        Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path).is_ok(),
+                        _ => std::fs::remove_file(&path).is_ok(),
+                    }
+                })
+            });
+        let mut spare = lock(&self.spare_tmp);
+        if emptied && spare.len() < SPARE {
+            spare.push(dir);
+        } else {
+            drop(spare);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+
+    /// The scan of `roots` at a start: a scan of the same roots less than
+    /// [`SCAN_REUSE`] old serves (many starts in a row scan once).
+    fn scan(&self, roots: &[PathBuf]) -> HookScan {
+        if roots.is_empty() {
+            return HookScan::default();
+        }
+        let mut last = lock(&self.scans);
+        if let Some((at, scanned, scan)) = last.as_ref()
+            && scanned == roots
+            && at.elapsed() < SCAN_REUSE
+        {
+            return scan.clone();
+        }
+        let scan = HookScan::of(roots);
+        *last = Some((std::time::Instant::now(), roots.to_vec(), scan.clone()));
+        scan
+    }
+
+    /// A scan of `roots` begun after `ended` (a job's end): one begun since
+    /// serves, so jobs that end together are scanned once. Scans one at a
+    /// time; a job that ended during a scan waits for it and scans again.
+    fn scan_after(&self, roots: &[PathBuf], ended: std::time::Instant) -> HookScan {
+        let mut last = lock(&self.end_scans);
+        if let Some((began, scanned, scan)) = last.as_ref()
+            && *began >= ended
+            && scanned == roots
+        {
+            return scan.clone();
+        }
+        let began = std::time::Instant::now();
+        let scan = HookScan::of(roots);
+        *last = Some((began, roots.to_vec(), scan.clone()));
+        scan
+    }
+
+    /// The Landlock ruleset of one job; `None` when nothing is fenced by it.
+    fn ruleset(&self, roots: &[PathBuf], tmp: &Path) -> Result<Option<OwnedFd>, String> {
+        if self.policy.is_open() {
+            return Ok(None);
+        }
+        let abi = landlock::ABI::V7;
+        let fail = |e: &dyn std::fmt::Display| format!("cannot build the job's sandbox: {e}");
+        let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::BestEffort);
+        if self.policy.fs != FsAccess::Full {
+            ruleset = ruleset
+                .handle_access(AccessFs::from_all(abi))
+                .map_err(|e| fail(&e))?;
+        }
+        if self.policy.network != NetAccess::On {
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(abi))
+                .map_err(|e| fail(&e))?;
+        }
+        ruleset = ruleset.scope(Scope::from_all(abi)).map_err(|e| fail(&e))?;
+        let mut created = ruleset.create().map_err(|e| fail(&e))?;
+        if self.policy.fs != FsAccess::Full {
+            let read = AccessFs::from_read(abi);
+            let all = AccessFs::from_all(abi);
+            // Listing any directory: names, not contents.
+            created = created
+                .add_rule(PathBeneath::new(
+                    path_fd(Path::new("/"))?,
+                    AccessFs::ReadDir,
+                ))
+                .map_err(|e| fail(&e))?;
+            let mut cached = lock(&self.readable);
+            if !cached.as_ref().is_some_and(ReadRules::is_current) {
+                *cached = Some(ReadRules::build(&self.hidden));
+            }
+            for (fd, is_dir) in cached.iter().flat_map(|r| r.rules.iter()) {
+                let access = if *is_dir {
+                    read
+                } else {
+                    read & AccessFs::from_file(abi)
+                };
+                created = created
+                    .add_rule(PathBeneath::new(fd.as_fd(), access))
+                    .map_err(|e| fail(&e))?;
+            }
+            drop(cached);
+            let devices = ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+            for device in devices {
+                if let Ok(fd) = path_fd(Path::new(device)) {
+                    created = created
+                        .add_rule(PathBeneath::new(
+                            fd,
+                            AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev,
+                        ))
+                        .map_err(|e| fail(&e))?;
+                }
+            }
+            for root in roots.iter().map(PathBuf::as_path).chain([tmp]) {
+                let access = if root.is_dir() {
+                    all
+                } else {
+                    all & AccessFs::from_file(abi)
+                };
+                created = created
+                    .add_rule(PathBeneath::new(path_fd(root)?, access))
+                    .map_err(|e| fail(&e))?;
+            }
+        }
+        if let NetAccess::Ports(ports) = &self.policy.network {
+            for port in ports {
+                created = created
+                    .add_rule(NetPort::new(*port, AccessNet::from_all(abi)))
+                    .map_err(|e| fail(&e))?;
+            }
+        }
+        Ok(created.into())
+    }
+}
+
+fn cstring(path: &Path) -> Result<CString, String> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| format!("a NUL byte in the path {}", path.display()))
+}
+
+/// An `O_PATH` descriptor of `path` itself (a symbolic link is not followed,
+/// so a link planted in a listed directory grants nothing beyond itself).
+fn path_fd(path: &Path) -> Result<OwnedFd, String> {
+    let c = cstring(path)?;
+    // SAFETY: open of a NUL-terminated path with flags that need no mode.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(format!(
+            "cannot open {}: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: a descriptor just opened and owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Every path to grant read on so that all of `dir` is readable except the
+/// `excluded` paths (and what lies beneath them): each entry of a directory
+/// on the way to an excluded path but that one, recursively; every other
+/// entry whole. With whether each is a directory.
+fn readable(dir: &Path, excluded: &[PathBuf]) -> Vec<(PathBuf, bool)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if excluded.contains(&path) {
+            continue;
+        }
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && excluded.iter().any(|e| e.starts_with(&path)) {
+            out.extend(readable(&path, excluded));
+        } else {
+            out.push((path, is_dir));
+        }
+    }
+    out
+}
+
+/// The `MS_*` flags of the mount holding `path` that a read-only bind must
+/// keep.
+fn mount_flags(path: &Path) -> libc::c_ulong {
+    let Ok(c) = cstring(path) else { return 0 };
+    // SAFETY: statvfs into a zeroed struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a valid out pointer.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return 0;
+    }
+    let mut flags = 0;
+    for (st_flag, ms_flag) in [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if st.f_flag & st_flag != 0 {
+            flags |= ms_flag;
+        }
+    }
+    flags
+}
+
+/// What must stay read-only in the writable roots: each repository's
+/// `.git/hooks` and `.git/config`, and the shell rc files of `$HOME` when a
+/// root holds them.
+fn protected_paths(roots: &[PathBuf], hooks: &HookScan) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for git in &hooks.repositories {
+        for name in ["hooks", "config"] {
+            let path = git.join(name);
+            if path.exists() {
+                out.push(path);
+            }
+        }
+    }
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+        let home = home.canonicalize().unwrap_or(home);
+        if roots.iter().any(|r| home.starts_with(r)) {
+            for name in RC_FILES {
+                let path = home.join(name);
+                if path.is_file() {
+                    out.push(path);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The `.git` directories under some roots and the hook files in them
+/// (`*.sample` files are not hooks: git never runs them).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct HookScan {
+    repositories: Vec<PathBuf>,
+    /// Each hook file with its length and modification time.
+    files: std::collections::BTreeMap<PathBuf, (u64, i128)>,
+}
+
+impl HookScan {
+    /// Scans `roots` (bounded: [`SCAN_DEPTH`], [`SCAN_DIRS`]).
+    pub(crate) fn of(roots: &[PathBuf]) -> HookScan {
+        let mut scan = HookScan::default();
+        let mut budget = SCAN_DIRS;
+        for root in roots {
+            scan.walk(root, 0, &mut budget);
+        }
+        scan
+    }
+
+    fn walk(&mut self, dir: &Path, depth: usize, budget: &mut usize) {
+        if *budget == 0 {
+            return;
+        }
+        *budget -= 1;
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut below = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            // The listing's own file types: no stat per entry.
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if name == ".git" {
+                self.repository(entry.path());
+            } else if depth < SCAN_DEPTH
+                && !name.as_bytes().starts_with(b".")
+                && !SCAN_SKIP.iter().any(|s| name == *s)
+            {
+                below.push(entry.path());
+            }
+        }
+        for dir in below {
+            self.walk(&dir, depth + 1, budget);
+        }
+    }
+
+    /// Notes the repository whose git directory is `git`, with its hooks.
+    fn repository(&mut self, git: PathBuf) {
+        if let Ok(entries) = std::fs::read_dir(git.join("hooks")) {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.extension().is_some_and(|e| e == "sample") {
+                    continue;
+                }
+                if let Ok(meta) = entry.metadata() {
+                    let mtime = meta
+                        .modified()
+                        .ok()
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                        .map_or(0, |d| d.as_nanos() as i128);
+                    self.files.insert(path, (meta.len(), mtime));
+                }
+            }
+        }
+        self.repositories.push(git);
+    }
+
+    /// The hook files in `after` that are new or changed since `self`.
+    pub(crate) fn changed(&self, after: &HookScan) -> Vec<PathBuf> {
+        after
+            .files
+            .iter()
+            .filter(|(path, stamp)| self.files.get(*path) != Some(*stamp))
+            .map(|(path, _)| path.clone())
+            .collect()
+    }
+}
+
+impl JobFence {
+    /// Whether the job may write anywhere but its own temporary directory.
+    pub(crate) fn has_roots(&self) -> bool {
+        !self.roots.is_empty()
+    }
+
+    /// The hook files the job created or changed under its writable roots,
+    /// as a note for its status: `hooks changed: a, b`; `None` for none.
+    pub(crate) fn hook_note(&self, fence: &Fence, ended: std::time::Instant) -> Option<String> {
+        let changed = self.hooks.changed(&fence.scan_after(&self.roots, ended));
+        if changed.is_empty() {
+            return None;
+        }
+        const SHOWN: usize = 8;
+        let mut names: Vec<String> = changed
+            .iter()
+            .take(SHOWN)
+            .map(|p| p.display().to_string())
+            .collect();
+        if changed.len() > SHOWN {
+            names.push(format!("and {} more", changed.len() - SHOWN));
+        }
+        Some(format!("hooks changed: {}", names.join(", ")))
+    }
+}
+
+/// The seccomp filter for a job without network: `socket` for any family
+/// but `AF_UNIX`, and `io_uring_setup` (whose rings can open sockets), fail
+/// with `EACCES`.
+fn network_off_filter() -> Vec<libc::sock_filter> {
+    use seccompiler::{
+        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
+    let arch = if cfg!(target_arch = "aarch64") {
+        TargetArch::aarch64
+    } else {
+        TargetArch::x86_64
+    };
+    let build = || -> Result<Vec<libc::sock_filter>, seccompiler::Error> {
+        let not_unix = SeccompRule::new(vec![SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Ne,
+            libc::AF_UNIX as u64,
+        )?])?;
+        let rules = [
+            (libc::SYS_socket, vec![not_unix]),
+            (libc::SYS_io_uring_setup, vec![]),
+        ]
+        .into_iter()
+        .collect();
+        let filter = SeccompFilter::new(
+            rules,
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::EACCES as u32),
+            arch,
+        )?;
+        let program: seccompiler::BpfProgram = filter.try_into()?;
+        Ok(program
+            .into_iter()
+            .map(|i| libc::sock_filter {
+                code: i.code,
+                jt: i.jt,
+                jf: i.jf,
+                k: i.k,
+            })
+            .collect())
+    };
+    match build() {
+        Ok(program) => program,
+        Err(e) => {
+            tracing::warn!("jobs: no seccomp filter for the network fence: {e}");
+            Vec::new()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_parse_and_describe_themselves() {
+        assert_eq!(
+            FsAccess::parse("workspace-write"),
+            Ok(FsAccess::WorkspaceWrite)
+        );
+        assert!(FsAccess::parse("yolo").unwrap_err().contains("known: full"));
+        assert_eq!(
+            NetAccess::parse("ports:80,443"),
+            Ok(NetAccess::Ports(vec![80, 443]))
+        );
+        assert!(NetAccess::parse("ports:0").is_err());
+        assert!(NetAccess::parse("ports:99999").is_err());
+        let policy = FencePolicy {
+            fs: FsAccess::WorkspaceWrite,
+            network: NetAccess::Off,
+            ..FencePolicy::default()
+        };
+        assert_eq!(policy.describe(), "workspace-write, network off");
+        assert!(FencePolicy::default().is_open());
+    }
+
+    #[test]
+    fn the_readable_set_leaves_out_the_excluded_paths_and_only_them() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        for dir in ["a/b/hidden", "a/b/seen", "a/c", "d"] {
+            std::fs::create_dir_all(r.join(dir)).unwrap();
+        }
+        std::fs::write(r.join("a/b/file"), "x").unwrap();
+        let got: std::collections::BTreeSet<PathBuf> = readable(r, &[r.join("a/b/hidden")])
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        let want: std::collections::BTreeSet<PathBuf> = ["a/b/seen", "a/b/file", "a/c", "d"]
+            .iter()
+            .map(|p| r.join(p))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_hook_scan_names_new_and_changed_hooks_but_not_samples() {
+        let root = tempfile::tempdir().unwrap();
+        let hooks = root.path().join("repo/.git/hooks");
+        std::fs::create_dir_all(&hooks).unwrap();
+        std::fs::write(hooks.join("pre-commit"), "old").unwrap();
+        let before = HookScan::of(&[root.path().to_owned()]);
+        std::fs::write(hooks.join("pre-commit"), "changed!").unwrap();
+        std::fs::write(hooks.join("pre-push.sample"), "x").unwrap();
+        let nested = root.path().join("repo/sub/.git/hooks");
+        std::fs::create_dir_all(&nested).unwrap();
+        std::fs::write(nested.join("post-checkout"), "x").unwrap();
+        let after = HookScan::of(&[root.path().to_owned()]);
+        assert_eq!(
+            before.changed(&after),
+            [hooks.join("pre-commit"), nested.join("post-checkout")]
+        );
+    }
+}

@@ -1,0 +1,345 @@
+//! The job sandbox against hostile jobs, with real processes, in both
+//! containment modes: under `workspace-write, network off` (signals scoped)
+//! every escape below fails with the program's own error and the job goes on,
+//! and a real build in the workdir and `$TMPDIR` still works. A case the
+//! kernel cannot fence is skipped with the reason printed.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::fixture::Fixture;
+use host::bash::{BashConfig, BashProducer, BashRequest};
+use host::containment::ContainmentMode;
+use host::fence::{FencePolicy, FsAccess, NetAccess};
+use serde_json::json;
+
+struct Fenced {
+    mode: ContainmentMode,
+    f: Fixture,
+    bash: BashProducer,
+    /// The jobs' workdir: a git repository.
+    work: tempfile::TempDir,
+    /// Somewhere outside it that no job may write.
+    outside: tempfile::TempDir,
+    /// Stands for the compiled-component cache.
+    cache: tempfile::TempDir,
+}
+
+impl Fenced {
+    async fn new(mode: ContainmentMode) -> Option<Fenced> {
+        let work = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        std::fs::write(cache.path().join("component.cwasm"), "native code").unwrap();
+        std::fs::write(outside.path().join("victim"), "original").unwrap();
+        let git = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(work.path())
+            .status()
+            .unwrap();
+        assert!(git.success());
+        let f = Fixture::new().await;
+        let config = BashConfig {
+            containment: mode,
+            default_workdir: Some(work.path().to_owned()),
+            sandbox: FencePolicy {
+                fs: FsAccess::WorkspaceWrite,
+                network: NetAccess::Off,
+                ..FencePolicy::default()
+            },
+            private_dirs: vec![cache.path().to_owned()],
+            ..BashConfig::default()
+        };
+        match BashProducer::new(f.registry.clone(), config) {
+            Ok(bash) => Some(Fenced {
+                mode,
+                f,
+                bash,
+                work,
+                outside,
+                cache,
+            }),
+            Err(e) if mode == ContainmentMode::Cgroup => {
+                println!("skipped in cgroup mode: {e}");
+                None
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn abi(&self) -> i32 {
+        self.bash.sandbox().map_or(0, |(_, s)| s.landlock_abi)
+    }
+
+    fn start(&self, command: &str) -> String {
+        self.bash
+            .start(
+                None,
+                BashRequest {
+                    command: command.into(),
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+    }
+
+    /// Runs `command` to its end; its whole output.
+    async fn run(&self, command: &str) -> String {
+        let id = self.start(command);
+        self.settle(&id).await
+    }
+
+    async fn settle(&self, id: &str) -> String {
+        let out = self
+            .f
+            .call(
+                None,
+                "job_output",
+                json!({"job_id": id, "wait": true, "timeout_ms": 600000}),
+            )
+            .await;
+        assert!(!out.is_error, "{}", out.text);
+        out.text
+    }
+
+    /// Reads job `id` until its output holds a line; that line.
+    async fn first_line(&self, id: &str) -> String {
+        let mut seen = String::new();
+        while !seen.contains('\n') {
+            seen.push_str(&self.f.registry.read(id, None).unwrap().0);
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        seen.lines().next().unwrap().to_owned()
+    }
+
+    fn victim(&self) -> String {
+        std::fs::read_to_string(self.outside.path().join("victim")).unwrap()
+    }
+}
+
+/// `attempt`, then proof the job went on: its answer must end with `alive`
+/// and a clean exit.
+fn went_on(text: &str) {
+    assert!(
+        text.contains("alive\n") && text.ends_with("[status: completed, exit code: 0]"),
+        "{text}"
+    );
+}
+
+/// A fenced shell in each containment mode this machine gives, or none
+/// (with the reason printed) when its kernel has no Landlock.
+async fn fenced() -> Vec<Fenced> {
+    let mut shells = Vec::new();
+    for mode in [ContainmentMode::Cgroup, ContainmentMode::Fallback] {
+        if let Some(s) = Fenced::new(mode).await {
+            if s.abi() < 1 {
+                println!("skipped: no Landlock on this kernel");
+                return Vec::new();
+            }
+            shells.push(s);
+        }
+    }
+    shells
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_outside_the_workdir_fail_every_way() {
+    for s in fenced().await {
+        let mode = s.mode;
+        let out = s.outside.path().display().to_string();
+        let cases = [
+            format!("echo x > {out}/direct"),
+            format!("ln -s {out}/victim link; echo x > link"),
+            format!("ln {out}/victim hard; echo x >> hard"),
+            format!("echo x > /proc/self/root{out}/via-proc"),
+            format!("echo f > f; mv f {out}/moved"),
+            format!("cp /dev/null {out}/victim"),
+        ];
+        for attempt in cases {
+            went_on(&s.run(&format!("{attempt}; echo alive")).await);
+        }
+        assert_eq!(s.victim(), "original", "{mode:?}");
+        for name in ["direct", "via-proc", "moved"] {
+            assert!(!s.outside.path().join(name).exists(), "{name} in {mode:?}");
+        }
+        // The workdir and the job's own TMPDIR are written as ever.
+        let text = s
+            .run(
+                "echo here > mine && cat mine && echo t > $TMPDIR/t && cat $TMPDIR/t && echo alive",
+            )
+            .await;
+        went_on(&text);
+        assert!(text.starts_with("here\nt\n"), "{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_config_and_the_host_s_files_stay_as_they_were() {
+    for s in fenced().await {
+        let mode = s.mode;
+        let cache = s.cache.path().display().to_string();
+        let spill = s.bash.spill_dir().display().to_string();
+        std::fs::write(s.bash.spill_dir().join("secret"), "spilled").unwrap();
+        let text = s
+            .run(&format!(
+                "echo evil > .git/hooks/pre-commit; echo '[core]' >> .git/config; \
+                 echo x > {cache}/component.cwasm; cat {cache}/component.cwasm; \
+                 cat {spill}/secret; echo alive"
+            ))
+            .await;
+        went_on(&text);
+        for leak in ["native code", "spilled"] {
+            assert!(!text.contains(leak), "{leak} leaked in {mode:?}: {text}");
+        }
+        assert!(
+            !s.work.path().join(".git/hooks/pre-commit").exists(),
+            "{mode:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(s.cache.path().join("component.cwasm")).unwrap(),
+            "native code"
+        );
+        let config = std::fs::read_to_string(s.work.path().join(".git/config")).unwrap();
+        assert!(!config.ends_with("[core]\n"), "{config}");
+
+        // A repository the job makes itself cannot be fenced: its end names
+        // every hook it planted.
+        let text = s
+            .run("git init -q nested && echo evil > nested/.git/hooks/pre-commit && echo alive")
+            .await;
+        let planted = s
+            .work
+            .path()
+            .canonicalize()
+            .unwrap()
+            .join("nested/.git/hooks/pre-commit");
+        assert!(
+            text.ends_with(&format!(
+                "[status: completed, exit code: 0; hooks changed: {}]",
+                planted.display()
+            )),
+            "{text}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_job_s_files_and_processes_are_out_of_reach() {
+    for s in fenced().await {
+        let mode = s.mode;
+        let other = s.start("echo secret > $TMPDIR/secret; echo $$ $TMPDIR; exec sleep 300");
+        let line = s.first_line(&other).await;
+        let (pid, tmp) = line.split_once(' ').unwrap();
+        let text = s
+            .run(&format!(
+                "cat {tmp}/secret; echo x > {tmp}/planted; echo alive"
+            ))
+            .await;
+        went_on(&text);
+        assert!(!text.contains("secret\n"), "{text}");
+        // Neither attach nor read its executable: Landlock's ptrace rule
+        // (another domain).
+        let text = s
+            .run(&format!(
+                "python3 -c \"import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); \
+                 r = libc.ptrace(16, {pid}, 0, 0); print('ptrace', r, os.strerror(ctypes.get_errno()))\"; \
+                 readlink /proc/{pid}/exe; echo alive"
+            ))
+            .await;
+        went_on(&text);
+        assert!(
+            text.starts_with("ptrace -1 Operation not permitted\nalive\n"),
+            "{text}"
+        );
+        assert!(!Path::new(tmp).join("planted").exists());
+        if s.abi() >= 6 {
+            let text = s
+                .run(&format!(
+                    "kill -TERM {pid}; kill -0 {host}; echo alive",
+                    host = std::process::id()
+                ))
+                .await;
+            went_on(&text);
+            assert!(text.contains("Operation not permitted"), "{text}");
+            assert!(
+                !s.f.registry.inspect(&other).unwrap().status.is_terminal(),
+                "the other job was signalled in {mode:?}"
+            );
+        } else {
+            println!("skipped signal scoping: Landlock ABI {} < 6", s.abi());
+        }
+        s.f.registry.kill(&other, None, None).unwrap();
+        s.settle(&other).await;
+        // Its temporary directory was emptied with it (and may serve a
+        // later job).
+        assert!(
+            std::fs::read_dir(tmp).map_or(true, |mut d| d.next().is_none()),
+            "{tmp} kept the job's files"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_network_and_the_host_s_sockets_are_off() {
+    for s in fenced().await {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let abstract_name = format!("jobs-host-fence-test-{}", std::process::id());
+        let addr = {
+            use std::os::linux::net::SocketAddrExt;
+            std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap()
+        };
+        let _unix = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+        let py = |code: &str| format!("python3 -c \"{code}\" 2>&1 | tail -n 1");
+        let cases = [
+            format!("(exec 3<>/dev/tcp/127.0.0.1/{port})"),
+            py("import socket; socket.socket().bind(('127.0.0.1', 0))"),
+            py(
+                "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', 9))",
+            ),
+            py("import socket; socket.socket(socket.AF_INET6, socket.SOCK_RAW, 58)"),
+        ];
+        for attempt in cases {
+            let text = s.run(&format!("{attempt}; echo alive")).await;
+            went_on(&text);
+            assert!(
+                text.contains("Permission denied") || text.contains("PermissionError"),
+                "{attempt}: {text}"
+            );
+        }
+        listener.set_nonblocking(true).unwrap();
+        assert!(listener.accept().is_err(), "a job reached the listener");
+        if s.abi() >= 6 {
+            let text = s
+                .run(&py(&format!(
+                    "import socket; socket.socket(socket.AF_UNIX).connect(b'\\\\0{abstract_name}')"
+                )))
+                .await;
+            assert!(text.contains("PermissionError"), "{text}");
+        } else {
+            println!("skipped abstract sockets: Landlock ABI {} < 6", s.abi());
+        }
+        // No privilege can be gained through a setuid program.
+        let text = s.run("grep NoNewPrivs /proc/self/status").await;
+        assert!(text.starts_with("NoNewPrivs:\t1\n"), "{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_build_in_the_workdir_and_tmpdir_works_unchanged() {
+    for s in fenced().await {
+        let mode = s.mode;
+        let mut makefile = std::fs::File::create(s.work.path().join("Makefile")).unwrap();
+        writeln!(makefile, "m: m.c\n\tcc -o m m.c").unwrap();
+        std::fs::write(
+            s.work.path().join("m.c"),
+            "#include <stdio.h>\nint main(void) { puts(\"built\"); return 0; }\n",
+        )
+        .unwrap();
+        let text = s.run("make -s && ./m && git status --short | sort").await;
+        assert_eq!(
+            text, "built\n?? Makefile\n?? m\n?? m.c\n[status: completed, exit code: 0]",
+            "{mode:?}"
+        );
+    }
+}
