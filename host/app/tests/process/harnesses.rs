@@ -165,10 +165,14 @@ async fn structured_output_carries_the_text_and_the_notices() {
         tools[2]["outputSchema"]["properties"]["value"]["type"], "array",
         "the job list's canonical value"
     );
+    // The job ends only once the start has answered, so no notice can come
+    // with that answer.
+    let gate = Gate::new();
+    let command = gate.command();
     let started = host
         .request(
             "tools/call",
-            json!({"name": "bash", "arguments": {"command": "echo hi"}}),
+            json!({"name": "bash", "arguments": {"command": command}}),
         )
         .await;
     assert_eq!(
@@ -176,20 +180,21 @@ async fn structured_output_carries_the_text_and_the_notices() {
         json!({"text": "started background job bash-1", "notices": [],
                "value": {"kind": "background", "jobId": "bash-1"}})
     );
+    gate.open();
     let notice = next_notice(&mut host).await;
     let notice = notice["params"]["data"]["text"]
         .as_str()
         .unwrap()
         .to_owned();
-    assert_eq!(notice, notice_of("bash-1", "echo hi"));
+    assert_eq!(notice, notice_of("bash-1", &command));
     let list = host
         .request("tools/call", json!({"name": "job_list", "arguments": {}}))
         .await;
     let result = &list["result"];
-    let text = "bash-1 [bash] completed \u{2014} echo hi";
+    let text = format!("bash-1 [bash] completed \u{2014} {command}");
     assert_eq!(result["content"][0]["text"], notice.as_str());
-    assert_eq!(result["content"][1]["text"], text);
-    assert_eq!(result["structuredContent"]["text"], text);
+    assert_eq!(result["content"][1]["text"], text.as_str());
+    assert_eq!(result["structuredContent"]["text"], text.as_str());
     assert_eq!(result["structuredContent"]["notices"], json!([notice]));
     assert_eq!(
         result["structuredContent"]["value"][0]["status"],
