@@ -39,6 +39,8 @@ fn to_model(job: JobSnapshot) -> model::JobSnapshot {
         finished_at: job.finished_at,
         output_limit_bytes: job.output_limit_bytes,
         reported: job.reported,
+        // The bench's jobs run unfenced.
+        sandbox: None,
     }
 }
 
@@ -130,6 +132,7 @@ fn chatty_job(registry: &JobRegistry, owner: &Owner) -> String {
                 label: "make -j2".into(),
                 output_limit_bytes: None,
                 owner: Some(owner.clone()),
+                sandbox: None,
             },
             || {
                 Ok(JobHooks {
@@ -159,6 +162,7 @@ fn finished_job(registry: &JobRegistry, owner: &Owner, output: String) -> String
                 label: "export rows".into(),
                 output_limit_bytes: None,
                 owner: Some(owner.clone()),
+                sandbox: None,
             },
             move || {
                 Ok(JobHooks {

@@ -1226,7 +1226,7 @@ def extensions():
     # Configs.
     vec("extensions", "extension-configs", "README Extensions: config", [
         {"configure": json.dumps({"extensions": True}),
-         "expect": {"ok": {"extensions": ["ready", "input", "log", "limits", "ports", "yield"],
+         "expect": {"ok": {"extensions": ["ready", "input", "log", "limits", "ports", "yield", "sandbox"],
                            "limits": {"timeout_ms": None, "cpu_seconds": None, "memory_bytes": None,
                                       "output_bytes": None}}}},
         {"configure": json.dumps({"profile": "b", "extensions": ["limits", "ports"],
@@ -1235,7 +1235,7 @@ def extensions():
                            "limits": {"timeout_ms": 60000, "cpu_seconds": None, "memory_bytes": None,
                                       "output_bytes": 1000}}}},
         {"configure": json.dumps({"extensions": ["ready", "teleport"]}),
-         "expect": {"err": "tool-jobs: unknown extension \"teleport\" (known: ready, input, log, limits, ports, yield)"}},
+         "expect": {"err": "tool-jobs: unknown extension \"teleport\" (known: ready, input, log, limits, ports, yield, sandbox)"}},
         {"configure": json.dumps({"profile": "c", "limits": {"timeoutMs": 5}}),
          "expect": {"err": "jobs: limits needs the \"limits\" extension (\"extensions\": [\"limits\"])"}},
         {"configure": json.dumps({"profile": "b", "extensions": False, "bogus": 1}),
@@ -1264,7 +1264,69 @@ YIELD_SENTENCE = ("With yield_ms it first waits up to that long: a command that 
 BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
 
 
-def start_tool(p, ext):
+# README: the sandbox extension.
+FILES_RANK = {"read-only": 0, "workspace-write": 1, "full": 2}
+FULL_SANDBOX = {"files": "full", "network": "on"}
+
+
+def sandbox_words(sb):
+    net = sb["network"]
+    if isinstance(net, list):
+        net_words = "network ports " + ",".join(str(p) for p in net)
+    else:
+        net_words = f"network {net}"
+    return f"{sb['files']}, {net_words}"
+
+
+def network_within(a, b):
+    if b == "on" or a == "off":
+        return True
+    if isinstance(a, list) and isinstance(b, list):
+        return all(p in b for p in a)
+    return False
+
+
+def sandbox_network(v):
+    if v in ("on", "off"):
+        return v
+    if isinstance(v, list) and all(isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= 65535 for p in v):
+        return sorted(set(v))
+    return None
+
+
+def sandbox_check(args, session):
+    """The sandbox a start asks for (extension `sandbox`): the request's value or the error text."""
+    session = session or FULL_SANDBOX
+    asked = args.get("sandbox")
+    if asked is None:
+        sb = dict(session)
+    elif isinstance(asked, dict):
+        for key in asked:
+            if key not in ("files", "network"):
+                return False, f'invalid sandbox: unknown key "{key}" (known: files, network)'
+        files = asked.get("files")
+        if files is None:
+            files = session["files"]
+        elif files not in FILES_RANK:
+            return False, f'invalid sandbox.files: expected "full", "workspace-write" or "read-only", got {json.dumps(files)}'
+        net = asked.get("network")
+        if net is None:
+            net = session["network"]
+        else:
+            parsed = sandbox_network(net)
+            if parsed is None:
+                return False, f'invalid sandbox.network: expected "on", "off" or a list of ports from 1 to 65535, got {json.dumps(net, separators=(",", ":"))}'
+            net = parsed
+        sb = {"files": files, "network": net}
+    else:
+        return False, f"invalid sandbox: expected an object with files and network, got {json.dumps(asked, separators=(',', ':'))}"
+    if not (FILES_RANK[sb["files"]] <= FILES_RANK[session["files"]] and network_within(sb["network"], session["network"])):
+        return False, (f"invalid sandbox: {sandbox_words(sb)} is wider than this session's sandbox "
+                       f"({sandbox_words(session)}); a start may only narrow it")
+    return True, (None if sb == FULL_SANDBOX else sb)
+
+
+def start_tool(p, ext, session=None):
     props = {"command": {"type": "string", "description": "The command to run with bash -c."},
              "workdir": {"type": "string", "description": "Working directory; relative paths resolve against the session's."},
              "description": {"type": "string", "description": "Short description of what the command does."}}
@@ -1275,6 +1337,17 @@ def start_tool(p, ext):
     if "limits" in ext:
         for key, _, what in LIMIT_KEYS:
             props[key] = {"type": "integer", "description": what}
+    if "sandbox" in ext:
+        props["sandbox"] = {
+            "type": "object",
+            "description": f"Run this job in a narrower sandbox than the session's ({sandbox_words(session or FULL_SANDBOX)}): files (full, workspace-write or read-only) and network (on, off, or a list of TCP ports); never a wider one.",
+            "properties": {
+                "files": {"type": "string", "enum": ["full", "workspace-write", "read-only"]},
+                "network": {"oneOf": [{"type": "string", "enum": ["on", "off"]},
+                                      {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 65535}}]},
+            },
+            "additionalProperties": False,
+        }
     if "yield" in ext:
         props["yield_ms"] = {"type": "integer", "description": f"Wait up to this many milliseconds ({YIELD_MIN} to {YIELD_MAX}) for the command to end before answering; it is never killed for it."}
     text = START_BASE[p]
@@ -1289,7 +1362,7 @@ def start_tool(p, ext):
             "annotations": ann("Run a background shell command", False, True, False, True)}
 
 
-def start_check(args, ext, maxima, max_command=65536):
+def start_check(args, ext, maxima, max_command=65536, session=None):
     """The start tool's argument check, in its documented order: an ok request or the error text."""
     if not isinstance(args, dict):
         return "invalid arguments: expected an object"
@@ -1304,7 +1377,7 @@ def start_check(args, ext, maxima, max_command=65536):
     req = {"command": args["command"], "workdir": args.get("workdir"), "description": args.get("description"),
            "stdin": False, "name": None,
            "limits": {"timeout_ms": None, "cpu_seconds": None, "memory_bytes": None, "output_bytes": None},
-           "yield_ms": None}
+           "yield_ms": None, "sandbox": None}
     if "input" in ext and args.get("stdin") is not None:
         if not isinstance(args["stdin"], bool):
             return 'invalid arguments: "stdin" must be a boolean'
@@ -1332,6 +1405,11 @@ def start_check(args, ext, maxima, max_command=65536):
         if isinstance(y, bool) or not isinstance(y, int) or not YIELD_MIN <= y <= YIELD_MAX:
             return f"invalid yield_ms: expected a whole number of milliseconds from {YIELD_MIN} to {YIELD_MAX}, got {json.dumps(y)}"
         req["yield_ms"] = y
+    if "sandbox" in ext:
+        ok, got = sandbox_check(args, session)
+        if not ok:
+            return got
+        req["sandbox"] = got
     name = req["name"]
     if name is not None:
         if not name.strip():
@@ -1363,7 +1441,7 @@ def start_refusal(p, error):
 
 
 def starts():
-    every = ["ready", "input", "log", "limits", "ports", "yield"]
+    every = ["ready", "input", "log", "limits", "ports", "yield", "sandbox"]
     for p in "abc":
         for ext_name, ext in (("none", []), ("all", every), ("limits", ["limits"]), ("input-ports", ["input", "ports"])):
             extra = {} if not ext else {"extensions": ext}
@@ -1416,7 +1494,7 @@ def starts():
               "expect": {"err_prefix": "Error: invalid arguments: "}}], config=cfg(p))
         request = {"command": "npm run dev", "workdir": None, "description": None, "stdin": False, "name": "web",
                    "limits": {"timeout_ms": None, "cpu_seconds": None, "memory_bytes": None, "output_bytes": None},
-                   "yield_ms": None}
+                   "yield_ms": None, "sandbox": None}
         answers = [
             ("new", {"new": "bash-1"}, {"text": "started background job bash-1", "is_error": False,
                                         "value": {"kind": "background", "jobId": "bash-1"}}),
@@ -1476,9 +1554,84 @@ def starts():
             [{"configure": cfg(p), "expect": {"ok": {"notice_transport": transport, "disposed_owner": disposed}}}])
 
 
+def sandboxes():
+    """README: the sandbox extension (WIT 0.7.0): the session's sandbox in the
+    config, a narrower one on a start, and each job's in its status."""
+    session = {"files": "workspace-write", "network": "off"}
+    plugin = {"a": "tool-jobs", "b": "tool-tasks", "c": "jobs"}
+    for p in "abc":
+        with_session = cfg(p, extensions=["sandbox"], sandbox=session)
+        vec("starts", f"{p}-sandbox-start-tool", "README: the sandbox extension; WIT start-tool",
+            [{"start_tool": {}, "expect": start_tool(p, ["sandbox"], session)}], config=with_session)
+        vec("starts", f"{p}-sandbox-start-tool-no-session", "README: the sandbox extension; WIT start-tool",
+            [{"start_tool": {}, "expect": start_tool(p, ["sandbox"])}], config=cfg(p, extensions=["sandbox"]))
+        cases = [
+            ("none", {"command": "make"}),
+            ("null", {"command": "make", "sandbox": None}),
+            ("read-only", {"command": "make", "sandbox": {"files": "read-only"}}),
+            ("same", {"command": "make", "sandbox": {"files": "workspace-write", "network": "off"}}),
+            ("full", {"command": "make", "sandbox": {"files": "full"}}),
+            ("network-on", {"command": "make", "sandbox": {"network": "on"}}),
+            ("ports-from-off", {"command": "make", "sandbox": {"network": [443]}}),
+            ("unknown-key", {"command": "make", "sandbox": {"fs": "read-only"}}),
+            ("bad-files", {"command": "make", "sandbox": {"files": "none"}}),
+            ("bad-port", {"command": "make", "sandbox": {"network": [0]}}),
+            ("string", {"command": "make", "sandbox": "read-only"}),
+        ]
+        for name, args in cases:
+            got = start_check(args, ["sandbox"], {}, session=session)
+            expect = {"ok": got} if isinstance(got, dict) else {"err": {"text": "Error: " + got, "is_error": True, "value": None}}
+            vec("starts", f"{p}-check-start-sandbox-{name}", "README: the sandbox extension; WIT check-start",
+                [{"check_start": json.dumps(args), "max_command_bytes": 65536, "expect": expect}], config=with_session)
+        # Without a session sandbox (full authority), any sandbox narrows it.
+        open_cases = [
+            ("ports", {"command": "make", "sandbox": {"network": [443, 80, 443]}}),
+            ("full", {"command": "make", "sandbox": {"files": "full", "network": "on"}}),
+        ]
+        for name, args in open_cases:
+            got = start_check(args, ["sandbox"], {})
+            expect = {"ok": got} if isinstance(got, dict) else {"err": {"text": "Error: " + got, "is_error": True, "value": None}}
+            vec("starts", f"{p}-check-start-sandbox-open-{name}", "README: the sandbox extension; WIT check-start",
+                [{"check_start": json.dumps(args), "max_command_bytes": 65536, "expect": expect}],
+                config=cfg(p, extensions=["sandbox"]))
+        # The config's own sandbox.
+        vec("configs", f"config-{p}-sandbox", "README: the sandbox extension; WIT config sandbox", [
+            {"configure": cfg(p, extensions=["sandbox"], sandbox={"files": "read-only", "network": [443, 80]}),
+             "expect": {"ok": {"sandbox": {"files": "read-only", "network": [80, 443]}}}},
+            {"configure": cfg(p, extensions=["sandbox"], sandbox={"files": "full", "network": "on"}),
+             "expect": {"ok": {"sandbox": None}}},
+            {"configure": cfg(p, sandbox=session),
+             "expect": {"err": f'{plugin[p]}: sandbox needs the "sandbox" extension ("extensions": ["sandbox"])'}},
+            {"configure": cfg(p, extensions=["sandbox"], sandbox={"files": "none"}),
+             "expect": {"err": f'{plugin[p]}: sandbox.files must be "full", "workspace-write" or "read-only", got "none"'}},
+            {"configure": cfg(p, extensions=["sandbox"], sandbox={"files": "full", "net": "off"}),
+             "expect": {"err": f'{plugin[p]}: unknown sandbox key "net" (known: files, network)'}},
+        ])
+    # Each job's sandbox in its status and list row.
+    fenced = dict(job("bash-1", "running", pending="x\n"), sandbox={"files": "read-only", "network": "off"})
+    plain = job("bash-2", "running")
+    note = "[sandbox: read-only, network off]"
+    for p in "ab":
+        w = WORDS[p]
+        for ext, shown in ((["sandbox"], True), ([], False)):
+            rows = f"bash-1 [bash] running {EM} make test" + (f" {note}" if shown else "") + f"\nbash-2 [bash] running {EM} make test"
+            read = "x\n" + (f"{note}\n" if shown else "") + "[status: running]"
+            vec("extensions", f"{p}-sandbox-words-{'on' if shown else 'off'}", "README: the sandbox extension", [
+                invoke(w["list"], {}, {"text": rows, "is_error": False, "value": [public(fenced), public(plain)]}),
+                invoke(w["output"], {w["id"]: "bash-1"}, {"text": read, "is_error": False,
+                                                        "value": {"text": "x\n", w["key"]: public(fenced)}}),
+            ], config=cfg(p, extensions=ext), jobs=[fenced, plain])
+    now = T0 + 5000
+    status = c_status(fenced, now, 24576)
+    first, _, rest = status.partition("\n")
+    vec("extensions", "c-sandbox-words", "README: the sandbox extension", [
+        invoke("job_status", {"id": "bash-1"}, c_text(first + f" {note}" + ("\n" + rest if rest else ""))),
+    ], config=cfg("c", extensions=["sandbox"]), jobs=[fenced], now=now)
+
+
 def main():
     for family in (reads, capped_reads, notices, delivery, errors, waits, lists_and_kills, definitions,
-                   configs, finalizes, profile_c, extensions, starts):
+                   configs, finalizes, profile_c, extensions, starts, sandboxes):
         family()
     ids = [v["id"] for vs in ALL.values() for v in vs]
     dupes = {i for i in ids if ids.count(i) > 1}

@@ -10,7 +10,7 @@
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Guest, GuestError, RegistryError } from '../../hosts/node/src/guest.js';
+import { Guest, GuestError, RegistryError, fromWitSandbox, toWitSandbox } from '../../hosts/node/src/guest.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const TERMINAL = new Set(['completed', 'killed', 'failed']);
@@ -57,6 +57,7 @@ class Scripted {
       id: j.id, kind: j.kind, label: j.label, status: j.status, detail: j.detail ?? undefined,
       startedAt: j.started_at, finishedAt: j.finished_at ?? undefined,
       outputLimitBytes: j.output_limit_bytes ?? undefined, reported: Boolean(j.reported),
+      sandbox: j.sandbox ?? undefined,
     };
   }
   listJobs() { return this.jobs.filter((j) => j.owner !== 'other').map(Scripted.view); }
@@ -153,6 +154,7 @@ const limitsJson = (l) => Object.fromEntries(['timeoutMs', 'cpuSeconds', 'memory
 const requestJson = (r) => ({
   command: r.command, workdir: r.workdir ?? null, description: r.description ?? null, stdin: r.stdin,
   name: r.name ?? null, limits: limitsJson(r.limits), yield_ms: r.yieldMs ?? null,
+  sandbox: fromWitSandbox(r.sandbox),
 });
 const requestFrom = (v) => ({
   command: v.command, workdir: v.workdir ?? undefined, description: v.description ?? undefined, stdin: v.stdin,
@@ -161,6 +163,7 @@ const requestFrom = (v) => ({
     k.replace(/_([a-z])/g, (_, m) => m.toUpperCase()), v.limits[k] === null ? undefined : BigInt(v.limits[k]),
   ])),
   yieldMs: v.yield_ms ?? undefined,
+  sandbox: toWitSandbox(v.sandbox),
 });
 // `{new: id}`, `{existing: id}` or `{error: {<start-error case>: payload}}`, as jco lowers a result.
 const madeFrom = (m) => {
@@ -183,6 +186,7 @@ const configJson = (c) => ({
   limits: limitsJson(c.limits),
   notice_transport: c.noticeTransport,
   disposed_owner: c.disposedOwner,
+  sandbox: fromWitSandbox(c.sandbox),
 });
 const noticeJson = (n) => ({ text: n.text, summary: n.summary ?? null, plugin: n.plugin, form: n.form ?? null });
 

@@ -18,7 +18,16 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "hosts", "python"))
 
-from harness_jobs.guest import Guest, GuestError, RegistryError, _plain, _record, config_plain  # noqa: E402
+from harness_jobs.guest import (  # noqa: E402
+    Guest,
+    GuestError,
+    RegistryError,
+    _plain,
+    _record,
+    config_plain,
+    sandbox_plain,
+    sandbox_record,
+)
 from wasmtime.component import Variant  # noqa: E402
 
 TERMINAL = ("completed", "killed", "failed")
@@ -163,7 +172,8 @@ class Scripted:
 def request_from(v):
     limits = _record(**{k: v["limits"][k] for k in ("timeout_ms", "cpu_seconds", "memory_bytes", "output_bytes")})
     return _record(command=v["command"], workdir=v["workdir"], description=v["description"], stdin=v["stdin"],
-                   name=v["name"], limits=limits, yield_ms=v.get("yield_ms"))
+                   name=v["name"], limits=limits, yield_ms=v.get("yield_ms"),
+                   sandbox=sandbox_record(v.get("sandbox")))
 
 
 def made_from(m):
@@ -212,7 +222,7 @@ def step(guest, scripted, config, s):
         kind, checked = guest.check_start(config, s["check_start"], s.get("max_command_bytes", 65536))
         if kind == "err":
             return {"err": checked}
-        return {"ok": _plain(checked)}
+        return {"ok": dict(_plain(checked), sandbox=sandbox_plain(checked.sandbox))}
     if "started" in s:
         kind, out = guest.started(config, request_from(s["started"]["request"]), made_from(s["started"]["made"]))
         if kind != "wait":

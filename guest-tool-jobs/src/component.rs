@@ -25,7 +25,8 @@ use harness::jobs::clock::now_ms;
 use harness::jobs::diag::{Level, log};
 use harness::jobs::types::{
     ExcerptWindow, JobSignal, JobSnapshot, JobStatus, KillOutcome, LineCount, LineQuery, LineRange,
-    LineSearch, OutputLine, OutputStream, RegistryError, WaitEnd, WaitUntil, Waited,
+    LineSearch, OutputLine, OutputStream, RegistryError, Sandbox, SandboxFiles, SandboxNetwork,
+    WaitEnd, WaitUntil, Waited,
 };
 
 struct Component;
@@ -63,6 +64,37 @@ fn snapshot_from(job: JobSnapshot) -> model::JobSnapshot {
         finished_at: job.finished_at,
         output_limit_bytes: job.output_limit_bytes,
         reported: job.reported,
+        sandbox: job.sandbox.map(sandbox_from),
+    }
+}
+
+fn sandbox_from(s: Sandbox) -> model::Sandbox {
+    model::Sandbox {
+        files: match s.files {
+            SandboxFiles::Full => model::SandboxFiles::Full,
+            SandboxFiles::WorkspaceWrite => model::SandboxFiles::WorkspaceWrite,
+            SandboxFiles::ReadOnly => model::SandboxFiles::ReadOnly,
+        },
+        network: match s.network {
+            SandboxNetwork::On => model::SandboxNetwork::On,
+            SandboxNetwork::Off => model::SandboxNetwork::Off,
+            SandboxNetwork::Ports(ports) => model::SandboxNetwork::Ports(ports),
+        },
+    }
+}
+
+fn sandbox_to(s: model::Sandbox) -> Sandbox {
+    Sandbox {
+        files: match s.files {
+            model::SandboxFiles::Full => SandboxFiles::Full,
+            model::SandboxFiles::WorkspaceWrite => SandboxFiles::WorkspaceWrite,
+            model::SandboxFiles::ReadOnly => SandboxFiles::ReadOnly,
+        },
+        network: match s.network {
+            model::SandboxNetwork::On => SandboxNetwork::On,
+            model::SandboxNetwork::Off => SandboxNetwork::Off,
+            model::SandboxNetwork::Ports(ports) => SandboxNetwork::Ports(ports),
+        },
     }
 }
 
@@ -291,11 +323,13 @@ fn config_from(config: Config) -> PlainConfig {
                     Extension::Limits => set.limits = true,
                     Extension::Ports => set.ports = true,
                     Extension::Yield => set.yields = true,
+                    Extension::Sandbox => set.sandbox = true,
                 }
             }
             set
         },
         limits: limits_from(config.limits),
+        sandbox: config.sandbox.map(sandbox_from),
     }
 }
 
@@ -353,6 +387,7 @@ impl tools::Guest for Component {
                 (c.extensions.limits, Extension::Limits),
                 (c.extensions.ports, Extension::Ports),
                 (c.extensions.yields, Extension::Yield),
+                (c.extensions.sandbox, Extension::Sandbox),
             ]
             .into_iter()
             .filter_map(|(on, e)| on.then_some(e))
@@ -370,6 +405,7 @@ impl tools::Guest for Component {
                 PlainProfile::B => DisposedOwner::Ignore,
                 PlainProfile::A | PlainProfile::C => DisposedOwner::Report,
             },
+            sandbox: c.sandbox.map(sandbox_to),
         })
     }
 
@@ -400,6 +436,7 @@ impl tools::Guest for Component {
                 name: r.name,
                 limits: limits_to(r.limits),
                 yield_ms: r.yield_ms,
+                sandbox: r.sandbox.map(sandbox_to),
             })
             .map_err(result_to)
     }
@@ -418,6 +455,7 @@ impl tools::Guest for Component {
             name: request.name,
             limits: limits_from(request.limits),
             yield_ms: request.yield_ms,
+            sandbox: request.sandbox.map(sandbox_from),
         };
         let made = match made {
             Ok(StartMade::New(id)) => Ok(start::StartMade::New(id)),

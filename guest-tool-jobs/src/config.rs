@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::model::js_number;
+use crate::model::{Sandbox, SandboxFiles, SandboxNetwork, js_number};
 use crate::wording;
 
 /// Which tool surface the plugin presents.
@@ -42,7 +42,7 @@ pub enum CompletionDelivery {
 }
 
 /// Validated configuration.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// The tool surface.
     pub profile: Profile,
@@ -63,6 +63,8 @@ pub struct Config {
     pub extensions: Extensions,
     /// Per-job limits' maxima (extension `limits`).
     pub limits: JobLimits,
+    /// The session's sandbox (extension `sandbox`); `None`: full authority.
+    pub sandbox: Option<Sandbox>,
 }
 
 /// The opt-in extensions a mount enables (see the WIT `extension`).
@@ -80,11 +82,15 @@ pub struct Extensions {
     pub ports: bool,
     /// Starts that wait a little for the command to end.
     pub yields: bool,
+    /// Narrower sandboxes on start, and each job's in its status.
+    pub sandbox: bool,
 }
 
 impl Extensions {
     /// The names, in the order the config and the WIT list them.
-    pub const NAMES: [&'static str; 6] = ["ready", "input", "log", "limits", "ports", "yield"];
+    pub const NAMES: [&'static str; 7] = [
+        "ready", "input", "log", "limits", "ports", "yield", "sandbox",
+    ];
 
     /// Every extension.
     pub const ALL: Extensions = Extensions {
@@ -94,6 +100,7 @@ impl Extensions {
         limits: true,
         ports: true,
         yields: true,
+        sandbox: true,
     };
 
     /// Whether the extension called `name` is enabled.
@@ -105,6 +112,7 @@ impl Extensions {
             "limits" => self.limits,
             "ports" => self.ports,
             "yield" => self.yields,
+            "sandbox" => self.sandbox,
             _ => false,
         }
     }
@@ -117,6 +125,7 @@ impl Extensions {
             "limits" => &mut self.limits,
             "ports" => &mut self.ports,
             "yield" => &mut self.yields,
+            "sandbox" => &mut self.sandbox,
             _ => return false,
         };
         *slot = true;
@@ -140,7 +149,37 @@ pub struct JobLimits {
 /// The config keys of the extensions, accepted under every profile. They are
 /// left out of the `known:` list of the unknown-key error, which stays as the
 /// seed surfaces word it.
-const EXTENSION_KEYS: &[&str] = &["extensions", "limits"];
+const EXTENSION_KEYS: &[&str] = &["extensions", "limits", "sandbox"];
+const SANDBOX_KEYS: [&str; 2] = ["files", "network"];
+
+/// The session's sandbox from the config's `"sandbox"`: `files` (default
+/// `full`) and `network` (default `on`).
+fn parse_sandbox(value: &Value) -> Result<Sandbox, String> {
+    let Value::Object(map) = value else {
+        return Err(format!(
+            "sandbox must be an object with files and network, got {value}"
+        ));
+    };
+    if let Some(unknown) = map.keys().find(|k| !SANDBOX_KEYS.contains(&k.as_str())) {
+        return Err(format!(
+            "unknown sandbox key \"{unknown}\" (known: {})",
+            SANDBOX_KEYS.join(", ")
+        ));
+    }
+    let files = match map.get("files") {
+        None => SandboxFiles::Full,
+        Some(v) => v.as_str().and_then(SandboxFiles::parse).ok_or_else(|| {
+            format!("sandbox.files must be \"full\", \"workspace-write\" or \"read-only\", got {v}")
+        })?,
+    };
+    let network = match map.get("network") {
+        None => SandboxNetwork::On,
+        Some(v) => SandboxNetwork::from_json(v).ok_or_else(|| {
+            format!("sandbox.network must be \"on\", \"off\" or a list of ports from 1 to 65535, got {v}")
+        })?,
+    };
+    Ok(Sandbox { files, network })
+}
 const LIMIT_KEYS: [&str; 4] = ["timeoutMs", "cpuSeconds", "memoryBytes", "outputBytes"];
 
 fn parse_extensions(value: &Value) -> Result<Extensions, String> {
@@ -229,6 +268,7 @@ impl Default for Config {
             suppress_completion_notice: false,
             extensions: Extensions::default(),
             limits: JobLimits::default(),
+            sandbox: None,
         }
     }
 }
@@ -429,6 +469,16 @@ fn parse_for(profile: Profile, map: &Map<String, Value>) -> Result<Config, Strin
             );
         }
         config.limits = parse_limits(v)?;
+    }
+    if let Some(v) = map.get("sandbox") {
+        if !config.extensions.sandbox {
+            return Err(
+                "sandbox needs the \"sandbox\" extension (\"extensions\": [\"sandbox\"])"
+                    .to_owned(),
+            );
+        }
+        // Full authority is no sandbox.
+        config.sandbox = Some(parse_sandbox(v)?).filter(|s| *s != Sandbox::FULL);
     }
     // Compared as written (so the error quotes the operator's numbers), then
     // kept as whole milliseconds, the unit host and guest share.

@@ -127,6 +127,7 @@ mod tests {
             finished_at: Some(2),
             output_limit_bytes: cap,
             reported: false,
+            sandbox: None,
         }
     }
 

@@ -18,10 +18,24 @@ pub fn status_line(job: &JobSnapshot) -> String {
 /// The `job_output` text: the read (or `(no new output)`), then the status line on
 /// its own line, kept within `max_bytes` by cutting the head of the output.
 pub fn read_text(text: &str, job: &JobSnapshot, max_bytes: Option<u64>) -> String {
+    read_text_noted(text, job, max_bytes, None)
+}
+
+/// [`read_text`] with `note` on its own line just above the status line
+/// (within the same bound).
+pub fn read_text_noted(
+    text: &str,
+    job: &JobSnapshot,
+    max_bytes: Option<u64>,
+    note: Option<&str>,
+) -> String {
     let body = if text.is_empty() { NO_NEW_OUTPUT } else { text };
     // One trailing newline belongs to the output; the status line supplies its own.
     let content = body.strip_suffix('\n').unwrap_or(body);
-    let suffix = format!("\n{}", status_line(job));
+    let suffix = match note {
+        Some(note) => format!("\n{note}\n{}", status_line(job)),
+        None => format!("\n{}", status_line(job)),
+    };
     fit_with_suffix(content, &suffix, max_bytes, OUTPUT_TRUNCATED)
 }
 
@@ -93,6 +107,7 @@ mod tests {
             finished_at: status.is_terminal().then_some(2),
             output_limit_bytes: None,
             reported: false,
+            sandbox: None,
         }
     }
 

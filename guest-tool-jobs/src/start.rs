@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 
 use crate::config::{Config, JobLimits, Profile};
 use crate::model::{
-    JobsView, MAX_TIMER_MS, Step, ToolAnnotations, ToolResult, WaitRequest, Waited,
+    JobsView, MAX_TIMER_MS, Sandbox, SandboxFiles, SandboxNetwork, Step, ToolAnnotations,
+    ToolResult, WaitRequest, Waited,
 };
 use crate::render;
 use crate::surface::Surface;
@@ -62,6 +63,9 @@ pub struct StartRequest {
     pub limits: JobLimits,
     /// How long the start waits for the command to end (extension `yield`).
     pub yield_ms: Option<u32>,
+    /// The sandbox to run it in (extension `sandbox`): the session's, or the
+    /// narrower one asked for; `None`: full authority.
+    pub sandbox: Option<Sandbox>,
 }
 
 /// What the host's start did (see the WIT `start-made`).
@@ -135,6 +139,23 @@ pub fn definition(config: &Config) -> StartTool {
             limit("Address space each process of the job may use, in bytes.");
         properties["max_output_bytes"] =
             limit("Kill the job once it has written this many bytes of output.");
+    }
+    if config.extensions.sandbox {
+        properties["sandbox"] = json!({
+            "type": "object",
+            "description": format!(
+                "Run this job in a narrower sandbox than the session's ({}): files (full, workspace-write or read-only) and network (on, off, or a list of TCP ports); never a wider one.",
+                config.sandbox.as_ref().unwrap_or(&Sandbox::FULL).words()
+            ),
+            "properties": {
+                "files": {"type": "string", "enum": ["full", "workspace-write", "read-only"]},
+                "network": {"oneOf": [
+                    {"type": "string", "enum": ["on", "off"]},
+                    {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 65535}}
+                ]}
+            },
+            "additionalProperties": false
+        });
     }
     if config.extensions.yields {
         properties["yield_ms"] = json!({"type": "integer", "description": format!("Wait up to this many milliseconds ({} to {}) for the command to end before answering; it is never killed for it.", YIELD_MS.start(), YIELD_MS.end())});
@@ -259,6 +280,9 @@ fn request(
             ),
         };
     }
+    if config.extensions.sandbox {
+        request.sandbox = sandbox(config, value(&map, "sandbox"))?;
+    }
     // In the order the host checked them before: the name, then the command.
     if let Some(name) = &request.name {
         check_name(name)?;
@@ -275,6 +299,48 @@ fn request(
     }
     request.command = command.into_owned();
     Ok(request)
+}
+
+/// The sandbox a start asks for (extension `sandbox`): each part the
+/// session's unless given, and never wider than the session's.
+fn sandbox(config: &Config, asked: Option<Value>) -> Result<Option<Sandbox>, String> {
+    let session = config.sandbox.clone().unwrap_or(Sandbox::FULL);
+    let asked = match asked {
+        None | Some(Value::Null) => session.clone(),
+        Some(Value::Object(map)) => {
+            if let Some(key) = map.keys().find(|k| *k != "files" && *k != "network") {
+                return Err(format!(
+                    "invalid sandbox: unknown key \"{key}\" (known: files, network)"
+                ));
+            }
+            let files = match map.get("files") {
+                None | Some(Value::Null) => session.files,
+                Some(v) => v.as_str().and_then(SandboxFiles::parse).ok_or_else(|| {
+                    format!("invalid sandbox.files: expected \"full\", \"workspace-write\" or \"read-only\", got {v}")
+                })?,
+            };
+            let network = match map.get("network") {
+                None | Some(Value::Null) => session.network.clone(),
+                Some(v) => SandboxNetwork::from_json(v).ok_or_else(|| {
+                    format!("invalid sandbox.network: expected \"on\", \"off\" or a list of ports from 1 to 65535, got {v}")
+                })?,
+            };
+            Sandbox { files, network }
+        }
+        Some(v) => {
+            return Err(format!(
+                "invalid sandbox: expected an object with files and network, got {v}"
+            ));
+        }
+    };
+    if !asked.within(&session) {
+        return Err(format!(
+            "invalid sandbox: {} is wider than this session's sandbox ({}); a start may only narrow it",
+            asked.words(),
+            session.words()
+        ));
+    }
+    Ok(Some(asked).filter(|s| *s != Sandbox::FULL))
 }
 
 /// A string argument, or a violation when it is present and not a string.

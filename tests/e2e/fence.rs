@@ -158,6 +158,17 @@ async fn writes_outside_the_workdir_fail_every_way() {
         for attempt in cases {
             went_on(&s.run(&format!("{attempt}; echo alive")).await);
         }
+        // A git directory is bound read-only whole: it cannot be renamed
+        // away and planted anew.
+        went_on(&s.run("mv .git .g; ls -d .g; echo alive").await);
+        assert!(s.work.path().join(".git/HEAD").exists(), "{mode:?}");
+        assert!(!s.work.path().join(".g").exists(), "{mode:?}");
+        // No disk can be read raw: only named devices are.
+        let text = s
+            .run("for d in /dev/vda /dev/sda /dev/nvme0n1; do [ -b $d ] && head -c 1 $d | wc -c; done; echo alive")
+            .await;
+        went_on(&text);
+        assert!(!text.lines().any(|l| l.trim() == "1"), "{text}");
         assert_eq!(s.victim(), "original", "{mode:?}");
         for name in ["direct", "via-proc", "moved"] {
             assert!(!s.outside.path().join(name).exists(), "{name} in {mode:?}");
@@ -307,6 +318,17 @@ async fn the_network_and_the_host_s_sockets_are_off() {
                 "{attempt}: {text}"
             );
         }
+        // Nor a pathname socket of the user's services (D-Bus, a Docker
+        // daemon): no socket can be made at all.
+        let socket = s.outside.path().join("service.sock");
+        let _service = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let text = s
+            .run(&py(&format!(
+                "import socket; socket.socket(socket.AF_UNIX).connect('{}')",
+                socket.display()
+            )))
+            .await;
+        assert!(text.contains("PermissionError"), "{text}");
         listener.set_nonblocking(true).unwrap();
         assert!(listener.accept().is_err(), "a job reached the listener");
         if s.abi() >= 6 {
@@ -322,6 +344,30 @@ async fn the_network_and_the_host_s_sockets_are_off() {
         // No privilege can be gained through a setuid program.
         let text = s.run("grep NoNewPrivs /proc/self/status").await;
         assert!(text.starts_with("NoNewPrivs:\t1\n"), "{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workdir_in_or_around_the_host_s_private_directories_is_refused() {
+    for s in fenced().await {
+        for dir in [s.bash.spill_dir().to_owned(), s.cache.path().to_owned()] {
+            let refused = s.bash.start(
+                None,
+                BashRequest {
+                    command: "echo x > planted".into(),
+                    workdir: Some(dir.clone()),
+                    ..Default::default()
+                },
+            );
+            let Err(host::StartError::Producer(why)) = refused else {
+                panic!("a start in {} was not refused: {refused:?}", dir.display())
+            };
+            assert!(
+                why.starts_with("invalid workdir: under the sandbox"),
+                "{why}"
+            );
+            assert!(!dir.join("planted").exists());
+        }
     }
 }
 
@@ -342,4 +388,115 @@ async fn a_real_build_in_the_workdir_and_tmpdir_works_unchanged() {
             "{mode:?}"
         );
     }
+}
+
+/// A session over the real component with the `sandbox` extension, whose
+/// jobs run under `workspace-write, network off` in `work`.
+async fn sandboxed_session(work: &Path) -> host::session::Session {
+    let registry = host::JobRegistry::new(
+        host::RegistryConfig::default(),
+        host::AgentDirectory::default(),
+    );
+    let producer = BashProducer::new(
+        registry.clone(),
+        BashConfig {
+            default_workdir: Some(work.to_owned()),
+            sandbox: FencePolicy {
+                fs: FsAccess::WorkspaceWrite,
+                network: NetAccess::Off,
+                ..FencePolicy::default()
+            },
+            ..BashConfig::default()
+        },
+    )
+    .unwrap();
+    let config =
+        r#"{"extensions": ["sandbox"], "sandbox": {"files": "workspace-write", "network": "off"}}"#;
+    let mount = host::Mount::new(crate::fixture::runtime(), registry, config)
+        .await
+        .unwrap();
+    host::session::Session::open("fenced", std::sync::Arc::new(mount), producer).0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_narrows_a_job_s_sandbox_and_sees_it_but_cannot_widen_it() {
+    if Fenced::new(ContainmentMode::Fallback)
+        .await
+        .is_some_and(|s| s.abi() < 1)
+    {
+        println!("skipped: no Landlock on this kernel");
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let session = sandboxed_session(work.path()).await;
+    let started = session
+        .call(
+            "bash",
+            &json!({"command": "echo x > mine; echo done", "sandbox": {"files": "read-only"}}),
+        )
+        .await;
+    assert_eq!(started.outcome.text, "started background job bash-1");
+    let read = session
+        .call("job_output", &json!({"job_id": "bash-1", "wait": true}))
+        .await;
+    let text = &read.outcome.text;
+    assert!(text.starts_with("done\n[stderr]\n"), "{text}");
+    assert!(text.contains(": mine: Permission denied\n"), "{text}");
+    assert!(
+        text.ends_with("\n[sandbox: read-only, network off]\n[status: completed, exit code: 0]"),
+        "{text}"
+    );
+    assert!(!work.path().join("mine").exists());
+    let wider = session
+        .call(
+            "bash",
+            &json!({"command": "true", "sandbox": {"network": "on"}}),
+        )
+        .await;
+    assert!(wider.outcome.is_error);
+    assert_eq!(
+        wider.outcome.text,
+        "Error: invalid sandbox: workspace-write, network on is wider than this session's sandbox (workspace-write, network off); a start may only narrow it"
+    );
+    // The session's own jobs say theirs.
+    session.call("bash", &json!({"command": "true"})).await;
+    let list = session.call("job_list", &json!({})).await;
+    assert_eq!(
+        list.outcome.text,
+        format!(
+            "bash-1 [bash] completed \u{2014} echo x > mine; echo done [sandbox: read-only, network off]\nbash-2 [bash] {} \u{2014} true [sandbox: workspace-write, network off]",
+            session
+                .registry()
+                .inspect("bash-2")
+                .unwrap()
+                .status
+                .as_str()
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_refuses_a_wider_sandbox_whoever_asks() {
+    let Some(s) = Fenced::new(ContainmentMode::Fallback).await else {
+        return;
+    };
+    let refused = s.bash.start(
+        None,
+        BashRequest {
+            command: "true".into(),
+            sandbox: Some(host::fence::Sandbox {
+                fs: FsAccess::Full,
+                network: NetAccess::On,
+            }),
+            ..Default::default()
+        },
+    );
+    let Err(host::StartError::Producer(why)) = refused else {
+        panic!("{refused:?}")
+    };
+    assert_eq!(
+        why,
+        "invalid sandbox: full, network on is wider than this session's sandbox (workspace-write, network off)"
+    );
+    assert!(s.f.registry.list(None).is_empty());
 }

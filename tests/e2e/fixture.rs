@@ -116,6 +116,7 @@ impl ScriptedJob {
                 label: "sleep 60".into(),
                 output_limit_bytes: None,
                 owner: owner.cloned(),
+                sandbox: None,
             },
             stream: true,
         }
@@ -129,6 +130,7 @@ impl ScriptedJob {
                 label: "research".into(),
                 output_limit_bytes: None,
                 owner: owner.cloned(),
+                sandbox: None,
             },
             stream: false,
         }

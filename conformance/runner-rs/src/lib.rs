@@ -461,7 +461,46 @@ fn request_json(r: &StartRequest) -> Value {
         "name": r.name,
         "limits": limits_json(&r.limits),
         "yield_ms": r.yield_ms,
+        "sandbox": r.sandbox.as_ref().map(sandbox_json),
     })
+}
+
+/// `{"files": ..., "network": "on" | "off" | [port, ...]}`, as in a config.
+fn sandbox_json(s: &wit::Sandbox) -> Value {
+    json!({
+        "files": match s.files {
+            wit::SandboxFiles::Full => "full",
+            wit::SandboxFiles::WorkspaceWrite => "workspace-write",
+            wit::SandboxFiles::ReadOnly => "read-only",
+        },
+        "network": match &s.network {
+            wit::SandboxNetwork::On => json!("on"),
+            wit::SandboxNetwork::Off => json!("off"),
+            wit::SandboxNetwork::Ports(ports) => json!(ports),
+        },
+    })
+}
+
+/// [`sandbox_json`]'s form back; `None` for null or a malformed one.
+fn sandbox_from(v: &Value) -> Option<wit::Sandbox> {
+    let files = match v.get("files")?.as_str()? {
+        "full" => wit::SandboxFiles::Full,
+        "workspace-write" => wit::SandboxFiles::WorkspaceWrite,
+        "read-only" => wit::SandboxFiles::ReadOnly,
+        _ => return None,
+    };
+    let network = match v.get("network")? {
+        Value::String(s) if s == "on" => wit::SandboxNetwork::On,
+        Value::String(s) if s == "off" => wit::SandboxNetwork::Off,
+        Value::Array(ports) => wit::SandboxNetwork::Ports(
+            ports
+                .iter()
+                .filter_map(|p| p.as_u64().and_then(|p| u16::try_from(p).ok()))
+                .collect(),
+        ),
+        _ => return None,
+    };
+    Some(wit::Sandbox { files, network })
 }
 
 fn request_from(v: &Value) -> StartRequest {
@@ -480,6 +519,7 @@ fn request_from(v: &Value) -> StartRequest {
             output_bytes: limit("output_bytes"),
         },
         yield_ms: v["yield_ms"].as_u64().and_then(|n| u32::try_from(n).ok()),
+        sandbox: sandbox_from(&v["sandbox"]),
     }
 }
 
@@ -607,6 +647,7 @@ fn config_json(c: &GuestConfig) -> Value {
             Extension::Limits => "limits",
             Extension::Ports => "ports",
             Extension::Yield => "yield",
+            Extension::Sandbox => "sandbox",
         }).collect::<Vec<_>>(),
         "limits": limits_json(&c.limits),
         "notice_transport": match c.notice_transport {
@@ -617,6 +658,7 @@ fn config_json(c: &GuestConfig) -> Value {
             DisposedOwner::Report => "report",
             DisposedOwner::Ignore => "ignore",
         },
+        "sandbox": c.sandbox.as_ref().map(sandbox_json),
     })
 }
 
@@ -803,6 +845,7 @@ fn snapshot(job: &Map<String, Value>) -> wit::JobSnapshot {
             .get("reported")
             .and_then(Value::as_bool)
             .unwrap_or(false),
+        sandbox: job.get("sandbox").and_then(sandbox_from),
     }
 }
 

@@ -259,6 +259,7 @@ mod tests {
                 finished_at: None,
                 output_limit_bytes: None,
                 reported: false,
+                sandbox: None,
             },
         }
     }

@@ -29,6 +29,19 @@ pub use log::{
     MAX_LOG_TEXT_BYTES, MAX_MATCHES, MAX_PAGE_LINES,
 };
 pub use ports::{listening, ports_of};
+
+/// A job's sandbox as its status and list row show it (extension `sandbox`):
+/// `[sandbox: workspace-write, network off]`; `None` without the extension
+/// or for a job with full authority.
+pub fn sandbox_of(
+    config: &crate::config::Config,
+    job: &crate::model::JobSnapshot,
+) -> Option<String> {
+    if !config.extensions.sandbox {
+        return None;
+    }
+    job.sandbox.as_ref().map(crate::model::Sandbox::note)
+}
 pub use ready::{matched_lines, matched_note, ready_args, ready_properties, wait_note};
 
 /// The most bytes one `*_input` call writes.

@@ -10,7 +10,7 @@ use crate::model::{
     ContentBlock, JobSnapshot, JobsView, KillOutcome, RegistryError, Step, ToolAnnotations,
     ToolDefinition, ToolResult, UiCard, WaitRequest, Waited, json_type, timer_ms,
 };
-use crate::render::{list_text, read_text, registry_error_message, status_line};
+use crate::render::{list_text, read_text_noted, registry_error_message, status_line};
 use crate::wording::{ExtensionWords, Wording};
 
 /// The prompt section's order: after the shell tool's section (105).
@@ -361,16 +361,20 @@ fn job_output(
     }
     let (text, job) = view.read(id).map_err(|e| registry_error_message(&e, w))?;
     let shown = with_ports(view, config, &job);
+    let sandbox = extensions::sandbox_of(config, &job);
     let rendered = match (&ready, ended) {
         (Some(ready), Some((outcome, timeout_ms))) => {
             let note = extensions::wait_note(w, outcome, timeout_ms, ready);
             let budget = cap.map(|c| c.saturating_sub(note.len() as u64 + 1));
             cap_result(
-                &format!("{note}\n{}", read_text(&text, &shown, budget)),
+                &format!(
+                    "{note}\n{}",
+                    read_text_noted(&text, &shown, budget, sandbox.as_deref())
+                ),
                 cap,
             )
         }
-        _ => read_text(&text, &shown, cap),
+        _ => read_text_noted(&text, &shown, cap, sandbox.as_deref()),
     };
     Ok(Step::Done(ToolResult {
         value: Some(json!({"text": text, w.value_key: job.public()})),
@@ -398,7 +402,7 @@ fn with_ports<'a>(
 fn job_list(view: &dyn JobsView, config: &Config, w: &Wording) -> ToolResult {
     let (jobs, left_out) = crate::model::bounded_list(view.list_jobs());
     let public: Vec<_> = jobs.iter().map(JobSnapshot::public).collect();
-    let text = if config.extensions.ports {
+    let text = if config.extensions.ports || config.extensions.sandbox {
         let rows: Vec<JobSnapshot> = jobs
             .iter()
             .map(|job| with_list_ports(view, config, job))
@@ -448,11 +452,15 @@ fn job_kill(
     })
 }
 
-/// A list row's job: a live job's listening ports follow its label.
+/// A list row's job: a live job's listening ports follow its label, then
+/// its sandbox (extensions `ports` and `sandbox`).
 fn with_list_ports(view: &dyn JobsView, config: &Config, job: &JobSnapshot) -> JobSnapshot {
     let mut shown = job.clone();
     if let Some(ports) = extensions::ports_of(view, config, job) {
         shown.label = format!("{} ({ports})", shown.label);
+    }
+    if let Some(sandbox) = extensions::sandbox_of(config, job) {
+        shown.label = format!("{} {sandbox}", shown.label);
     }
     shown
 }

@@ -311,7 +311,66 @@ impl Settings {
             "limits",
             (!limits.is_empty()).then(|| serde_json::Value::Object(limits)),
         );
+        // The session's sandbox, for the `sandbox` extension's words and
+        // checks (a bad one is refused by `bash_config`).
+        let wants_sandbox = self.extensions.as_deref().is_some_and(|list| {
+            list.trim() == "all" || list.split(',').any(|n| n.trim() == "sandbox")
+        });
+        if wants_sandbox
+            && let Ok(policy) = self.fence_policy()
+            && !policy.is_open()
+        {
+            set(
+                "sandbox",
+                Some(json!({
+                    "files": policy.fs.as_str(),
+                    "network": match &policy.network {
+                        host::fence::NetAccess::On => json!("on"),
+                        host::fence::NetAccess::Off => json!("off"),
+                        host::fence::NetAccess::Ports(ports) => json!(ports),
+                    },
+                })),
+            );
+        }
         serde_json::Value::Object(config).to_string()
+    }
+
+    /// The session's sandbox from `--sandbox`, `--sandbox-write`,
+    /// `--sandbox-network` and `--sandbox-required`.
+    ///
+    /// # Errors
+    ///
+    /// An unknown policy or network, or a write path that is not an existing
+    /// absolute one.
+    pub fn fence_policy(&self) -> Result<host::fence::FencePolicy, SettingsError> {
+        let invalid =
+            |name: &'static str, message: String| SettingsError::Invalid { name, message };
+        let sandbox = host::fence::FencePolicy {
+            fs: match &self.sandbox {
+                Some(word) => {
+                    host::fence::FsAccess::parse(word).map_err(|m| invalid("sandbox", m))?
+                }
+                None => host::fence::FsAccess::Full,
+            },
+            write: self.sandbox_write.clone().unwrap_or_default(),
+            network: match &self.sandbox_network {
+                Some(word) => host::fence::NetAccess::parse(word)
+                    .map_err(|m| invalid("sandbox-network", m))?,
+                None => host::fence::NetAccess::On,
+            },
+            required: self.sandbox_required.unwrap_or(false),
+        };
+        if let Some(bad) = sandbox
+            .write
+            .iter()
+            .find(|p| !p.is_absolute() || !p.exists())
+        {
+            return Err(invalid(
+                "sandbox-write",
+                format!("{} is not an existing absolute path", bad.display()),
+            ));
+        }
+        Ok(sandbox)
     }
 
     /// The registry's configuration.
@@ -359,31 +418,7 @@ impl Settings {
         if self.max_command_bytes == Some(0) {
             return Err(invalid("max-command-bytes", "must be at least 1".into()));
         }
-        let sandbox = host::fence::FencePolicy {
-            fs: match &self.sandbox {
-                Some(word) => {
-                    host::fence::FsAccess::parse(word).map_err(|m| invalid("sandbox", m))?
-                }
-                None => host::fence::FsAccess::Full,
-            },
-            write: self.sandbox_write.clone().unwrap_or_default(),
-            network: match &self.sandbox_network {
-                Some(word) => host::fence::NetAccess::parse(word)
-                    .map_err(|m| invalid("sandbox-network", m))?,
-                None => host::fence::NetAccess::On,
-            },
-            required: self.sandbox_required.unwrap_or(false),
-        };
-        if let Some(bad) = sandbox
-            .write
-            .iter()
-            .find(|p| !p.is_absolute() || !p.exists())
-        {
-            return Err(invalid(
-                "sandbox-write",
-                format!("{} is not an existing absolute path", bad.display()),
-            ));
-        }
+        let sandbox = self.fence_policy()?;
         Ok(BashConfig {
             grace: self
                 .kill_grace_ms

@@ -318,6 +318,7 @@ impl Session {
                         stdin: request.stdin,
                         name: request.name.clone(),
                         limits: request.limits,
+                        sandbox: request.sandbox.clone(),
                         ..BashRequest::default()
                     };
                     let started = self

@@ -1,4 +1,4 @@
-// The tool-jobs component (WIT `harness:jobs@0.6.0`), transpiled by jco
+// The tool-jobs component (WIT `harness:jobs@0.7.0`), transpiled by jco
 // (`--instantiation sync`) and linked to a JavaScript backend.
 //
 // `Guest` is the low-level binding. Calls share one instance: instantiating
@@ -48,7 +48,7 @@ import { fileURLToPath } from 'node:url';
  */
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-export const VERSION = '0.6.0';
+export const VERSION = '0.7.0';
 
 /** @type {Set<string>} */
 const BARE_ERRORS = new Set(['wait-aborted', 'no-input', 'input-closed']);
@@ -96,7 +96,31 @@ export function toWitJob(job) {
     finishedAt: big(job.finishedAt),
     outputLimitBytes: big(job.outputLimitBytes),
     reported: Boolean(job.reported),
+    sandbox: toWitSandbox(job.sandbox),
   };
+}
+
+/**
+ * A sandbox as a config writes it (`{files, network: 'on' | 'off' | [port, ...]}`)
+ * in jco's form; `undefined` for none.
+ * @param {import('./types.js').Sandbox | null | undefined} s
+ * @returns {any}
+ */
+export function toWitSandbox(s) {
+  if (!s) return undefined;
+  const network = Array.isArray(s.network) ? { tag: 'ports', val: Uint16Array.from(s.network) } : { tag: s.network };
+  return { files: s.files, network };
+}
+
+/**
+ * [`toWitSandbox`]'s form back; `null` for none.
+ * @param {any} w
+ * @returns {import('./types.js').Sandbox | null}
+ */
+export function fromWitSandbox(w) {
+  if (!w) return null;
+  const network = w.network.tag === 'ports' ? Array.from(w.network.val, Number) : w.network.tag;
+  return { files: w.files, network };
 }
 
 /**
@@ -145,7 +169,13 @@ function toWitWaited(waited) {
  * @returns {Job}
  */
 export function fromWitJob(job) {
-  return { ...job, startedAt: Number(job.startedAt), finishedAt: num(job.finishedAt), outputLimitBytes: num(job.outputLimitBytes) };
+  return {
+    ...job,
+    startedAt: Number(job.startedAt),
+    finishedAt: num(job.finishedAt),
+    outputLimitBytes: num(job.outputLimitBytes),
+    sandbox: fromWitSandbox(job.sandbox),
+  };
 }
 
 /**

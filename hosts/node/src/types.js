@@ -43,6 +43,14 @@
  * @property {number} [finishedAt]
  * @property {number} [outputLimitBytes]
  * @property {boolean} reported
+ * @property {Sandbox | null} [sandbox] the host's sandbox around the job; none: full authority
+ */
+
+/**
+ * A job's sandbox, as a config writes it.
+ * @typedef {object} Sandbox
+ * @property {'full' | 'workspace-write' | 'read-only'} files
+ * @property {'on' | 'off' | number[]} network
  */
 
 /**

@@ -1,4 +1,4 @@
-"""The tool-jobs component (WIT `harness:jobs@0.6.0`) loaded with wasmtime-py.
+"""The tool-jobs component (WIT `harness:jobs@0.7.0`) loaded with wasmtime-py.
 
 `Guest` is the low-level binding: it links the imports the component needs
 (the owner-scoped registry, the clock and the log) to a Python *backend* and
@@ -61,7 +61,7 @@ from .types import (
 )
 
 PACKAGE = "harness:jobs"
-VERSION = "0.6.0"
+VERSION = "0.7.0"
 SCOPE_TYPE = 1
 log = logging.getLogger("harness_jobs.guest")
 
@@ -143,7 +143,31 @@ def snapshot_record(job: JobSnapshot) -> Record:
         finished_at=None if finished_at is None else int(finished_at),
         output_limit_bytes=job.get("output_limit_bytes"),
         reported=bool(job.get("reported")),
+        sandbox=sandbox_record(job.get("sandbox")),
     )
+
+
+def sandbox_record(plain: Any) -> Record | None:
+    """A sandbox as a config writes it (``{"files": ..., "network": "on" | "off" |
+    [port, ...]}``) as a WIT record; ``None`` for none."""
+    if not plain:
+        return None
+    network = plain["network"]
+    return _record(
+        files=plain["files"],
+        network=Variant("ports", list(network)) if isinstance(network, list) else Variant(network, None),
+    )
+
+
+def sandbox_plain(record: Any) -> dict[str, Any] | None:
+    """:func:`sandbox_record`'s form back."""
+    if record is None:
+        return None
+    network = record.network
+    return {
+        "files": record.files,
+        "network": list(network.payload) if network.tag == "ports" else network.tag,
+    }
 
 
 BARE_ERRORS = {"wait-aborted", "no-input", "input-closed"}
@@ -409,4 +433,6 @@ class Guest:
 
 def config_plain(config: GuestConfig) -> dict[str, Any]:
     """A configured record as a dict (snake case), for display and comparison."""
-    return cast(dict[str, Any], _plain(config))
+    plain = cast(dict[str, Any], _plain(config))
+    plain["sandbox"] = sandbox_plain(config.sandbox)
+    return plain

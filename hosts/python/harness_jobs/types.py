@@ -200,6 +200,8 @@ class GuestConfig(Protocol):
 
     profile: Profile
     extensions: list[str]
+    sandbox: Any
+    """The session's sandbox (a WIT ``sandbox`` record), or ``None``."""
 
 
 class Backend(Protocol):

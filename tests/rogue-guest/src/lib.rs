@@ -94,6 +94,7 @@ impl tools::Guest for Rogue {
                 memory_bytes: None,
                 output_bytes: None,
             },
+            sandbox: None,
         })
     }
 
@@ -138,6 +139,7 @@ impl tools::Guest for Rogue {
                 output_bytes: None,
             },
             yield_ms: None,
+            sandbox: None,
         })
     }
 

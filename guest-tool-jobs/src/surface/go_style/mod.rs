@@ -120,6 +120,10 @@ fn status_text(view: &dyn JobsView, config: &Config, job: &JobSnapshot) -> Resul
         state(job.status),
         duration(job, now)
     );
+    if let Some(sandbox) = extensions::sandbox_of(config, job) {
+        text.push(' ');
+        text.push_str(&sandbox);
+    }
     match job.status {
         JobStatus::Running | JobStatus::Stopping => {
             if let Some(ports) = extensions::ports_of(view, config, job) {
@@ -306,7 +310,7 @@ pub fn invoke(
         return Step::Done(result);
     }
     let outcome = match tool {
-        LIST => Ok(Step::Done(list_text(view))),
+        LIST => Ok(Step::Done(list_text(view, config))),
         STATUS => job_status(view, config, args_json).map(Step::Done),
         WAIT => job_wait(view, config, args_json, waited),
         CANCEL => job_cancel(view, args_json).map(Step::Done),
@@ -323,7 +327,7 @@ pub fn invoke(
 ///
 /// A list longer than [`crate::model::MAX_LIST_ROWS`] shows the live jobs and the
 /// newest finished ones, and ends with `<N> older jobs not shown.`
-fn list_text(view: &dyn JobsView) -> String {
+fn list_text(view: &dyn JobsView, config: &Config) -> String {
     let (jobs, left_out) = crate::model::bounded_list(view.list_jobs());
     if jobs.is_empty() {
         return "No background jobs.".to_owned();
@@ -333,14 +337,18 @@ fn list_text(view: &dyn JobsView) -> String {
         .iter()
         .rev()
         .map(|job| {
-            format!(
+            let row = format!(
                 "{}\t{}\t{}\t{}\t{}",
                 job.id,
                 state(job.status),
                 job.kind,
                 duration(job, now),
                 job.label
-            )
+            );
+            match extensions::sandbox_of(config, job) {
+                Some(sandbox) => format!("{row}\t{sandbox}"),
+                None => row,
+            }
         })
         .collect::<Vec<_>>();
     if left_out > 0 {

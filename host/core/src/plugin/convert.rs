@@ -28,6 +28,43 @@ impl From<&registry::JobSnapshot> for wit::JobSnapshot {
             finished_at: job.finished_at,
             output_limit_bytes: job.output_limit_bytes,
             reported: job.reported,
+            sandbox: job.sandbox.as_ref().map(wit::Sandbox::from),
+        }
+    }
+}
+
+impl From<&crate::fence::Sandbox> for wit::Sandbox {
+    fn from(s: &crate::fence::Sandbox) -> Self {
+        use crate::fence::{FsAccess, NetAccess};
+        wit::Sandbox {
+            files: match s.fs {
+                FsAccess::Full => wit::SandboxFiles::Full,
+                FsAccess::WorkspaceWrite => wit::SandboxFiles::WorkspaceWrite,
+                FsAccess::ReadOnly => wit::SandboxFiles::ReadOnly,
+            },
+            network: match &s.network {
+                NetAccess::On => wit::SandboxNetwork::On,
+                NetAccess::Off => wit::SandboxNetwork::Off,
+                NetAccess::Ports(ports) => wit::SandboxNetwork::Ports(ports.clone()),
+            },
+        }
+    }
+}
+
+impl From<&wit::Sandbox> for crate::fence::Sandbox {
+    fn from(s: &wit::Sandbox) -> Self {
+        use crate::fence::{FsAccess, NetAccess};
+        crate::fence::Sandbox {
+            fs: match s.files {
+                wit::SandboxFiles::Full => FsAccess::Full,
+                wit::SandboxFiles::WorkspaceWrite => FsAccess::WorkspaceWrite,
+                wit::SandboxFiles::ReadOnly => FsAccess::ReadOnly,
+            },
+            network: match &s.network {
+                wit::SandboxNetwork::On => NetAccess::On,
+                wit::SandboxNetwork::Off => NetAccess::Off,
+                wit::SandboxNetwork::Ports(ports) => NetAccess::Ports(ports.clone()),
+            },
         }
     }
 }
@@ -210,6 +247,7 @@ impl From<&tools_wit::Config> for MountConfig {
                     tools_wit::Extension::Limits => Extension::Limits,
                     tools_wit::Extension::Ports => Extension::Ports,
                     tools_wit::Extension::Yield => Extension::Yield,
+                    tools_wit::Extension::Sandbox => Extension::Sandbox,
                 })
                 .collect(),
             limits: crate::bash::JobLimits {

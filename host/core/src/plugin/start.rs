@@ -25,6 +25,9 @@ pub struct StartRequest {
     pub name: Option<String>,
     /// The job's limits (extension `limits`), within the mount's maxima.
     pub limits: JobLimits,
+    /// The sandbox the guest asked for (extension `sandbox`); the host runs
+    /// the job in it only if it is no wider than the session's.
+    pub sandbox: Option<crate::fence::Sandbox>,
 }
 
 /// What a start did.
@@ -124,6 +127,7 @@ fn request_from(r: &wit::StartRequest) -> StartRequest {
             memory_bytes: r.limits.memory_bytes,
             output_bytes: r.limits.output_bytes,
         },
+        sandbox: r.sandbox.as_ref().map(crate::fence::Sandbox::from),
     }
 }
 

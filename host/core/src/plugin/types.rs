@@ -63,6 +63,8 @@ pub enum Extension {
     Ports,
     /// Starts that wait a little and answer with the output.
     Yield,
+    /// Narrower sandboxes on start, and each job's in its status.
+    Sandbox,
 }
 
 /// How a mount's completion notices reach their owner.

@@ -1,32 +1,36 @@
 //! The job sandbox ("fence"): what a job may read, write, reach on the network
 //! and signal, enforced in the job's own setup between the clone and the exec
-//! (see [`crate::bash`]'s child setup), with no privilege and no helper
-//! process.
+//! (see [`crate::bash`]'s child setup), with no privilege. The only other
+//! processes are short-lived children the host makes once to create the
+//! namespaces jobs join.
 //!
 //! - **Files: Landlock.** Landlock rules are allow-lists over hierarchies, so
-//!   "read everything except the host's private directories and other jobs'
-//!   temporary directories" is built by walking down to each excepted path
-//!   and granting, in every directory on the way, each entry but the one on
-//!   the path (and the excepted ones themselves). Listing any directory stays
-//!   allowed (names, not contents). Writes are granted on the job's workdir,
-//!   its own temporary directory (its `TMPDIR`) and the operator's paths.
-//! - **Paths no allow-list can carve out of a writable tree** (`.git/hooks`
-//!   and `.git/config` of every repository under a writable root, shell rc
-//!   files, and the host's private directories when they lie inside one): a
-//!   mount namespace of the job's own, inside a user namespace of its own
-//!   when the host is unprivileged, binds them read-only (or covers the
-//!   private ones with an empty tmpfs). Hooks created after the start (a
-//!   repository the job makes itself) cannot be fenced; the job's end names
-//!   each hook file it created or changed.
+//!   "read everything except the host's private directories, other jobs'
+//!   temporary directories and `/dev`" is built by walking down to each
+//!   excepted path and granting, in every directory on the way, each entry
+//!   but the one on the path; the usual devices are granted by name. Listing
+//!   any directory stays allowed (names, not contents). Writes are granted on
+//!   the job's workdir, its own fresh temporary directory (its `TMPDIR`) and
+//!   the operator's paths. A writable root that holds or lies inside one of
+//!   the host's private directories is refused.
+//! - **Paths no allow-list can carve out of a writable tree** (the `.git`
+//!   directory of every repository under a writable root, and the shell rc
+//!   files of `$HOME`) and **the user's services** (`$XDG_RUNTIME_DIR` with
+//!   D-Bus, X11's and tmux's sockets, Docker's): a mount namespace, inside a
+//!   user namespace when the host is unprivileged, binds the former read-only
+//!   (a bind is a mount point, which cannot be renamed away) and covers the
+//!   latter. Hooks created after the start (a repository the job makes
+//!   itself) cannot be fenced; the job's end names each hook file it created
+//!   or changed.
 //! - **Network: Landlock (TCP by port, ABI 4) and seccomp.** With the
-//!   network off, sockets other than Unix ones (and `io_uring`, which could
-//!   make them) are refused by a seccomp filter; TCP connect and bind are
-//!   also refused by Landlock. With ports, TCP connect and bind go only to
-//!   those ports; UDP is not fenced.
+//!   network off, every `socket` (Unix ones too), `io_uring_setup` and every
+//!   x32 system call are refused by a seccomp filter; TCP connect and bind
+//!   are also refused by Landlock. With ports, TCP connect and bind go only
+//!   to those ports; UDP is not fenced.
 //! - **Signals and abstract Unix sockets: Landlock scoping (ABI 6).** A job
 //!   can signal, ptrace or reach over an abstract socket only its own
 //!   processes: not the host, not other jobs, not the user's other processes.
-//! - `PR_SET_NO_NEW_PRIVS`: no setuid or file-capability gain.
+//! - `PR_SET_NO_NEW_PRIVS`, and no capability for a root host's job.
 //!
 //! Each part is best effort against the kernel: what it cannot enforce is
 //! said once at start ([`FenceSupport::missing`]), and with
@@ -130,7 +134,8 @@ impl NetAccess {
         }
     }
 
-    fn describe(&self) -> String {
+    /// The network part in a few words: `network off`.
+    pub fn describe(&self) -> String {
         match self {
             NetAccess::On => "network on".to_owned(),
             NetAccess::Off => "network off".to_owned(),
@@ -143,6 +148,42 @@ impl NetAccess {
                     .join(",")
             ),
         }
+    }
+}
+
+/// The sandbox one job runs in: what it may write and reach.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Sandbox {
+    /// Files.
+    pub fs: FsAccess,
+    /// Network.
+    pub network: NetAccess,
+}
+
+impl Sandbox {
+    /// Whether this is no fence at all.
+    pub fn is_open(&self) -> bool {
+        self.fs == FsAccess::Full && self.network == NetAccess::On
+    }
+
+    /// Whether a job in `self` may do at most what one in `wider` may.
+    pub fn within(&self, wider: &Sandbox) -> bool {
+        let rank = |fs: FsAccess| match fs {
+            FsAccess::ReadOnly => 0,
+            FsAccess::WorkspaceWrite => 1,
+            FsAccess::Full => 2,
+        };
+        let network = match (&self.network, &wider.network) {
+            (_, NetAccess::On) | (NetAccess::Off, _) => true,
+            (NetAccess::Ports(a), NetAccess::Ports(b)) => a.iter().all(|p| b.contains(p)),
+            _ => false,
+        };
+        rank(self.fs) <= rank(wider.fs) && network
+    }
+
+    /// The sandbox in a few words: `workspace-write, network off`.
+    pub fn describe(&self) -> String {
+        format!("{}, {}", self.fs.as_str(), self.network.describe())
     }
 }
 
@@ -168,7 +209,16 @@ impl FencePolicy {
 
     /// The policy in a few words: `workspace-write, network off`.
     pub fn describe(&self) -> String {
-        format!("{}, {}", self.fs.as_str(), self.network.describe())
+        self.sandbox().describe()
+    }
+
+    /// The sandbox a job runs in under this policy, unless it asks for a
+    /// narrower one.
+    pub fn sandbox(&self) -> Sandbox {
+        Sandbox {
+            fs: self.fs,
+            network: self.network.clone(),
+        }
     }
 }
 
@@ -179,6 +229,8 @@ pub struct FenceSupport {
     pub landlock_abi: i32,
     /// Whether a job can get a mount namespace of its own.
     pub mount_namespace: bool,
+    /// Whether the seccomp filter for a job without network could be built.
+    pub seccomp: bool,
 }
 
 impl FenceSupport {
@@ -196,11 +248,12 @@ impl FenceSupport {
         FenceSupport {
             landlock_abi: i32::try_from(abi).unwrap_or(0).max(0),
             mount_namespace: namespace,
+            seccomp: !network_off_filter().is_empty(),
         }
     }
 
     /// What of `policy` this kernel cannot enforce, each in a few words.
-    pub fn missing(&self, policy: &FencePolicy) -> Vec<&'static str> {
+    pub fn missing(&self, policy: &Sandbox) -> Vec<&'static str> {
         let mut missing = Vec::new();
         if policy.is_open() {
             return missing;
@@ -210,6 +263,9 @@ impl FenceSupport {
         }
         if policy.fs != FsAccess::Full && !self.mount_namespace {
             missing.push("protected paths inside writable ones (mount namespace)");
+        }
+        if policy.network == NetAccess::Off && !self.seccomp {
+            missing.push("the network fence (seccomp)");
         }
         if matches!(policy.network, NetAccess::Ports(_)) && self.landlock_abi < 4 {
             missing.push("TCP ports (Landlock ABI 4)");
@@ -276,13 +332,18 @@ fn user_namespace(shell: &Path) -> std::io::Result<OwnedFd> {
         namespace: Some(Namespace::NewUser),
         ..ChildSandbox::default()
     };
-    let started = spawn_briefly(shell, "sleep 30", make)?;
+    // The shell says it runs, then waits on its stdin (a pipe held below)
+    // with a builtin.
+    let started = spawn_briefly(shell, "echo; read -r _", make)?;
     let pid = started.pid;
     let result = (|| {
         // SAFETY: geteuid and getegid take no arguments.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         let proc = PathBuf::from(format!("/proc/{pid}"));
-        // The spawn returns once the child has exec'd; the map is then ours.
+        // The spawn returns while the kernel may still be finishing the
+        // exec (until it has, the child's `/proc` files are not ours to
+        // write); its first line says the shell runs.
+        wait_for_line(&started.stdout)?;
         std::fs::write(proc.join("setgroups"), "deny")?;
         std::fs::write(proc.join("uid_map"), format!("{uid} {uid} 1\n"))?;
         std::fs::write(proc.join("gid_map"), format!("{gid} {gid} 1\n"))?;
@@ -295,6 +356,22 @@ fn user_namespace(shell: &Path) -> std::io::Result<OwnedFd> {
         libc::waitpid(pid, std::ptr::null_mut(), 0);
     }
     result
+}
+
+/// Blocks until `fd` (a non-blocking pipe's read end) has a byte to read,
+/// for at most 10 s.
+fn wait_for_line(fd: &OwnedFd) -> std::io::Result<()> {
+    let mut poll = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll of one valid pollfd.
+    match unsafe { libc::poll(&mut poll, 1, 10_000) } {
+        1 if poll.revents & libc::POLLIN != 0 => Ok(()),
+        0 => Err(std::io::Error::other("the namespace child did not start")),
+        _ => Err(std::io::Error::last_os_error()),
+    }
 }
 
 /// Spawns `shell -c script` entering `sandbox` (and nothing else of a job's
@@ -310,9 +387,12 @@ fn spawn_briefly(
         program,
         envp: Vec::new(),
         cwd: None,
-        open_stdin: false,
+        // A pipe the caller holds: `read` waits on it until it is closed.
+        open_stdin: true,
         rlimits: Vec::new(),
         setup: super::bash::vfork::ChildSetup {
+            // Its own process group, away from the host's.
+            new_session: true,
             close_inherited_fds: true,
             die_with_parent: Some(std::process::id() as libc::pid_t),
             sandbox: Some(sandbox),
@@ -337,7 +417,7 @@ fn shared_mounts(
         mounts: mounts.to_vec(),
         ..ChildSandbox::default()
     };
-    let started = spawn_briefly(shell, "sleep 30", make)?;
+    let started = spawn_briefly(shell, "read -r _", make)?;
     let pid = started.pid;
     let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map(OwnedFd::from);
     // SAFETY: kill and reap our own child.
@@ -359,9 +439,42 @@ fn run_briefly(shell: &Path, script: &str, sandbox: ChildSandbox) -> std::io::Re
     Ok(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0)
 }
 
+/// The sockets and socket directories of the user's services that a fenced
+/// job must not reach: `$XDG_RUNTIME_DIR` (`/run/user/<uid>`: D-Bus, and with
+/// it `systemd-run`), X11's and tmux's socket directories, and Docker's
+/// socket. Those that exist.
+fn service_sockets() -> Vec<PathBuf> {
+    // SAFETY: geteuid takes no arguments.
+    let uid = unsafe { libc::geteuid() };
+    let mut paths = vec![
+        PathBuf::from(format!("/run/user/{uid}")),
+        PathBuf::from("/tmp/.X11-unix"),
+        PathBuf::from(format!("/tmp/tmux-{uid}")),
+        PathBuf::from("/run/docker.sock"),
+        PathBuf::from("/var/run/docker.sock"),
+        PathBuf::from("/run/containerd/containerd.sock"),
+        PathBuf::from("/run/podman/podman.sock"),
+    ];
+    if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        paths.push(runtime);
+    }
+    let mut seen = Vec::new();
+    for path in paths {
+        // The real path: /var/run is usually a link to /run.
+        let Ok(real) = path.canonicalize() else {
+            continue;
+        };
+        if !seen.contains(&real) {
+            seen.push(real);
+        }
+    }
+    seen
+}
+
 /// Shell rc files and the like, in `$HOME`: protected when a writable root
 /// holds them.
 const RC_FILES: &[&str] = &[
+    ".config/git/config",
     ".bashrc",
     ".bash_profile",
     ".bash_login",
@@ -394,21 +507,20 @@ pub(crate) struct Fence {
     /// the host's (the spill directory), so none is readable by another job
     /// and `/tmp` does not grow with them.
     tmp_parent: PathBuf,
-    /// The seccomp filter for the network policy (empty for none).
-    seccomp: Vec<libc::sock_filter>,
-    /// How a job gets a mount namespace, when it can.
-    namespace: Option<JobNamespace>,
+    /// The seccomp filter for jobs without network, made once needed.
+    seccomp: std::sync::OnceLock<Vec<libc::sock_filter>>,
+    /// How a job gets a mount namespace, when it can: probed once a job
+    /// needs one.
+    namespace: std::sync::OnceLock<Option<JobNamespace>>,
     /// The read rules, kept between starts while the directories they list
     /// are unchanged.
     readable: Mutex<Option<ReadRules>>,
     /// The last scan of a set of writable roots at a start, reused for a moment.
     scans: Mutex<Option<(std::time::Instant, Vec<PathBuf>, HookScan)>>,
     /// The mount namespace jobs join, with the mount steps it was made with.
-    mount_ns: Mutex<Option<(Vec<MountStep>, std::sync::Arc<OwnedFd>)>>,
+    mount_ns: Mutex<Option<SharedMounts>>,
     /// The shell, for the short-lived children that make namespaces.
     shell: PathBuf,
-    /// Emptied temporary directories of finished jobs, for the next ones.
-    spare_tmp: Mutex<Vec<PathBuf>>,
     /// The last scan at a job's end, with when it began.
     end_scans: Mutex<Option<(std::time::Instant, Vec<PathBuf>, HookScan)>>,
     /// Said once when a start runs weaker than asked.
@@ -425,14 +537,10 @@ struct ReadRules {
 
 impl ReadRules {
     fn build(excluded: &[PathBuf]) -> ReadRules {
+        // Each directory the walk lists (those on the way to an excluded
+        // path), stamped before it is listed: a change during the walk makes
+        // the next start walk again.
         let mut listed = vec![(PathBuf::from("/"), modified(Path::new("/")))];
-        let mut rules = Vec::new();
-        for (path, is_dir) in readable(Path::new("/"), excluded) {
-            if let Ok(fd) = path_fd(&path) {
-                rules.push((fd, is_dir));
-            }
-        }
-        // Every directory on the way to an excluded path was listed.
         for excluded in excluded {
             let mut dir = excluded.parent();
             while let Some(d) = dir {
@@ -440,6 +548,12 @@ impl ReadRules {
                     listed.push((d.to_owned(), modified(d)));
                 }
                 dir = d.parent();
+            }
+        }
+        let mut rules = Vec::new();
+        for (path, is_dir) in readable(Path::new("/"), excluded) {
+            if let Ok(fd) = path_fd(&path) {
+                rules.push((fd, is_dir));
             }
         }
         ReadRules { listed, rules }
@@ -454,14 +568,34 @@ fn modified(path: &Path) -> Option<std::time::SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
+/// A mount namespace jobs join: the steps it was made with, and the file
+/// each step's path named then (device and inode). A file replaced since (git
+/// writes `config` anew and renames it into place) is no longer covered by
+/// the bind, so the namespace is made again.
+struct SharedMounts {
+    steps: Vec<MountStep>,
+    files: Vec<Option<(u64, u64)>>,
+    fd: std::sync::Arc<OwnedFd>,
+}
+
+fn file_id(step: &MountStep) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let path = match step {
+        MountStep::ReadOnly { path, .. } | MountStep::Hide { path } | MountStep::Cover { path } => {
+            path
+        }
+    };
+    let meta = std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(path.as_bytes())).ok()?;
+    Some((meta.dev(), meta.ino()))
+}
+
 /// How long a scan of the writable roots serves later starts.
 const SCAN_REUSE: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// One job's fence, prepared by the host before its spawn.
 pub(crate) struct JobFence {
-    /// The job's own temporary directory (its `TMPDIR`): emptied at its
-    /// end and kept for a later job, or removed (see [`Fence::release`]).
-    pub tmp: PathBuf,
+    /// The job's own temporary directory (its `TMPDIR`), removed with this.
+    pub tmp: tempfile::TempDir,
     /// The Landlock ruleset, held open until the child has exec'd.
     pub ruleset: Option<OwnedFd>,
     /// The shared mount namespace the child joins, held until it has.
@@ -485,37 +619,7 @@ impl Fence {
         tmp_parent: &Path,
         shell: &Path,
     ) -> Fence {
-        let namespace = if policy.fs == FsAccess::Full {
-            None
-        } else {
-            job_namespace(shell)
-        };
-        let support = FenceSupport::probe(namespace.is_some());
-        let missing = support.missing(&policy);
-        if missing.is_empty() {
-            tracing::info!(
-                "jobs: sandbox {} (Landlock ABI {})",
-                policy.describe(),
-                support.landlock_abi
-            );
-        } else {
-            tracing::warn!(
-                "jobs: sandbox {} (Landlock ABI {}) cannot enforce {}{}",
-                policy.describe(),
-                support.landlock_abi,
-                missing.join(", "),
-                if policy.required {
-                    "; --sandbox-required refuses every start"
-                } else {
-                    "; jobs run with the rest"
-                }
-            );
-        }
-        let seccomp = match policy.network {
-            NetAccess::Off => network_off_filter(),
-            _ => Vec::new(),
-        };
-        Fence {
+        let fence = Fence {
             hidden: hidden
                 .iter()
                 .filter_map(|p| p.canonicalize().ok())
@@ -523,18 +627,59 @@ impl Fence {
             tmp_parent: tmp_parent
                 .canonicalize()
                 .unwrap_or_else(|_| tmp_parent.to_owned()),
-            seccomp,
-            namespace,
+            seccomp: std::sync::OnceLock::new(),
+            namespace: std::sync::OnceLock::new(),
             readable: Mutex::new(None),
             scans: Mutex::new(None),
             end_scans: Mutex::new(None),
-            spare_tmp: Mutex::new(Vec::new()),
             mount_ns: Mutex::new(None),
             shell: shell.to_owned(),
             warned: std::sync::Once::new(),
-            support,
+            support: FenceSupport::probe(false),
             policy,
+        };
+        if fence.policy.is_open() {
+            return fence;
         }
+        // Probed now, so what the session's sandbox lacks is said at start.
+        let support = fence.support_for(&fence.policy.sandbox());
+        let missing = support.missing(&fence.policy.sandbox());
+        if missing.is_empty() {
+            tracing::info!(
+                "jobs: sandbox {} (Landlock ABI {})",
+                fence.policy.describe(),
+                support.landlock_abi
+            );
+        } else {
+            tracing::warn!(
+                "jobs: sandbox {} (Landlock ABI {}) cannot enforce {}{}",
+                fence.policy.describe(),
+                support.landlock_abi,
+                missing.join(", "),
+                if fence.policy.required {
+                    "; --sandbox-required refuses every start"
+                } else {
+                    "; jobs run with the rest"
+                }
+            );
+        }
+        fence
+    }
+
+    /// What this kernel enforces of `sandbox` (probing for a mount namespace
+    /// the first time a sandbox fences files).
+    fn support_for(&self, sandbox: &Sandbox) -> FenceSupport {
+        let namespace = sandbox.fs != FsAccess::Full && self.job_namespace().is_some();
+        FenceSupport {
+            mount_namespace: namespace,
+            ..self.support.clone()
+        }
+    }
+
+    fn job_namespace(&self) -> Option<&JobNamespace> {
+        self.namespace
+            .get_or_init(|| job_namespace(&self.shell))
+            .as_ref()
     }
 
     /// The policy.
@@ -542,9 +687,9 @@ impl Fence {
         &self.policy
     }
 
-    /// What the kernel can enforce.
-    pub(crate) fn support(&self) -> &FenceSupport {
-        &self.support
+    /// What the kernel can enforce of the session's sandbox.
+    pub(crate) fn support(&self) -> FenceSupport {
+        self.support_for(&self.policy.sandbox())
     }
 
     /// Prepares the fence of a job whose workdir is `workdir` (the host's
@@ -556,8 +701,12 @@ impl Fence {
     /// required; the workdir holds the host's temporary directory (which the
     /// job's own lives in); or the job's temporary directory or ruleset
     /// cannot be made.
-    pub(crate) fn prepare(&self, workdir: Option<&Path>) -> Result<JobFence, String> {
-        let missing = self.support.missing(&self.policy);
+    pub(crate) fn prepare(
+        &self,
+        workdir: Option<&Path>,
+        job: &Sandbox,
+    ) -> Result<JobFence, String> {
+        let missing = self.support_for(job).missing(job);
         if self.policy.required && !missing.is_empty() {
             return Err(format!(
                 "sandbox required, but this kernel cannot enforce {}",
@@ -569,52 +718,64 @@ impl Fence {
             None => std::env::current_dir().map_err(|e| e.to_string())?,
         };
         let workdir = workdir.canonicalize().unwrap_or(workdir);
-        let mut roots: Vec<PathBuf> = self
-            .policy
-            .write
-            .iter()
-            .filter_map(|p| p.canonicalize().ok())
-            .collect();
-        if self.policy.fs == FsAccess::WorkspaceWrite {
+        let mut roots: Vec<PathBuf> = if job.fs == FsAccess::Full {
+            Vec::new()
+        } else {
+            self.policy
+                .write
+                .iter()
+                .filter_map(|p| p.canonicalize().ok())
+                .collect()
+        };
+        if job.fs == FsAccess::WorkspaceWrite {
             roots.insert(0, workdir);
         }
-        if let Some(root) = roots.iter().find(|r| self.tmp_parent.starts_with(r)) {
-            return Err(format!(
-                "invalid workdir: under the sandbox a job may not write {}, which holds the host's private directory {}",
-                root.display(),
-                self.tmp_parent.display()
-            ));
+        // A private directory inside a writable root could be renamed away
+        // and planted anew; a root inside one would open it.
+        for root in &roots {
+            if let Some(private) = self
+                .hidden
+                .iter()
+                .find(|p| p.starts_with(root) || root.starts_with(p))
+            {
+                return Err(format!(
+                    "invalid workdir: under the sandbox a job may not write {}, which holds or is inside the host's private directory {}",
+                    root.display(),
+                    private.display()
+                ));
+            }
         }
         let tmp = self.temporary_directory()?;
-        let ruleset = match self.ruleset(&roots, &tmp) {
-            Ok(ruleset) => ruleset,
-            Err(e) => {
-                self.release_directory(tmp);
-                return Err(e);
-            }
-        };
+        let ruleset = self.ruleset(job, &roots, tmp.path())?;
         // What a writable root holds that must not be written (or read).
         let mut mounts = Vec::new();
         let hooks = self.scan(&roots);
-        if self.policy.fs != FsAccess::Full {
-            for path in &self.hidden {
-                if roots.iter().any(|r| path.starts_with(r)) && path.is_dir() {
-                    mounts.push(MountStep::Hide {
-                        path: cstring(path)?,
-                    });
-                }
-            }
+        if job.fs != FsAccess::Full {
             for path in protected_paths(&roots, &hooks) {
                 mounts.push(MountStep::ReadOnly {
                     flags: mount_flags(&path),
                     path: cstring(&path)?,
                 });
             }
+            // The user's services listen on these: through them (D-Bus's
+            // `systemd-run`, a tmux server, a Docker daemon) a command runs
+            // outside the fence.
+            for path in service_sockets() {
+                mounts.push(if path.is_dir() {
+                    MountStep::Hide {
+                        path: cstring(&path)?,
+                    }
+                } else {
+                    MountStep::Cover {
+                        path: cstring(&path)?,
+                    }
+                });
+            }
         }
         let mut join_mount = None;
         let namespace = if mounts.is_empty() {
             None
-        } else if let Some(namespace) = &self.namespace {
+        } else if let Some(namespace) = self.job_namespace() {
             join_mount = self.mount_namespace(namespace, &mounts);
             if join_mount.is_some() {
                 mounts.clear();
@@ -634,7 +795,12 @@ impl Fence {
             join_mount: join_mount.as_ref().map(|fd| fd.as_raw_fd()),
             mounts,
             landlock: ruleset.as_ref().map(AsRawFd::as_raw_fd),
-            seccomp: self.seccomp.clone(),
+            seccomp: match job.network {
+                NetAccess::Off => self.seccomp.get_or_init(network_off_filter).clone(),
+                _ => Vec::new(),
+            },
+            // SAFETY: geteuid takes no arguments.
+            drop_capabilities: unsafe { libc::geteuid() } == 0,
         };
         Ok(JobFence {
             tmp,
@@ -654,15 +820,21 @@ impl Fence {
         mounts: &[MountStep],
     ) -> Option<std::sync::Arc<OwnedFd>> {
         let mut shared = lock(&self.mount_ns);
-        if let Some((steps, fd)) = shared.as_ref()
-            && steps == mounts
+        let files: Vec<Option<(u64, u64)>> = mounts.iter().map(file_id).collect();
+        if let Some(current) = shared.as_ref()
+            && current.steps == mounts
+            && current.files == files
         {
-            return Some(fd.clone());
+            return Some(current.fd.clone());
         }
         match shared_mounts(&self.shell, namespace.for_child(), mounts) {
             Ok(fd) => {
                 let fd = std::sync::Arc::new(fd);
-                *shared = Some((mounts.to_vec(), fd.clone()));
+                *shared = Some(SharedMounts {
+                    steps: mounts.to_vec(),
+                    files,
+                    fd: fd.clone(),
+                });
                 Some(fd)
             }
             Err(e) => {
@@ -672,50 +844,16 @@ impl Fence {
         }
     }
 
-    /// A job's own temporary directory: an emptied one a finished job left,
-    /// or a new one (a `mkdir` on some file systems costs more than the rest
-    /// of a start).
-    fn temporary_directory(&self) -> Result<PathBuf, String> {
-        if let Some(dir) = lock(&self.spare_tmp).pop() {
-            return Ok(dir);
-        }
+    /// A job's own temporary directory, made fresh for each job: a
+    /// directory an earlier job had would still be open to any process of
+    /// that job that outlived it (Landlock rules follow the directory, not
+    /// its name).
+    fn temporary_directory(&self) -> Result<tempfile::TempDir, String> {
         tempfile::Builder::new()
             .prefix("tmp-")
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir_in(&self.tmp_parent)
-            .map(tempfile::TempDir::keep)
             .map_err(|e| format!("cannot make the job's temporary directory: {e}"))
-    }
-
-    /// Takes back a job's temporary directory once the job (every process of
-    /// it) is gone: emptied and kept for the next job, or removed.
-    pub(crate) fn release(&self, job: JobFence) {
-        self.release_directory(job.tmp);
-    }
-
-    fn release_directory(&self, dir: PathBuf) {
-        const SPARE: usize = 64;
-        let empty = match std::fs::read_dir(&dir) {
-            Ok(mut entries) => entries.next().is_none(),
-            Err(_) => return,
-        };
-        let emptied = empty
-            || std::fs::read_dir(&dir).is_ok_and(|entries| {
-                entries.flatten().all(|entry| {
-                    let path = entry.path();
-                    match entry.file_type() {
-                        Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path).is_ok(),
-                        _ => std::fs::remove_file(&path).is_ok(),
-                    }
-                })
-            });
-        let mut spare = lock(&self.spare_tmp);
-        if emptied && spare.len() < SPARE {
-            spare.push(dir);
-        } else {
-            drop(spare);
-            let _ = std::fs::remove_dir_all(&dir);
-        }
     }
 
     /// The scan of `roots` at a start: a scan of the same roots less than
@@ -754,26 +892,31 @@ impl Fence {
     }
 
     /// The Landlock ruleset of one job; `None` when nothing is fenced by it.
-    fn ruleset(&self, roots: &[PathBuf], tmp: &Path) -> Result<Option<OwnedFd>, String> {
-        if self.policy.is_open() {
+    fn ruleset(
+        &self,
+        job: &Sandbox,
+        roots: &[PathBuf],
+        tmp: &Path,
+    ) -> Result<Option<OwnedFd>, String> {
+        if job.is_open() {
             return Ok(None);
         }
         let abi = landlock::ABI::V7;
         let fail = |e: &dyn std::fmt::Display| format!("cannot build the job's sandbox: {e}");
         let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::BestEffort);
-        if self.policy.fs != FsAccess::Full {
+        if job.fs != FsAccess::Full {
             ruleset = ruleset
                 .handle_access(AccessFs::from_all(abi))
                 .map_err(|e| fail(&e))?;
         }
-        if self.policy.network != NetAccess::On {
+        if job.network != NetAccess::On {
             ruleset = ruleset
                 .handle_access(AccessNet::from_all(abi))
                 .map_err(|e| fail(&e))?;
         }
         ruleset = ruleset.scope(Scope::from_all(abi)).map_err(|e| fail(&e))?;
         let mut created = ruleset.create().map_err(|e| fail(&e))?;
-        if self.policy.fs != FsAccess::Full {
+        if job.fs != FsAccess::Full {
             let read = AccessFs::from_read(abi);
             let all = AccessFs::from_all(abi);
             // Listing any directory: names, not contents.
@@ -785,7 +928,10 @@ impl Fence {
                 .map_err(|e| fail(&e))?;
             let mut cached = lock(&self.readable);
             if !cached.as_ref().is_some_and(ReadRules::is_current) {
-                *cached = Some(ReadRules::build(&self.hidden));
+                // `/dev` is not read whole: raw disks would show every file.
+                let mut excluded = self.hidden.clone();
+                excluded.push(PathBuf::from("/dev"));
+                *cached = Some(ReadRules::build(&excluded));
             }
             for (fd, is_dir) in cached.iter().flat_map(|r| r.rules.iter()) {
                 let access = if *is_dir {
@@ -798,6 +944,8 @@ impl Fence {
                     .map_err(|e| fail(&e))?;
             }
             drop(cached);
+            // The devices a program expects, by name; the links in `/dev`
+            // (`fd`, `stdin`, ...) lead into `/proc/self`, which is read.
             let devices = ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
             for device in devices {
                 if let Ok(fd) = path_fd(Path::new(device)) {
@@ -806,6 +954,13 @@ impl Fence {
                             fd,
                             AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev,
                         ))
+                        .map_err(|e| fail(&e))?;
+                }
+            }
+            for device in ["/dev/random", "/dev/urandom"] {
+                if let Ok(fd) = path_fd(Path::new(device)) {
+                    created = created
+                        .add_rule(PathBeneath::new(fd, AccessFs::ReadFile))
                         .map_err(|e| fail(&e))?;
                 }
             }
@@ -820,7 +975,7 @@ impl Fence {
                     .map_err(|e| fail(&e))?;
             }
         }
-        if let NetAccess::Ports(ports) = &self.policy.network {
+        if let NetAccess::Ports(ports) = &job.network {
             for port in ports {
                 created = created
                     .add_rule(NetPort::new(*port, AccessNet::from_all(abi)))
@@ -913,14 +1068,11 @@ fn mount_flags(path: &Path) -> libc::c_ulong {
 /// root holds them.
 fn protected_paths(roots: &[PathBuf], hooks: &HookScan) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for git in &hooks.repositories {
-        for name in ["hooks", "config"] {
-            let path = git.join(name);
-            if path.exists() {
-                out.push(path);
-            }
-        }
-    }
+    // The whole git directory, not only its hooks and config: a bind is a
+    // mount point, which cannot be renamed, while its parent could be (and
+    // a copy planted in its place); submodules' hooks and configs live in it
+    // too.
+    out.extend(hooks.repositories.iter().cloned());
     if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
         let home = home.canonicalize().unwrap_or(home);
         if roots.iter().any(|r| home.starts_with(r)) {
@@ -1042,28 +1194,24 @@ impl JobFence {
     }
 }
 
-/// The seccomp filter for a job without network: `socket` for any family
-/// but `AF_UNIX`, and `io_uring_setup` (whose rings can open sockets), fail
-/// with `EACCES`.
-fn network_off_filter() -> Vec<libc::sock_filter> {
-    use seccompiler::{
-        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-        SeccompRule, TargetArch,
-    };
+/// The seccomp filter for a job without network: `socket` of any family
+/// (Unix sockets too: a pathname socket of the user's services would reach
+/// past the fence; `socketpair` stays) and `io_uring_setup` (whose rings can
+/// open sockets) fail with `EACCES`, as does every x32 system call (which a
+/// filter by number would not see). Empty on architectures it is not built
+/// for.
+pub(crate) fn network_off_filter() -> Vec<libc::sock_filter> {
+    use seccompiler::{SeccompAction, SeccompFilter, TargetArch};
     let arch = if cfg!(target_arch = "aarch64") {
         TargetArch::aarch64
-    } else {
+    } else if cfg!(target_arch = "x86_64") {
         TargetArch::x86_64
+    } else {
+        return Vec::new();
     };
     let build = || -> Result<Vec<libc::sock_filter>, seccompiler::Error> {
-        let not_unix = SeccompRule::new(vec![SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Ne,
-            libc::AF_UNIX as u64,
-        )?])?;
         let rules = [
-            (libc::SYS_socket, vec![not_unix]),
+            (libc::SYS_socket, vec![]),
             (libc::SYS_io_uring_setup, vec![]),
         ]
         .into_iter()
@@ -1075,15 +1223,40 @@ fn network_off_filter() -> Vec<libc::sock_filter> {
             arch,
         )?;
         let program: seccompiler::BpfProgram = filter.try_into()?;
-        Ok(program
-            .into_iter()
-            .map(|i| libc::sock_filter {
-                code: i.code,
-                jt: i.jt,
-                jf: i.jf,
-                k: i.k,
-            })
-            .collect())
+        let mut out = Vec::new();
+        if cfg!(target_arch = "x86_64") {
+            // x32 system calls are x86_64's numbers with bit 30 set.
+            const X32_BIT: u32 = 0x4000_0000;
+            out.extend([
+                // Load the system call number.
+                libc::sock_filter {
+                    code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+                    jt: 0,
+                    jf: 0,
+                    k: 0,
+                },
+                // At or above the x32 bit: refuse; else on to the filter.
+                libc::sock_filter {
+                    code: (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16,
+                    jt: 0,
+                    jf: 1,
+                    k: X32_BIT,
+                },
+                libc::sock_filter {
+                    code: (libc::BPF_RET | libc::BPF_K) as u16,
+                    jt: 0,
+                    jf: 0,
+                    k: libc::SECCOMP_RET_ERRNO | libc::EACCES as u32,
+                },
+            ]);
+        }
+        out.extend(program.into_iter().map(|i| libc::sock_filter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        }));
+        Ok(out)
     };
     match build() {
         Ok(program) => program,

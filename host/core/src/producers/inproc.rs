@@ -50,6 +50,7 @@ impl InProcessJob {
                 label: label.into(),
                 output_limit_bytes: None,
                 owner: None,
+                sandbox: None,
             },
             limits: OutputLimits::default(),
         }

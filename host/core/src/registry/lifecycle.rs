@@ -107,6 +107,7 @@ impl JobRegistry {
                 started_at: self.now_ms(),
                 finished_at: None,
                 reported: false,
+                sandbox: spec.sandbox.clone(),
                 noticed: false,
                 wait_holds: 0,
                 waiters: Vec::new(),

@@ -62,6 +62,7 @@ struct JobRecord {
     started_at: u64,
     finished_at: Option<u64>,
     reported: bool,
+    sandbox: Option<crate::fence::Sandbox>,
     /// Set once a completion notice (pushed or pulled) has announced the job.
     noticed: bool,
     /// Waits that saw the job's end and whose callers have not yet shown it
@@ -94,6 +95,7 @@ impl JobRecord {
             started_at: self.started_at,
             finished_at: self.finished_at,
             reported: self.reported || self.wait_holds > 0,
+            sandbox: self.sandbox.clone(),
         }
     }
 

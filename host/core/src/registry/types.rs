@@ -113,6 +113,8 @@ pub struct JobSnapshot {
     pub finished_at: Option<u64>,
     /// Whether the outcome was observed, so no notice is due.
     pub reported: bool,
+    /// The sandbox the job runs in; `None`: its user's full authority.
+    pub sandbox: Option<crate::fence::Sandbox>,
 }
 
 impl JobSnapshot {
@@ -138,6 +140,8 @@ pub struct JobStart {
     pub output_limit_bytes: Option<u64>,
     /// The live agent that owns the job; `None` for an unowned job.
     pub owner: Option<Owner>,
+    /// The sandbox the job runs in; `None`: its user's full authority.
+    pub sandbox: Option<crate::fence::Sandbox>,
 }
 
 /// What a kill request did.

@@ -85,6 +85,9 @@ pub struct BashRequest {
     pub name: Option<String>,
     /// Limits on this job (none by default).
     pub limits: JobLimits,
+    /// A sandbox for this job narrower than the session's; `None`: the
+    /// session's (a wider one is refused).
+    pub sandbox: Option<crate::fence::Sandbox>,
 }
 
 /// Limits on one job; `None` is no limit.

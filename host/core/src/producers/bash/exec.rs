@@ -55,7 +55,7 @@ impl BashProducer {
             // The job's own temporary directory: the only one it may write
             // besides its workdir.
             for name in ["TMPDIR", "TMP", "TEMP"] {
-                env.push((name.into(), fence.tmp.as_os_str().to_owned()));
+                env.push((name.into(), fence.tmp.path().as_os_str().to_owned()));
             }
         }
         // A later entry for the same name replaces an earlier one.

@@ -75,8 +75,9 @@ struct Inner {
     /// Live names per owner session (`None`: unowned) to job ids.
     names: Mutex<std::collections::HashMap<(Option<String>, String), String>>,
     handle: tokio::runtime::Handle,
-    /// The jobs' fence, unless they run with full authority.
-    fence: Option<Arc<crate::fence::Fence>>,
+    /// The jobs' fence: made at start when the session has a sandbox, else
+    /// once a job asks for one.
+    fence: std::sync::OnceLock<Arc<crate::fence::Fence>>,
     spill_dir: tempfile::TempDir,
 }
 
@@ -104,16 +105,10 @@ impl BashProducer {
         let shell = resolve_in_path(&config.shell);
         let containment = Containment::new(config.containment, &shell, spill_dir.path())?;
         raise_open_file_limit();
-        let fence = (!config.sandbox.is_open()).then(|| {
-            let mut private = config.private_dirs.clone();
-            private.push(spill_dir.path().to_owned());
-            Arc::new(crate::fence::Fence::new(
-                config.sandbox.clone(),
-                &private,
-                spill_dir.path(),
-                &shell,
-            ))
-        });
+        let fence = std::sync::OnceLock::new();
+        if !config.sandbox.is_open() {
+            let _ = fence.set(make_fence(&config, spill_dir.path(), &shell));
+        }
         Ok(BashProducer {
             inner: Arc::new(Inner {
                 registry,
@@ -139,10 +134,10 @@ impl BashProducer {
 
     /// The fence jobs run in and what of it this kernel enforces; `None`
     /// when jobs run with full authority.
-    pub fn sandbox(&self) -> Option<(&crate::fence::FencePolicy, &crate::fence::FenceSupport)> {
+    pub fn sandbox(&self) -> Option<(&crate::fence::FencePolicy, crate::fence::FenceSupport)> {
         self.inner
             .fence
-            .as_deref()
+            .get()
             .map(|fence| (fence.policy(), fence.support()))
     }
 
@@ -261,15 +256,28 @@ impl BashProducer {
                 }
             }
         }
+        // The job's sandbox: what its start asked for, else the session's;
+        // never wider than the session's, whoever asked.
+        let session = self.inner.config.sandbox.sandbox();
+        let sandbox = request.sandbox.clone().unwrap_or_else(|| session.clone());
+        if !sandbox.within(&session) {
+            return Err(StartError::Producer(format!(
+                "invalid sandbox: {} is wider than this session's sandbox ({})",
+                sandbox.describe(),
+                session.describe()
+            )));
+        }
+        let sandbox = (!sandbox.is_open()).then_some(sandbox);
         let spec = JobStart {
             kind: BASH_KIND.to_owned(),
             label: request.command.clone(),
             output_limit_bytes: None,
             owner,
+            sandbox: sandbox.clone(),
         };
         self.inner
             .registry
-            .start(spec, || self.spawn(&request, dir))
+            .start(spec, || self.spawn(&request, dir, sandbox.as_ref()))
     }
 
     /// Stops every job of this producer now: SIGTERM to each whole tree, SIGKILL
@@ -310,14 +318,30 @@ impl BashProducer {
     /// start answers without waiting for the leader to exist (as a shell's `&`
     /// does). A spawn that fails there settles the job `killed` (`killed before
     /// exit`) with `spawn failed: <error>` as its stderr, as the contract has it.
-    fn spawn(&self, request: &BashRequest, dir: Option<PathBuf>) -> Result<JobHooks, String> {
+    fn spawn(
+        &self,
+        request: &BashRequest,
+        dir: Option<PathBuf>,
+        sandbox: Option<&crate::fence::Sandbox>,
+    ) -> Result<JobHooks, String> {
         let inner = &self.inner;
         let n = inner.next_spawn.fetch_add(1, Ordering::Relaxed);
         let container = inner.containment.new_job().map_err(|e| {
             crate::words::spawn_failed(&format!("cannot create the job's container: {e}"))
         })?;
-        let mut fence = match &inner.fence {
-            Some(fence) => Some(fence.prepare(dir.as_deref())?),
+        // A job that joins a mount namespace is moved to its root: its
+        // working directory is entered again, so it must be named.
+        let dir = match (sandbox, dir) {
+            (Some(_), None) => std::env::current_dir().ok(),
+            (_, dir) => dir,
+        };
+        let mut fence = match sandbox {
+            Some(job) => Some(
+                inner
+                    .fence
+                    .get_or_init(|| make_fence(&inner.config, inner.spill_dir.path(), &inner.shell))
+                    .prepare(dir.as_deref(), job)?,
+            ),
             None => None,
         };
         let mut spec = self.spec(request, dir, &container, fence.as_ref())?;
@@ -390,7 +414,7 @@ impl BashProducer {
             _spawner: inner.spawner.clone(),
             limits: request.limits,
         };
-        let fenced = inner.fence.clone().zip(fence);
+        let fenced = inner.fence.get().cloned().zip(fence);
         let done = Box::pin(async move {
             let mut outcome = match started_rx.await {
                 Ok(Ok(started)) => supervisor.run(started).await,
@@ -402,13 +426,11 @@ impl BashProducer {
                 // itself) are named in the job's status, so the model and
                 // the person see them.
                 let ended = std::time::Instant::now();
+                // The job's temporary directory goes with `job`, there.
                 let note = tokio::task::spawn_blocking(move || {
-                    let note = job
-                        .has_roots()
+                    job.has_roots()
                         .then(|| job.hook_note(&fence, ended))
-                        .flatten();
-                    fence.release(job);
-                    note
+                        .flatten()
                 })
                 .await
                 .map_err(|e| e.to_string())?;
@@ -434,4 +456,18 @@ impl BashProducer {
             done,
         })
     }
+}
+
+/// The fence of a producer configured with `config`: the host's private
+/// directories are the spill directory (where jobs' temporary directories
+/// live too) and `config.private_dirs`.
+fn make_fence(config: &BashConfig, spill_dir: &Path, shell: &Path) -> Arc<crate::fence::Fence> {
+    let mut private = config.private_dirs.clone();
+    private.push(spill_dir.to_owned());
+    Arc::new(crate::fence::Fence::new(
+        config.sandbox.clone(),
+        &private,
+        spill_dir,
+        shell,
+    ))
 }

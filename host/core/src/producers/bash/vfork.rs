@@ -91,6 +91,8 @@ pub(crate) struct ChildSandbox {
     pub landlock: Option<libc::c_int>,
     /// A seccomp filter; empty for none.
     pub seccomp: Vec<libc::sock_filter>,
+    /// Drop every capability (a privileged host's job), after the mounts.
+    pub drop_capabilities: bool,
 }
 
 impl std::fmt::Debug for ChildSandbox {
@@ -101,6 +103,7 @@ impl std::fmt::Debug for ChildSandbox {
             .field("mounts", &self.mounts)
             .field("landlock", &self.landlock)
             .field("seccomp_instructions", &self.seccomp.len())
+            .field("drop_capabilities", &self.drop_capabilities)
             .finish()
     }
 }
@@ -127,6 +130,8 @@ pub(crate) enum MountStep {
     ReadOnly { path: CString, flags: libc::c_ulong },
     /// Cover the directory `path` with an empty, read-only tmpfs.
     Hide { path: CString },
+    /// Cover the file or socket `path` with `/dev/null`.
+    Cover { path: CString },
 }
 
 /// A started leader: its pid, a pidfd to wait on, and the read ends of its
@@ -498,8 +503,14 @@ fn enter_sandbox(sandbox: &ChildSandbox) -> Result<(), i32> {
                     libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
                     Some(c"size=4k,mode=0"),
                 )?,
+                MountStep::Cover { path } => {
+                    mount(Some(c"/dev/null"), path, None, libc::MS_BIND, None)?;
+                }
             }
         }
+    }
+    if sandbox.drop_capabilities {
+        drop_capabilities()?;
     }
     if sandbox.landlock.is_some() || !sandbox.seccomp.is_empty() {
         // No setuid or file-capability gain from here on: what Landlock and
@@ -533,6 +544,60 @@ fn enter_sandbox(sandbox: &ChildSandbox) -> Result<(), i32> {
         {
             return Err(errno());
         }
+    }
+    Ok(())
+}
+
+/// Empties the capability bounding set, the ambient set and the process's
+/// own sets, so that a job of a privileged host holds no capability, before
+/// or after its `execve`.
+fn drop_capabilities() -> Result<(), i32> {
+    for cap in 0..64 {
+        // SAFETY: a plain prctl with integer arguments; capabilities the
+        // kernel does not know answer EINVAL, which is fine.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+    }
+    // SAFETY: a plain prctl with integer arguments.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    };
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let data = [
+        Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        },
+        Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        },
+    ];
+    // SAFETY: capset with a version 3 header and its two data words.
+    if unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) } != 0 {
+        return Err(errno());
     }
     Ok(())
 }
