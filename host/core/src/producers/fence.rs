@@ -521,8 +521,8 @@ pub(crate) struct Fence {
     mount_ns: Mutex<Option<SharedMounts>>,
     /// The shell, for the short-lived children that make namespaces.
     shell: PathBuf,
-    /// The last scan at a job's end, with when it began.
-    end_scans: Mutex<Option<(std::time::Instant, Vec<PathBuf>, HookScan)>>,
+    /// Emptied temporary directories of finished jobs that left no process.
+    spare_tmp: Mutex<Vec<PathBuf>>,
     /// Said once when a start runs weaker than asked.
     warned: std::sync::Once,
 }
@@ -568,6 +568,17 @@ fn modified(path: &Path) -> Option<std::time::SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
+/// A hook file's length and modification time.
+fn stamp(path: &Path) -> Option<(u64, i128)> {
+    let meta = std::fs::metadata(path).ok()?;
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as i128);
+    Some((meta.len(), mtime))
+}
+
 /// A mount namespace jobs join: the steps it was made with, and the file
 /// each step's path named then (device and inode). A file replaced since (git
 /// writes `config` anew and renames it into place) is no longer covered by
@@ -589,13 +600,36 @@ fn file_id(step: &MountStep) -> Option<(u64, u64)> {
     Some((meta.dev(), meta.ino()))
 }
 
+/// A job's own temporary directory, removed when this is dropped unless
+/// kept for a later job.
+pub(crate) struct JobTmp {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl JobTmp {
+    /// Its path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for JobTmp {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
 /// How long a scan of the writable roots serves later starts.
 const SCAN_REUSE: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// One job's fence, prepared by the host before its spawn.
 pub(crate) struct JobFence {
-    /// The job's own temporary directory (its `TMPDIR`), removed with this.
-    pub tmp: tempfile::TempDir,
+    /// The job's own temporary directory (its `TMPDIR`), removed with this
+    /// unless [`Fence::release`] keeps it for a later job.
+    pub tmp: JobTmp,
     /// The Landlock ruleset, held open until the child has exec'd.
     pub ruleset: Option<OwnedFd>,
     /// The shared mount namespace the child joins, held until it has.
@@ -631,7 +665,7 @@ impl Fence {
             namespace: std::sync::OnceLock::new(),
             readable: Mutex::new(None),
             scans: Mutex::new(None),
-            end_scans: Mutex::new(None),
+            spare_tmp: Mutex::new(Vec::new()),
             mount_ns: Mutex::new(None),
             shell: shell.to_owned(),
             warned: std::sync::Once::new(),
@@ -844,16 +878,48 @@ impl Fence {
         }
     }
 
-    /// A job's own temporary directory, made fresh for each job: a
-    /// directory an earlier job had would still be open to any process of
-    /// that job that outlived it (Landlock rules follow the directory, not
-    /// its name).
-    fn temporary_directory(&self) -> Result<tempfile::TempDir, String> {
+    /// A job's own temporary directory: one a finished job left, emptied,
+    /// when that job was proven to have no process left (see
+    /// [`Fence::release`]), else a new one (a `mkdir` on ext4 costs more than
+    /// the rest of a start).
+    fn temporary_directory(&self) -> Result<JobTmp, String> {
+        if let Some(path) = lock(&self.spare_tmp).pop() {
+            return Ok(JobTmp { path, keep: false });
+        }
         tempfile::Builder::new()
             .prefix("tmp-")
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir_in(&self.tmp_parent)
+            .map(|dir| JobTmp {
+                path: dir.keep(),
+                keep: false,
+            })
             .map_err(|e| format!("cannot make the job's temporary directory: {e}"))
+    }
+
+    /// Takes back a job's fence at its end. Its temporary directory is kept
+    /// for a later job only when `none_left`: the job's cgroup was removed,
+    /// which proves that no process of it is left (Landlock rules follow the
+    /// directory, not its name, so a process that outlived its job would
+    /// still reach it); it is then emptied first. Otherwise it is removed.
+    pub(crate) fn release(&self, mut job: JobFence, none_left: bool) {
+        const SPARE: usize = 64;
+        if !none_left || lock(&self.spare_tmp).len() >= SPARE {
+            return;
+        }
+        let emptied = std::fs::read_dir(job.tmp.path()).is_ok_and(|entries| {
+            entries.flatten().all(|entry| {
+                let path = entry.path();
+                match entry.file_type() {
+                    Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path).is_ok(),
+                    _ => std::fs::remove_file(&path).is_ok(),
+                }
+            })
+        });
+        if emptied {
+            job.tmp.keep = true;
+            lock(&self.spare_tmp).push(job.tmp.path.clone());
+        }
     }
 
     /// The scan of `roots` at a start: a scan of the same roots less than
@@ -871,23 +937,6 @@ impl Fence {
         }
         let scan = HookScan::of(roots);
         *last = Some((std::time::Instant::now(), roots.to_vec(), scan.clone()));
-        scan
-    }
-
-    /// A scan of `roots` begun after `ended` (a job's end): one begun since
-    /// serves, so jobs that end together are scanned once. Scans one at a
-    /// time; a job that ended during a scan waits for it and scans again.
-    fn scan_after(&self, roots: &[PathBuf], ended: std::time::Instant) -> HookScan {
-        let mut last = lock(&self.end_scans);
-        if let Some((began, scanned, scan)) = last.as_ref()
-            && *began >= ended
-            && scanned == roots
-        {
-            return scan.clone();
-        }
-        let began = std::time::Instant::now();
-        let scan = HookScan::of(roots);
-        *last = Some((began, roots.to_vec(), scan.clone()));
         scan
     }
 
@@ -1094,15 +1143,80 @@ pub(crate) struct HookScan {
     repositories: Vec<PathBuf>,
     /// Each hook file with its length and modification time.
     files: std::collections::BTreeMap<PathBuf, (u64, i128)>,
+    /// Each directory listed, with its depth below its root and its
+    /// modification time before it was listed: a later scan lists again only
+    /// those that changed (a new entry anywhere changes its directory's
+    /// time) and what is new below them.
+    dirs: std::collections::BTreeMap<PathBuf, (usize, Option<std::time::SystemTime>)>,
+    /// Each repository's hooks directory's modification time.
+    hooks_dirs: std::collections::BTreeMap<PathBuf, Option<std::time::SystemTime>>,
+    /// When the scan began.
+    began: Option<std::time::SystemTime>,
 }
+
+/// How much older than a scan a directory's modification time must be for
+/// an unchanged time to mean an unchanged directory: file times come from a
+/// coarse clock (a tick of a few milliseconds), so a change right after the
+/// scan can leave the time as it was.
+const TIME_GRAIN: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl HookScan {
     /// Scans `roots` (bounded: [`SCAN_DEPTH`], [`SCAN_DIRS`]).
     pub(crate) fn of(roots: &[PathBuf]) -> HookScan {
-        let mut scan = HookScan::default();
+        let mut scan = HookScan {
+            began: Some(std::time::SystemTime::now()),
+            ..HookScan::default()
+        };
         let mut budget = SCAN_DIRS;
         for root in roots {
             scan.walk(root, 0, &mut budget);
+        }
+        scan
+    }
+
+    /// The same roots scanned again, listing only what changed since `self`.
+    pub(crate) fn again(&self) -> HookScan {
+        let mut scan = HookScan {
+            began: Some(std::time::SystemTime::now()),
+            ..HookScan::default()
+        };
+        let mut budget = SCAN_DIRS;
+        // A time this recent says nothing (see [`TIME_GRAIN`]).
+        let settled = |at: Option<std::time::SystemTime>| matches!((at, self.began), (Some(at), Some(began)) if at + TIME_GRAIN < began);
+        for (dir, &(depth, at)) in &self.dirs {
+            let now = modified(dir);
+            if now.is_none() {
+                continue;
+            }
+            budget = budget.saturating_sub(1);
+            if now == at && settled(at) {
+                scan.dirs.insert(dir.clone(), (depth, at));
+            } else {
+                scan.list(dir, depth, &mut budget, |d| self.dirs.contains_key(d));
+            }
+        }
+        for git in &self.repositories {
+            let hooks = git.join("hooks");
+            let at = modified(&hooks);
+            if at.is_none() && !git.is_dir() {
+                continue;
+            }
+            let before = self.hooks_dirs.get(git).copied().flatten();
+            if at == before && settled(before) {
+                // The same entries: only their contents may have changed.
+                for (path, _) in self.files.range(hooks.clone()..) {
+                    if !path.starts_with(&hooks) {
+                        break;
+                    }
+                    if let Some(stamp) = stamp(path) {
+                        scan.files.insert(path.clone(), stamp);
+                    }
+                }
+                scan.repositories.push(git.clone());
+                scan.hooks_dirs.insert(git.clone(), at);
+            } else if !scan.repositories.contains(git) {
+                scan.repository(git.clone());
+            }
         }
         scan
     }
@@ -1112,9 +1226,23 @@ impl HookScan {
             return;
         }
         *budget -= 1;
+        self.list(dir, depth, budget, |_| false);
+    }
+
+    /// Lists `dir`: notes a `.git` in it, and walks each directory below it
+    /// that `known` does not name (those are scanned on their own).
+    fn list(
+        &mut self,
+        dir: &Path,
+        depth: usize,
+        budget: &mut usize,
+        known: impl Fn(&Path) -> bool,
+    ) {
+        let at = modified(dir);
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
+        self.dirs.insert(dir.to_owned(), (depth, at));
         let mut below = Vec::new();
         for entry in entries.flatten() {
             let name = entry.file_name();
@@ -1122,13 +1250,17 @@ impl HookScan {
             if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
+            let path = entry.path();
             if name == ".git" {
-                self.repository(entry.path());
+                if !self.repositories.contains(&path) {
+                    self.repository(path);
+                }
             } else if depth < SCAN_DEPTH
                 && !name.as_bytes().starts_with(b".")
                 && !SCAN_SKIP.iter().any(|s| name == *s)
+                && !known(&path)
             {
-                below.push(entry.path());
+                below.push(path);
             }
         }
         for dir in below {
@@ -1138,19 +1270,16 @@ impl HookScan {
 
     /// Notes the repository whose git directory is `git`, with its hooks.
     fn repository(&mut self, git: PathBuf) {
-        if let Ok(entries) = std::fs::read_dir(git.join("hooks")) {
+        let hooks = git.join("hooks");
+        self.hooks_dirs.insert(git.clone(), modified(&hooks));
+        if let Ok(entries) = std::fs::read_dir(&hooks) {
             for entry in entries.flatten() {
                 let path = entry.path();
                 if path.extension().is_some_and(|e| e == "sample") {
                     continue;
                 }
-                if let Ok(meta) = entry.metadata() {
-                    let mtime = meta
-                        .modified()
-                        .ok()
-                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                        .map_or(0, |d| d.as_nanos() as i128);
-                    self.files.insert(path, (meta.len(), mtime));
+                if let Some(stamp) = stamp(&path) {
+                    self.files.insert(path, stamp);
                 }
             }
         }
@@ -1176,8 +1305,9 @@ impl JobFence {
 
     /// The hook files the job created or changed under its writable roots,
     /// as a note for its status: `hooks changed: a, b`; `None` for none.
-    pub(crate) fn hook_note(&self, fence: &Fence, ended: std::time::Instant) -> Option<String> {
-        let changed = self.hooks.changed(&fence.scan_after(&self.roots, ended));
+    pub(crate) fn hook_note(&self) -> Option<String> {
+        // The scan at the start, listed again where it changed.
+        let changed = self.hooks.changed(&self.hooks.again());
         if changed.is_empty() {
             return None;
         }
@@ -1325,9 +1455,31 @@ mod tests {
         std::fs::create_dir_all(&nested).unwrap();
         std::fs::write(nested.join("post-checkout"), "x").unwrap();
         let after = HookScan::of(&[root.path().to_owned()]);
-        assert_eq!(
-            before.changed(&after),
-            [hooks.join("pre-commit"), nested.join("post-checkout")]
-        );
+        let want = [hooks.join("pre-commit"), nested.join("post-checkout")];
+        assert_eq!(before.changed(&after), want);
+        // Listing again only what changed finds the same.
+        assert_eq!(before.changed(&before.again()), want);
+    }
+
+    #[test]
+    fn listing_again_finds_a_repository_made_deep_in_an_old_directory() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("a/b")).unwrap();
+        // Old directories: an unchanged time then means unchanged.
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for dir in ["", "a", "a/b"] {
+            std::fs::File::open(root.path().join(dir))
+                .unwrap()
+                .set_modified(hour_ago)
+                .unwrap();
+        }
+        let before = HookScan::of(&[root.path().to_owned()]);
+        let again = before.again();
+        assert!(again.changed(&before.again()).is_empty());
+        assert_eq!(again.dirs.len(), 3, "{:?}", again.dirs);
+        let hooks = root.path().join("a/b/c/.git/hooks");
+        std::fs::create_dir_all(&hooks).unwrap();
+        std::fs::write(hooks.join("pre-push"), "evil").unwrap();
+        assert_eq!(before.changed(&before.again()), [hooks.join("pre-push")]);
     }
 }

@@ -362,6 +362,7 @@ impl BashProducer {
             container: Mutex::new(container),
             exited,
             limit_hit: Mutex::new(None),
+            none_left: std::sync::atomic::AtomicBool::new(false),
         });
         let (stdin_tx, stdin_rx) = tokio::sync::oneshot::channel();
         let extras = Arc::new(BashControl {
@@ -415,6 +416,7 @@ impl BashProducer {
             limits: request.limits,
         };
         let fenced = inner.fence.get().cloned().zip(fence);
+        let ended_control = control.clone();
         let done = Box::pin(async move {
             let mut outcome = match started_rx.await {
                 Ok(Ok(started)) => supervisor.run(started).await,
@@ -425,12 +427,11 @@ impl BashProducer {
                 // Hooks the fence could not cover (a repository the job made
                 // itself) are named in the job's status, so the model and
                 // the person see them.
-                let ended = std::time::Instant::now();
-                // The job's temporary directory goes with `job`, there.
+                let none_left = ended_control.none_left.load(Ordering::Acquire);
                 let note = tokio::task::spawn_blocking(move || {
-                    job.has_roots()
-                        .then(|| job.hook_note(&fence, ended))
-                        .flatten()
+                    let note = job.has_roots().then(|| job.hook_note()).flatten();
+                    fence.release(job, none_left);
+                    note
                 })
                 .await
                 .map_err(|e| e.to_string())?;

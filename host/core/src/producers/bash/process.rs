@@ -69,6 +69,9 @@ pub(super) struct ProcessControl {
     pub(super) exited: watch::Sender<bool>,
     /// The limit that stopped the job, in the words its status shows.
     pub(super) limit_hit: Mutex<Option<String>>,
+    /// Set at the job's end when its container proved that none of its
+    /// processes is left (see `JobContainer::release`).
+    pub(super) none_left: std::sync::atomic::AtomicBool,
 }
 
 impl ProcessControl {

@@ -34,7 +34,13 @@ impl Supervisor {
         lock(&self.control.state).exited = true;
         self.control.exited.send_replace(true);
         let control = self.control.clone();
-        let _ = tokio::task::spawn_blocking(move || lock(&control.container).release()).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            let gone = lock(&control.container).release();
+            control
+                .none_left
+                .store(gone, std::sync::atomic::Ordering::Release);
+        })
+        .await;
         self.capture.push(
             OutputStream::Stderr,
             crate::words::spawn_failed(why).as_bytes(),
@@ -122,7 +128,13 @@ impl Supervisor {
         // background children, `setsid` escapees and double forks included.
         let drained = drain(&mut readers, self.grace).await;
         let control = self.control.clone();
-        let _ = tokio::task::spawn_blocking(move || lock(&control.container).release()).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            let gone = lock(&control.container).release();
+            control
+                .none_left
+                .store(gone, std::sync::atomic::Ordering::Release);
+        })
+        .await;
         if !drained && !drain(&mut readers, self.grace).await {
             // Only a process that escaped containment can still hold our pipes.
             for reader in &readers {

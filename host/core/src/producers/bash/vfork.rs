@@ -553,9 +553,14 @@ fn enter_sandbox(sandbox: &ChildSandbox) -> Result<(), i32> {
 /// or after its `execve`.
 fn drop_capabilities() -> Result<(), i32> {
     for cap in 0..64 {
-        // SAFETY: a plain prctl with integer arguments; capabilities the
-        // kernel does not know answer EINVAL, which is fine.
-        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+        // SAFETY: a plain prctl with integer arguments.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
+            // EINVAL: past the last capability this kernel knows.
+            if errno() == libc::EINVAL {
+                break;
+            }
+            return Err(errno());
+        }
     }
     // SAFETY: a plain prctl with integer arguments.
     unsafe {

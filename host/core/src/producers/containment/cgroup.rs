@@ -115,7 +115,7 @@ fn probe_migration(shell: &Path, root: &Path) -> std::io::Result<()> {
             )))
         }
     });
-    remove_cgroup(&probe);
+    let _ = remove_cgroup(&probe);
     result
 }
 
@@ -206,22 +206,26 @@ pub(super) fn remove_cgroup_tree(root: &Path) {
     if let Ok(entries) = std::fs::read_dir(root) {
         for entry in entries.flatten() {
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_cgroup(&entry.path());
+                let _ = remove_cgroup(&entry.path());
             }
         }
     }
-    remove_cgroup(root);
+    let _ = remove_cgroup(root);
 }
 
-pub(super) fn remove_cgroup(dir: &Path) {
+/// Removes the cgroup `dir`, retrying for about a second while its last
+/// processes die. Whether it was removed: a cgroup with a process in it
+/// cannot be, so true proves the job left none behind.
+pub(super) fn remove_cgroup(dir: &Path) -> bool {
     for _ in 0..200 {
         match std::fs::remove_dir(dir) {
-            Ok(()) => return,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Ok(()) => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return false,
             Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
         }
     }
     tracing::warn!("jobs: could not remove cgroup {}", dir.display());
+    false
 }
 
 pub(super) fn cgroup_pids(dir: &Path) -> Vec<Pid> {

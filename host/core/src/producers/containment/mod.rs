@@ -274,10 +274,14 @@ impl JobContainer {
     }
 
     /// Kills what is left of the job and removes its cgroup: the job is over.
-    pub(crate) fn release(&mut self) {
+    /// Whether that proves no process of the job is left anywhere (its cgroup
+    /// was removed, which a cgroup with a process in it cannot be); never in
+    /// the fallback, which finds processes only by their marks.
+    pub(crate) fn release(&mut self) -> bool {
         self.signal(Signal::SIGKILL);
-        if let Some(dir) = self.cgroup.take() {
-            remove_cgroup(&dir);
+        match self.cgroup.take() {
+            Some(dir) => remove_cgroup(&dir),
+            None => false,
         }
     }
 }
@@ -285,7 +289,7 @@ impl JobContainer {
 impl Drop for JobContainer {
     fn drop(&mut self) {
         if self.cgroup.is_some() {
-            self.release();
+            let _ = self.release();
         }
     }
 }
