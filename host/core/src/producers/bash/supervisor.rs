@@ -29,10 +29,9 @@ pub(super) struct Supervisor {
 }
 
 impl Supervisor {
-    /// The spawn failed: nothing ran, and the one next read says why.
-    pub(super) async fn not_started(self, why: &str) -> JobOutcome {
-        lock(&self.control.state).exited = true;
-        self.control.exited.send_replace(true);
+    /// Kills what is left of the job and removes its container, off the
+    /// async workers; notes whether that proved none of its processes is left.
+    async fn release_container(&self) {
         let control = self.control.clone();
         let _ = tokio::task::spawn_blocking(move || {
             let gone = lock(&control.container).release();
@@ -41,6 +40,13 @@ impl Supervisor {
                 .store(gone, std::sync::atomic::Ordering::Release);
         })
         .await;
+    }
+
+    /// The spawn failed: nothing ran, and the one next read says why.
+    pub(super) async fn not_started(self, why: &str) -> JobOutcome {
+        lock(&self.control.state).exited = true;
+        self.control.exited.send_replace(true);
+        self.release_container().await;
         self.capture.push(
             OutputStream::Stderr,
             crate::words::spawn_failed(why).as_bytes(),
@@ -127,14 +133,7 @@ impl Supervisor {
         // Let the pipes drain, then make sure nothing of the job survives it:
         // background children, `setsid` escapees and double forks included.
         let drained = drain(&mut readers, self.grace).await;
-        let control = self.control.clone();
-        let _ = tokio::task::spawn_blocking(move || {
-            let gone = lock(&control.container).release();
-            control
-                .none_left
-                .store(gone, std::sync::atomic::Ordering::Release);
-        })
-        .await;
+        self.release_container().await;
         if !drained && !drain(&mut readers, self.grace).await {
             // Only a process that escaped containment can still hold our pipes.
             for reader in &readers {
