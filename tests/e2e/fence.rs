@@ -159,10 +159,28 @@ async fn writes_outside_the_workdir_fail_every_way() {
             went_on(&s.run(&format!("{attempt}; echo alive")).await);
         }
         // A git directory is bound read-only whole: it cannot be renamed
-        // away and planted anew.
+        // away and planted anew; nor can the directory that holds a nested
+        // one (each directory on the way is pinned).
         went_on(&s.run("mv .git .g; ls -d .g; echo alive").await);
         assert!(s.work.path().join(".git/HEAD").exists(), "{mode:?}");
         assert!(!s.work.path().join(".g").exists(), "{mode:?}");
+        let inner = s.work.path().join("sub/proj");
+        std::fs::create_dir_all(&inner).unwrap();
+        assert!(
+            std::process::Command::new("git")
+                .args(["init", "-q"])
+                .current_dir(&inner)
+                .status()
+                .unwrap()
+                .success()
+        );
+        went_on(
+            &s.run("mv sub/proj sub/old; mv sub sub2; mkdir -p sub/proj/.git/hooks; echo alive")
+                .await,
+        );
+        assert!(inner.join(".git/HEAD").exists(), "{mode:?}");
+        assert!(!s.work.path().join("sub2").exists(), "{mode:?}");
+        assert!(!inner.join(".git/hooks/pre-commit").exists(), "{mode:?}");
         // No disk can be read raw: only named devices are.
         let text = s
             .run("for d in /dev/vda /dev/sda /dev/nvme0n1; do [ -b $d ] && head -c 1 $d | wc -c; done; echo alive")
@@ -350,7 +368,11 @@ async fn the_network_and_the_host_s_sockets_are_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workdir_in_or_around_the_host_s_private_directories_is_refused() {
     for s in fenced().await {
-        for dir in [s.bash.spill_dir().to_owned(), s.cache.path().to_owned()] {
+        let mut dirs = vec![s.bash.spill_dir().to_owned(), s.cache.path().to_owned()];
+        // The kernel's own file systems: from a cgroup tree a job could move
+        // itself out of its cgroup.
+        dirs.extend(["/sys/fs/cgroup", "/proc/self"].iter().map(std::path::PathBuf::from));
+        for dir in dirs {
             let refused = s.bash.start(
                 None,
                 BashRequest {

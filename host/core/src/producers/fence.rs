@@ -454,6 +454,12 @@ fn service_sockets() -> Vec<PathBuf> {
         PathBuf::from("/var/run/docker.sock"),
         PathBuf::from("/run/containerd/containerd.sock"),
         PathBuf::from("/run/podman/podman.sock"),
+        // The system's: a root host's job is uid 0 still (without
+        // capabilities), which the system bus and systemd trust.
+        PathBuf::from("/run/dbus/system_bus_socket"),
+        PathBuf::from("/run/systemd/private"),
+        PathBuf::from("/run/systemd/notify"),
+        PathBuf::from("/run/systemd/io.systemd.Manager"),
     ];
     if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
         paths.push(runtime);
@@ -515,7 +521,7 @@ pub(crate) struct Fence {
     /// The read rules, kept between starts while the directories they list
     /// are unchanged.
     readable: Mutex<Option<ReadRules>>,
-    /// The last scan of a set of writable roots at a start, reused for a moment.
+    /// The last scan of a set of writable roots at a start.
     scans: Mutex<Option<(std::time::Instant, Vec<PathBuf>, HookScan)>>,
     /// The mount namespace jobs join, with the mount steps it was made with.
     mount_ns: Mutex<Option<SharedMounts>>,
@@ -568,15 +574,25 @@ fn modified(path: &Path) -> Option<std::time::SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
-/// A hook file's length and modification time.
+/// A hook file's inode and change time: neither can a job set (it can
+/// set a file's modification time).
 fn stamp(path: &Path) -> Option<(u64, i128)> {
+    use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(path).ok()?;
-    let mtime = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos() as i128);
-    Some((meta.len(), mtime))
+    Some((
+        meta.ino(),
+        i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+    ))
+}
+
+/// A directory's change time, which a job cannot set: a new entry in it
+/// changes it.
+fn changed_at(path: &Path) -> Option<std::time::SystemTime> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    let secs = u64::try_from(meta.ctime()).ok()?;
+    let nanos = u32::try_from(meta.ctime_nsec()).ok()?;
+    Some(std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos))
 }
 
 /// A mount namespace jobs join: the steps it was made with, and the file
@@ -592,9 +608,10 @@ struct SharedMounts {
 fn file_id(step: &MountStep) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     let path = match step {
-        MountStep::ReadOnly { path, .. } | MountStep::Hide { path } | MountStep::Cover { path } => {
-            path
-        }
+        MountStep::ReadOnly { path, .. }
+        | MountStep::Hide { path }
+        | MountStep::Cover { path }
+        | MountStep::Pin { path } => path,
     };
     let meta = std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(path.as_bytes())).ok()?;
     Some((meta.dev(), meta.ino()))
@@ -622,8 +639,6 @@ impl Drop for JobTmp {
     }
 }
 
-/// How long a scan of the writable roots serves later starts.
-const SCAN_REUSE: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// One job's fence, prepared by the host before its spawn.
 pub(crate) struct JobFence {
@@ -747,6 +762,15 @@ impl Fence {
                 missing.join(", ")
             ));
         }
+        if !missing.is_empty() && *job != self.policy.sandbox() {
+            // A job that narrowed the session's sandbox: said like the
+            // session's own at start.
+            tracing::warn!(
+                "jobs: a job's sandbox {} runs without {}",
+                job.describe(),
+                missing.join(", ")
+            );
+        }
         let workdir = match workdir {
             Some(dir) => dir.to_owned(),
             None => std::env::current_dir().map_err(|e| e.to_string())?,
@@ -765,8 +789,21 @@ impl Fence {
             roots.insert(0, workdir);
         }
         // A private directory inside a writable root could be renamed away
-        // and planted anew; a root inside one would open it.
+        // and planted anew; a root inside one would open it. A root on the
+        // kernel's own file systems would let a job move itself out of its
+        // cgroup, or worse.
         for root in &roots {
+            let kernel = if root.starts_with("/proc") || root.starts_with("/sys") {
+                Some("the kernel's own files")
+            } else {
+                kernel_fs(root)
+            };
+            if let Some(kind) = kernel {
+                return Err(format!(
+                    "invalid workdir: under the sandbox a job may not write {} ({kind})",
+                    root.display()
+                ));
+            }
             if let Some(private) = self
                 .hidden
                 .iter()
@@ -785,7 +822,24 @@ impl Fence {
         let mut mounts = Vec::new();
         let hooks = self.scan(&roots);
         if job.fs != FsAccess::Full {
-            for path in protected_paths(&roots, &hooks) {
+            let protected = protected_paths(&roots, &hooks);
+            let mut pinned: Vec<PathBuf> = Vec::new();
+            for path in &protected {
+                for dir in between(&roots, path) {
+                    if !pinned.contains(&dir) {
+                        pinned.push(dir);
+                    }
+                }
+            }
+            // Outer directories first, so that each bind holds the ones
+            // made inside it after.
+            pinned.sort_by_key(|d| d.components().count());
+            for dir in pinned {
+                mounts.push(MountStep::Pin {
+                    path: cstring(&dir)?,
+                });
+            }
+            for path in protected {
                 mounts.push(MountStep::ReadOnly {
                     flags: mount_flags(&path),
                     path: cstring(&path)?,
@@ -907,6 +961,15 @@ impl Fence {
         if !none_left || lock(&self.spare_tmp).len() >= SPARE {
             return;
         }
+        // Whatever mode the job left it with.
+        if std::fs::set_permissions(
+            job.tmp.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .is_err()
+        {
+            return;
+        }
         let emptied = std::fs::read_dir(job.tmp.path()).is_ok_and(|entries| {
             entries.flatten().all(|entry| {
                 let path = entry.path();
@@ -922,20 +985,19 @@ impl Fence {
         }
     }
 
-    /// The scan of `roots` at a start: a scan of the same roots less than
-    /// [`SCAN_REUSE`] old serves (many starts in a row scan once).
+    /// The scan of `roots` at a start: the last one of the same roots listed
+    /// again only where it changed, so starts in a row list little.
     fn scan(&self, roots: &[PathBuf]) -> HookScan {
         if roots.is_empty() {
             return HookScan::default();
         }
         let mut last = lock(&self.scans);
-        if let Some((at, scanned, scan)) = last.as_ref()
-            && scanned == roots
-            && at.elapsed() < SCAN_REUSE
-        {
-            return scan.clone();
-        }
-        let scan = HookScan::of(roots);
+        // The last scan of the same roots, listed again where it changed
+        // (a repository made since is found), else a new one.
+        let scan = match last.as_ref() {
+            Some((_, scanned, scan)) if scanned == roots => scan.again(),
+            _ => HookScan::of(roots),
+        };
         *last = Some((std::time::Instant::now(), roots.to_vec(), scan.clone()));
         scan
     }
@@ -1035,6 +1097,24 @@ impl Fence {
     }
 }
 
+/// The kernel file system `path` lies on, if it is one a job must never
+/// write: cgroupfs, sysfs or procfs.
+fn kernel_fs(path: &Path) -> Option<&'static str> {
+    let c = cstring(path).ok()?;
+    // SAFETY: statfs into a zeroed struct.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a valid out pointer.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    match st.f_type {
+        libc::CGROUP2_SUPER_MAGIC | libc::CGROUP_SUPER_MAGIC => Some("a cgroup file system"),
+        libc::SYSFS_MAGIC => Some("sysfs"),
+        libc::PROC_SUPER_MAGIC => Some("procfs"),
+        _ => None,
+    }
+}
+
 fn cstring(path: &Path) -> Result<CString, String> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| format!("a NUL byte in the path {}", path.display()))
@@ -1124,16 +1204,36 @@ fn protected_paths(roots: &[PathBuf], hooks: &HookScan) -> Vec<PathBuf> {
     out.extend(hooks.repositories.iter().cloned());
     if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
         let home = home.canonicalize().unwrap_or(home);
-        if roots.iter().any(|r| home.starts_with(r)) {
-            for name in RC_FILES {
-                let path = home.join(name);
-                if path.is_file() {
-                    out.push(path);
-                }
+        for name in RC_FILES {
+            let path = home.join(name);
+            if roots.iter().any(|r| path.starts_with(r)) && path.is_file() {
+                out.push(path);
             }
         }
     }
     out
+}
+
+/// The directories strictly between a writable root and `path` (outermost
+/// first): each is pinned (bound onto itself), since a directory that holds
+/// a mount point can be renamed away with it, and a copy planted in its
+/// place.
+fn between(roots: &[PathBuf], path: &Path) -> Vec<PathBuf> {
+    let Some(root) = roots
+        .iter()
+        .filter(|r| path.starts_with(r))
+        .max_by_key(|r| r.components().count())
+    else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = path
+        .ancestors()
+        .skip(1)
+        .take_while(|a| *a != root.as_path() && a.starts_with(root))
+        .map(Path::to_path_buf)
+        .collect();
+    dirs.reverse();
+    dirs
 }
 
 /// The `.git` directories under some roots and the hook files in them
@@ -1158,7 +1258,7 @@ pub(crate) struct HookScan {
 /// an unchanged time to mean an unchanged directory: file times come from a
 /// coarse clock (a tick of a few milliseconds), so a change right after the
 /// scan can leave the time as it was.
-const TIME_GRAIN: std::time::Duration = std::time::Duration::from_millis(100);
+const TIME_GRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl HookScan {
     /// Scans `roots` (bounded: [`SCAN_DEPTH`], [`SCAN_DIRS`]).
@@ -1184,7 +1284,7 @@ impl HookScan {
         // A time this recent says nothing (see [`TIME_GRAIN`]).
         let settled = |at: Option<std::time::SystemTime>| matches!((at, self.began), (Some(at), Some(began)) if at + TIME_GRAIN < began);
         for (dir, &(depth, at)) in &self.dirs {
-            let now = modified(dir);
+            let now = changed_at(dir);
             if now.is_none() {
                 continue;
             }
@@ -1197,7 +1297,7 @@ impl HookScan {
         }
         for git in &self.repositories {
             let hooks = git.join("hooks");
-            let at = modified(&hooks);
+            let at = changed_at(&hooks);
             if at.is_none() && !git.is_dir() {
                 continue;
             }
@@ -1238,7 +1338,7 @@ impl HookScan {
         budget: &mut usize,
         known: impl Fn(&Path) -> bool,
     ) {
-        let at = modified(dir);
+        let at = changed_at(dir);
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
@@ -1271,7 +1371,7 @@ impl HookScan {
     /// Notes the repository whose git directory is `git`, with its hooks.
     fn repository(&mut self, git: PathBuf) {
         let hooks = git.join("hooks");
-        self.hooks_dirs.insert(git.clone(), modified(&hooks));
+        self.hooks_dirs.insert(git.clone(), changed_at(&hooks));
         if let Ok(entries) = std::fs::read_dir(&hooks) {
             for entry in entries.flatten() {
                 let path = entry.path();

@@ -135,7 +135,11 @@ impl Supervisor {
         let drained = drain(&mut readers, self.grace).await;
         self.release_container().await;
         if !drained && !drain(&mut readers, self.grace).await {
-            // Only a process that escaped containment can still hold our pipes.
+            // Only a process that escaped containment can still hold our
+            // pipes: nothing proves the job left none behind.
+            self.control
+                .none_left
+                .store(false, std::sync::atomic::Ordering::Release);
             for reader in &readers {
                 reader.abort();
             }

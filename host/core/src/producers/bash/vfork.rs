@@ -132,6 +132,9 @@ pub(crate) enum MountStep {
     Hide { path: CString },
     /// Cover the file or socket `path` with `/dev/null`.
     Cover { path: CString },
+    /// Bind the directory `path` onto itself, writable as before: a mount
+    /// point, which cannot be renamed or removed.
+    Pin { path: CString },
 }
 
 /// A started leader: its pid, a pidfd to wait on, and the read ends of its
@@ -505,6 +508,9 @@ fn enter_sandbox(sandbox: &ChildSandbox) -> Result<(), i32> {
                 )?,
                 MountStep::Cover { path } => {
                     mount(Some(c"/dev/null"), path, None, libc::MS_BIND, None)?;
+                }
+                MountStep::Pin { path } => {
+                    mount(Some(path), path, None, libc::MS_BIND, None)?;
                 }
             }
         }
