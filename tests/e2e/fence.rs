@@ -371,7 +371,11 @@ async fn a_workdir_in_or_around_the_host_s_private_directories_is_refused() {
         let mut dirs = vec![s.bash.spill_dir().to_owned(), s.cache.path().to_owned()];
         // The kernel's own file systems: from a cgroup tree a job could move
         // itself out of its cgroup.
-        dirs.extend(["/sys/fs/cgroup", "/proc/self"].iter().map(std::path::PathBuf::from));
+        dirs.extend(
+            ["/sys/fs/cgroup", "/proc/self"]
+                .iter()
+                .map(std::path::PathBuf::from),
+        );
         for dir in dirs {
             let refused = s.bash.start(
                 None,
