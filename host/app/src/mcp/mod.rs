@@ -422,12 +422,6 @@ impl JobsServer {
         }
     }
 
-    /// The seed state of a task just created (it is `working`, whatever its
-    /// job did since: the client polls for the rest).
-    fn seed_task(&self, id: &str, generation: Generation) -> Result<tasks::Seen, ErrorData> {
-        self.tasks.find(&self.session, id, generation)
-    }
-
     /// Revision 2025-11-25's task requests, renamed on their way in (see
     /// [`framer::LEGACY_PREFIX`]).
     async fn legacy_request(
@@ -559,7 +553,7 @@ impl JobsServer {
                 Ok(result)
             }
             Answer::Task(id) => {
-                let seen = self.seed_task(&id, Generation::Legacy)?;
+                let seen = self.tasks.find(&self.session, &id, Generation::Legacy)?;
                 let mut task = seen.legacy_view();
                 task["status"] = json!("working");
                 self.watch_legacy_task(&seen, context.peer.clone());
@@ -907,7 +901,7 @@ impl ServerHandler for JobsServer {
         match answer {
             Answer::Reply(reply) => Ok(self.result_of(&reply).into()),
             Answer::Task(id) => {
-                let seen = self.seed_task(&id, Generation::Extension)?;
+                let seen = self.tasks.find(&self.session, &id, Generation::Extension)?;
                 let view = seen.extension_view(&self.session).await;
                 let task = Task::new(
                     id,

@@ -234,8 +234,9 @@ pub struct FenceSupport {
 }
 
 impl FenceSupport {
-    /// The kernel's Landlock ABI, and whether `namespace` was found.
-    fn probe(namespace: bool) -> FenceSupport {
+    /// The kernel's Landlock ABI and seccomp filter (the mount namespace is
+    /// probed once a job needs one: see `Fence::support_for`).
+    fn probe() -> FenceSupport {
         // SAFETY: landlock_create_ruleset(NULL, 0, VERSION) only answers the ABI.
         let abi = unsafe {
             libc::syscall(
@@ -247,7 +248,7 @@ impl FenceSupport {
         };
         FenceSupport {
             landlock_abi: i32::try_from(abi).unwrap_or(0).max(0),
-            mount_namespace: namespace,
+            mount_namespace: false,
             seccomp: !network_off_filter().is_empty(),
         }
     }
@@ -525,7 +526,7 @@ pub(crate) struct Fence {
     /// are unchanged.
     readable: Mutex<Option<ReadRules>>,
     /// The last scan of a set of writable roots at a start.
-    scans: Mutex<Option<(std::time::Instant, Vec<PathBuf>, HookScan)>>,
+    scans: Mutex<Option<(Vec<PathBuf>, HookScan)>>,
     /// The mount namespace jobs join, with the mount steps it was made with.
     mount_ns: Mutex<Option<SharedMounts>>,
     /// The shell, for the short-lived children that make namespaces.
@@ -686,7 +687,7 @@ impl Fence {
             mount_ns: Mutex::new(None),
             shell: shell.to_owned(),
             warned: std::sync::Once::new(),
-            support: FenceSupport::probe(false),
+            support: FenceSupport::probe(),
             policy,
         };
         if fence.policy.is_open() {
@@ -997,10 +998,10 @@ impl Fence {
         // The last scan of the same roots, listed again where it changed
         // (a repository made since is found), else a new one.
         let scan = match last.as_ref() {
-            Some((_, scanned, scan)) if scanned == roots => scan.again(),
+            Some((scanned, scan)) if scanned == roots => scan.again(),
             _ => HookScan::of(roots),
         };
-        *last = Some((std::time::Instant::now(), roots.to_vec(), scan.clone()));
+        *last = Some((roots.to_vec(), scan.clone()));
         scan
     }
 
