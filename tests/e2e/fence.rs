@@ -249,6 +249,15 @@ async fn hooks_config_and_the_host_s_files_stay_as_they_were() {
             )),
             "{text}"
         );
+        // Every later job finds that repository at its start (its making
+        // raised change notices), so none can write its hooks.
+        for _ in 0..2 {
+            went_on(
+                &s.run("echo worse > nested/.git/hooks/pre-commit; echo alive")
+                    .await,
+            );
+        }
+        assert_eq!(std::fs::read_to_string(&planted).unwrap(), "evil\n");
     }
 }
 

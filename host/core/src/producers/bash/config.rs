@@ -48,6 +48,14 @@ pub struct BashConfig {
     /// The host's private directories besides the spill directory (the
     /// component cache, for one): no fenced job may read or write them.
     pub private_dirs: Vec<PathBuf>,
+    /// Where the spill directory is made when jobs are fenced: a directory
+    /// of this user's that nobody else can write (the component cache, for
+    /// one). `None`, or one that does not qualify, means the system's
+    /// temporary directory. A fenced job may read everything but the host's
+    /// private directories, and Landlock only allows, so each entry beside a
+    /// directory on the way to a private one costs a rule in every job's
+    /// ruleset: `/tmp` may hold thousands, a cache directory few.
+    pub fenced_spill_parent: Option<PathBuf>,
 }
 
 impl Default for BashConfig {
@@ -64,6 +72,7 @@ impl Default for BashConfig {
             containment: ContainmentMode::Auto,
             sandbox: FencePolicy::default(),
             private_dirs: Vec::new(),
+            fenced_spill_parent: None,
         }
     }
 }

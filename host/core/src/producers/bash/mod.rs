@@ -98,10 +98,16 @@ impl BashProducer {
     /// containment cannot be set up, or when called outside a tokio runtime.
     pub fn new(registry: JobRegistry, config: BashConfig) -> std::io::Result<BashProducer> {
         let handle = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
-        let spill_dir = tempfile::Builder::new()
+        let mut spill = tempfile::Builder::new();
+        spill
             .prefix("jobs-host-")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .tempdir()?;
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
+        let spill_dir = match config.fenced_spill_parent.as_deref() {
+            Some(parent) if !config.sandbox.is_open() && private_to_us(parent) => {
+                spill.tempdir_in(parent)?
+            }
+            _ => spill.tempdir()?,
+        };
         let shell = resolve_in_path(&config.shell);
         let containment = Containment::new(config.containment, &shell, spill_dir.path())?;
         raise_open_file_limit();
@@ -429,7 +435,7 @@ impl BashProducer {
                 // the person see them.
                 let none_left = ended_control.none_left.load(Ordering::Acquire);
                 let note = tokio::task::spawn_blocking(move || {
-                    let note = job.has_roots().then(|| job.hook_note()).flatten();
+                    let note = job.has_roots().then(|| fence.hook_note(&job)).flatten();
                     fence.release(job, none_left);
                     note
                 })
@@ -457,6 +463,16 @@ impl BashProducer {
             done,
         })
     }
+}
+
+/// Whether `dir` is a directory that belongs to this user and that nobody
+/// else can write (so nobody else can move the spill directory made in it).
+fn private_to_us(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: a plain getter.
+    let me = unsafe { libc::geteuid() };
+    std::fs::symlink_metadata(dir)
+        .is_ok_and(|m| m.is_dir() && m.uid() == me && m.mode() & 0o022 == 0)
 }
 
 /// The fence of a producer configured with `config`: the host's private

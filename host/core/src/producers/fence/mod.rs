@@ -50,6 +50,11 @@ use landlock::{
 use super::bash::vfork::{ChildSandbox, MountStep, Namespace};
 use crate::sync::lock;
 
+mod hooks;
+
+pub(crate) use hooks::HookScan;
+use hooks::Watch;
+
 /// What a job may do to files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FsAccess {
@@ -497,16 +502,6 @@ const RC_FILES: &[&str] = &[
     ".gitconfig",
 ];
 
-/// How deep under a writable root repositories are looked for (a root's own
-/// `.git` is depth 0), and how many directories at most: the scan runs at a
-/// job's start (shared by starts close together) and at its end.
-const SCAN_DEPTH: usize = 3;
-const SCAN_DIRS: usize = 2048;
-
-/// Directories never descended into when looking for repositories (besides
-/// hidden ones): large, generated, and not where a repository lives.
-const SCAN_SKIP: &[&str] = &["node_modules", "target", "__pycache__", "build", "dist"];
-
 /// The fence of one producer.
 pub(crate) struct Fence {
     policy: FencePolicy,
@@ -526,7 +521,7 @@ pub(crate) struct Fence {
     /// are unchanged.
     readable: Mutex<Option<ReadRules>>,
     /// The last scan of a set of writable roots at a start.
-    scans: Mutex<Option<(Vec<PathBuf>, HookScan)>>,
+    scans: Mutex<Option<LastScan>>,
     /// The mount namespace jobs join, with the mount steps it was made with.
     mount_ns: Mutex<Option<SharedMounts>>,
     /// The shell, for the short-lived children that make namespaces.
@@ -578,25 +573,14 @@ fn modified(path: &Path) -> Option<std::time::SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
-/// A hook file's inode and change time: neither can a job set (it can
-/// set a file's modification time).
-fn stamp(path: &Path) -> Option<(u64, i128)> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).ok()?;
-    Some((
-        meta.ino(),
-        i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
-    ))
-}
-
-/// A directory's change time, which a job cannot set: a new entry in it
-/// changes it.
-fn changed_at(path: &Path) -> Option<std::time::SystemTime> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).ok()?;
-    let secs = u64::try_from(meta.ctime()).ok()?;
-    let nanos = u32::try_from(meta.ctime_nsec()).ok()?;
-    Some(std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos))
+/// The last scan of a set of writable roots, with the change notices for
+/// what it listed (`None` when the kernel gives none) and the notices'
+/// generation it was taken at.
+struct LastScan {
+    roots: Vec<PathBuf>,
+    scan: std::sync::Arc<HookScan>,
+    watch: Option<Watch>,
+    generation: u64,
 }
 
 /// A mount namespace jobs join: the steps it was made with, and the file
@@ -655,7 +639,9 @@ pub(crate) struct JobFence {
     /// What the child does.
     pub child: ChildSandbox,
     /// The hook files under the writable roots at the start.
-    pub hooks: HookScan,
+    pub hooks: std::sync::Arc<HookScan>,
+    /// The change notices' id and generation at that scan.
+    watched: Option<(u64, u64)>,
     /// The writable roots, to scan again at the end.
     roots: Vec<PathBuf>,
 }
@@ -823,7 +809,7 @@ impl Fence {
         let ruleset = self.ruleset(job, &roots, tmp.path())?;
         // What a writable root holds that must not be written (or read).
         let mut mounts = Vec::new();
-        let hooks = self.scan(&roots);
+        let (hooks, watched) = self.scan(&roots);
         if job.fs != FsAccess::Full {
             let protected = protected_paths(&roots, &hooks);
             let mut pinned: Vec<PathBuf> = Vec::new();
@@ -899,6 +885,7 @@ impl Fence {
             mount_ns: join_mount,
             child,
             hooks,
+            watched,
             roots,
         })
     }
@@ -988,21 +975,61 @@ impl Fence {
         }
     }
 
-    /// The scan of `roots` at a start: the last one of the same roots listed
-    /// again only where it changed, so starts in a row list little.
-    fn scan(&self, roots: &[PathBuf]) -> HookScan {
+    /// The scan of `roots` at a start, with the change notices' id and
+    /// generation it was taken at: the last one of the same roots as it was
+    /// while no notice arrived for what it listed, else listed again where
+    /// it changed (a repository made since is found), so starts in a row
+    /// list little and most list nothing.
+    fn scan(&self, roots: &[PathBuf]) -> (std::sync::Arc<HookScan>, Option<(u64, u64)>) {
         if roots.is_empty() {
-            return HookScan::default();
+            return (Default::default(), None);
         }
         let mut last = lock(&self.scans);
-        // The last scan of the same roots, listed again where it changed
-        // (a repository made since is found), else a new one.
-        let scan = match last.as_ref() {
-            Some((scanned, scan)) if scanned == roots => scan.again(),
-            _ => HookScan::of(roots),
-        };
-        *last = Some((roots.to_vec(), scan.clone()));
-        scan
+        match last.as_mut() {
+            Some(last) if last.roots == roots => {
+                let quiet = last
+                    .watch
+                    .as_mut()
+                    .is_some_and(|w| w.quiet_since(last.generation));
+                if !quiet {
+                    // Taken before listing: a notice raised during the
+                    // listing makes the next start look again.
+                    last.generation = last.watch.as_mut().map_or(0, Watch::generation);
+                    last.scan = std::sync::Arc::new(last.scan.again(last.watch.as_ref()));
+                }
+                let watched = last.watch.as_ref().map(|w| (w.id(), last.generation));
+                (last.scan.clone(), watched)
+            }
+            _ => {
+                let mut watch = Watch::new();
+                let generation = watch.as_mut().map_or(0, Watch::generation);
+                let scan = std::sync::Arc::new(HookScan::of(roots, watch.as_ref()));
+                let watched = watch.as_ref().map(|w| (w.id(), generation));
+                *last = Some(LastScan {
+                    roots: roots.to_vec(),
+                    scan: scan.clone(),
+                    watch,
+                    generation,
+                });
+                (scan, watched)
+            }
+        }
+    }
+
+    /// The hook files `job` created or changed under its writable roots, as
+    /// a note for its status (see [`JobFence::hook_note`]): none to look for
+    /// while no change notice arrived since its start scan.
+    pub(crate) fn hook_note(&self, job: &JobFence) -> Option<String> {
+        let quiet = job.watched.is_some_and(|(id, generation)| {
+            lock(&self.scans).as_mut().is_some_and(|last| {
+                last.roots == job.roots
+                    && last
+                        .watch
+                        .as_mut()
+                        .is_some_and(|w| w.id() == id && w.quiet_since(generation))
+            })
+        });
+        job.hook_note(quiet)
     }
 
     /// The Landlock ruleset of one job; `None` when nothing is fenced by it.
@@ -1204,7 +1231,7 @@ fn protected_paths(roots: &[PathBuf], hooks: &HookScan) -> Vec<PathBuf> {
     // mount point, which cannot be renamed, while its parent could be (and
     // a copy planted in its place); submodules' hooks and configs live in it
     // too.
-    out.extend(hooks.repositories.iter().cloned());
+    out.extend(hooks.repositories().iter().cloned());
     if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
         let home = home.canonicalize().unwrap_or(home);
         for name in RC_FILES {
@@ -1237,194 +1264,6 @@ fn between(roots: &[PathBuf], path: &Path) -> Vec<PathBuf> {
         .collect();
     dirs.reverse();
     dirs
-}
-
-/// The `.git` directories under some roots and the hook files in them
-/// (`*.sample` files are not hooks: git never runs them).
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct HookScan {
-    repositories: Vec<PathBuf>,
-    /// Each hook file with its length and modification time.
-    files: std::collections::BTreeMap<PathBuf, (u64, i128)>,
-    /// Each directory listed, with its depth below its root and its
-    /// modification time before it was listed: a later scan lists again only
-    /// those that changed (a new entry anywhere changes its directory's
-    /// time) and what is new below them.
-    dirs: std::collections::BTreeMap<PathBuf, (usize, Option<std::time::SystemTime>)>,
-    /// Each repository's hooks directory's modification time.
-    hooks_dirs: std::collections::BTreeMap<PathBuf, Option<std::time::SystemTime>>,
-    /// When the scan began.
-    began: Option<std::time::SystemTime>,
-}
-
-/// How much older than a scan a directory's modification time must be for
-/// an unchanged time to mean an unchanged directory: file times come from a
-/// coarse clock (a tick of a few milliseconds), so a change right after the
-/// scan can leave the time as it was.
-const TIME_GRAIN: std::time::Duration = std::time::Duration::from_secs(2);
-
-impl HookScan {
-    /// Scans `roots` (bounded: [`SCAN_DEPTH`], [`SCAN_DIRS`]).
-    pub(crate) fn of(roots: &[PathBuf]) -> HookScan {
-        let mut scan = HookScan {
-            began: Some(std::time::SystemTime::now()),
-            ..HookScan::default()
-        };
-        let mut budget = SCAN_DIRS;
-        for root in roots {
-            scan.walk(root, 0, &mut budget);
-        }
-        scan
-    }
-
-    /// The same roots scanned again, listing only what changed since `self`.
-    pub(crate) fn again(&self) -> HookScan {
-        let mut scan = HookScan {
-            began: Some(std::time::SystemTime::now()),
-            ..HookScan::default()
-        };
-        let mut budget = SCAN_DIRS;
-        // A time this recent says nothing (see [`TIME_GRAIN`]).
-        let settled = |at: Option<std::time::SystemTime>| matches!((at, self.began), (Some(at), Some(began)) if at + TIME_GRAIN < began);
-        for (dir, &(depth, at)) in &self.dirs {
-            let now = changed_at(dir);
-            if now.is_none() {
-                continue;
-            }
-            budget = budget.saturating_sub(1);
-            if now == at && settled(at) {
-                scan.dirs.insert(dir.clone(), (depth, at));
-            } else {
-                scan.list(dir, depth, &mut budget, |d| self.dirs.contains_key(d));
-            }
-        }
-        for git in &self.repositories {
-            let hooks = git.join("hooks");
-            let at = changed_at(&hooks);
-            if at.is_none() && !git.is_dir() {
-                continue;
-            }
-            let before = self.hooks_dirs.get(git).copied().flatten();
-            if at == before && settled(before) {
-                // The same entries: only their contents may have changed.
-                for (path, _) in self.files.range(hooks.clone()..) {
-                    if !path.starts_with(&hooks) {
-                        break;
-                    }
-                    if let Some(stamp) = stamp(path) {
-                        scan.files.insert(path.clone(), stamp);
-                    }
-                }
-                scan.repositories.push(git.clone());
-                scan.hooks_dirs.insert(git.clone(), at);
-            } else if !scan.repositories.contains(git) {
-                scan.repository(git.clone());
-            }
-        }
-        scan
-    }
-
-    fn walk(&mut self, dir: &Path, depth: usize, budget: &mut usize) {
-        if *budget == 0 {
-            return;
-        }
-        *budget -= 1;
-        self.list(dir, depth, budget, |_| false);
-    }
-
-    /// Lists `dir`: notes a `.git` in it, and walks each directory below it
-    /// that `known` does not name (those are scanned on their own).
-    fn list(
-        &mut self,
-        dir: &Path,
-        depth: usize,
-        budget: &mut usize,
-        known: impl Fn(&Path) -> bool,
-    ) {
-        let at = changed_at(dir);
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        self.dirs.insert(dir.to_owned(), (depth, at));
-        let mut below = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            // The listing's own file types: no stat per entry.
-            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
-            }
-            let path = entry.path();
-            if name == ".git" {
-                if !self.repositories.contains(&path) {
-                    self.repository(path);
-                }
-            } else if depth < SCAN_DEPTH
-                && !name.as_bytes().starts_with(b".")
-                && !SCAN_SKIP.iter().any(|s| name == *s)
-                && !known(&path)
-            {
-                below.push(path);
-            }
-        }
-        for dir in below {
-            self.walk(&dir, depth + 1, budget);
-        }
-    }
-
-    /// Notes the repository whose git directory is `git`, with its hooks.
-    fn repository(&mut self, git: PathBuf) {
-        let hooks = git.join("hooks");
-        self.hooks_dirs.insert(git.clone(), changed_at(&hooks));
-        if let Ok(entries) = std::fs::read_dir(&hooks) {
-            for entry in entries.flatten() {
-                let path = entry.path();
-                if path.extension().is_some_and(|e| e == "sample") {
-                    continue;
-                }
-                if let Some(stamp) = stamp(&path) {
-                    self.files.insert(path, stamp);
-                }
-            }
-        }
-        self.repositories.push(git);
-    }
-
-    /// The hook files in `after` that are new or changed since `self`.
-    pub(crate) fn changed(&self, after: &HookScan) -> Vec<PathBuf> {
-        after
-            .files
-            .iter()
-            .filter(|(path, stamp)| self.files.get(*path) != Some(*stamp))
-            .map(|(path, _)| path.clone())
-            .collect()
-    }
-}
-
-impl JobFence {
-    /// Whether the job may write anywhere but its own temporary directory.
-    pub(crate) fn has_roots(&self) -> bool {
-        !self.roots.is_empty()
-    }
-
-    /// The hook files the job created or changed under its writable roots,
-    /// as a note for its status: `hooks changed: a, b`; `None` for none.
-    pub(crate) fn hook_note(&self) -> Option<String> {
-        // The scan at the start, listed again where it changed.
-        let changed = self.hooks.changed(&self.hooks.again());
-        if changed.is_empty() {
-            return None;
-        }
-        const SHOWN: usize = 8;
-        let mut names: Vec<String> = changed
-            .iter()
-            .take(SHOWN)
-            .map(|p| p.display().to_string())
-            .collect();
-        if changed.len() > SHOWN {
-            names.push(format!("and {} more", changed.len() - SHOWN));
-        }
-        Some(format!("hooks changed: {}", names.join(", ")))
-    }
 }
 
 /// The seccomp filter for a job without network: `socket` of any family
@@ -1543,46 +1382,5 @@ mod tests {
             .map(|p| r.join(p))
             .collect();
         assert_eq!(got, want);
-    }
-
-    #[test]
-    fn a_hook_scan_names_new_and_changed_hooks_but_not_samples() {
-        let root = tempfile::tempdir().unwrap();
-        let hooks = root.path().join("repo/.git/hooks");
-        std::fs::create_dir_all(&hooks).unwrap();
-        std::fs::write(hooks.join("pre-commit"), "old").unwrap();
-        let before = HookScan::of(&[root.path().to_owned()]);
-        std::fs::write(hooks.join("pre-commit"), "changed!").unwrap();
-        std::fs::write(hooks.join("pre-push.sample"), "x").unwrap();
-        let nested = root.path().join("repo/sub/.git/hooks");
-        std::fs::create_dir_all(&nested).unwrap();
-        std::fs::write(nested.join("post-checkout"), "x").unwrap();
-        let after = HookScan::of(&[root.path().to_owned()]);
-        let want = [hooks.join("pre-commit"), nested.join("post-checkout")];
-        assert_eq!(before.changed(&after), want);
-        // Listing again only what changed finds the same.
-        assert_eq!(before.changed(&before.again()), want);
-    }
-
-    #[test]
-    fn listing_again_finds_a_repository_made_deep_in_an_old_directory() {
-        let root = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(root.path().join("a/b")).unwrap();
-        // Old directories: an unchanged time then means unchanged.
-        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-        for dir in ["", "a", "a/b"] {
-            std::fs::File::open(root.path().join(dir))
-                .unwrap()
-                .set_modified(hour_ago)
-                .unwrap();
-        }
-        let before = HookScan::of(&[root.path().to_owned()]);
-        let again = before.again();
-        assert!(again.changed(&before.again()).is_empty());
-        assert_eq!(again.dirs.len(), 3, "{:?}", again.dirs);
-        let hooks = root.path().join("a/b/c/.git/hooks");
-        std::fs::create_dir_all(&hooks).unwrap();
-        std::fs::write(hooks.join("pre-push"), "evil").unwrap();
-        assert_eq!(before.changed(&before.again()), [hooks.join("pre-push")]);
     }
 }
