@@ -426,8 +426,12 @@ async fn a_real_build_in_the_workdir_and_tmpdir_works_unchanged() {
 }
 
 /// A session over the real component with the `sandbox` extension, whose
-/// jobs run under `workspace-write, network off` in `work`.
-async fn sandboxed_session(work: &Path) -> host::session::Session {
+/// jobs run under `workspace-write, network off` in `work`, with no Landlock
+/// ABI above `max_abi` when it is set.
+async fn sandboxed_session(
+    work: &Path,
+    max_abi: Option<i32>,
+) -> (host::session::Session, BashProducer) {
     let registry = host::JobRegistry::new(
         host::RegistryConfig::default(),
         host::AgentDirectory::default(),
@@ -439,6 +443,7 @@ async fn sandboxed_session(work: &Path) -> host::session::Session {
             sandbox: FencePolicy {
                 fs: FsAccess::WorkspaceWrite,
                 network: NetAccess::Off,
+                max_landlock_abi: max_abi,
                 ..FencePolicy::default()
             },
             ..BashConfig::default()
@@ -450,7 +455,9 @@ async fn sandboxed_session(work: &Path) -> host::session::Session {
     let mount = host::Mount::new(crate::fixture::runtime(), registry, config)
         .await
         .unwrap();
-    host::session::Session::open("fenced", std::sync::Arc::new(mount), producer).0
+    let session =
+        host::session::Session::open("fenced", std::sync::Arc::new(mount), producer.clone()).0;
+    (session, producer)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -463,7 +470,7 @@ async fn a_model_narrows_a_job_s_sandbox_and_sees_it_but_cannot_widen_it() {
         return;
     }
     let work = tempfile::tempdir().unwrap();
-    let session = sandboxed_session(work.path()).await;
+    let (session, _) = sandboxed_session(work.path(), None).await;
     let started = session
         .call(
             "bash",
@@ -508,6 +515,69 @@ async fn a_model_narrows_a_job_s_sandbox_and_sees_it_but_cannot_widen_it() {
                 .as_str()
         )
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kernel_short_of_a_part_runs_the_job_with_the_rest_and_says_so() {
+    if Fenced::new(ContainmentMode::Fallback)
+        .await
+        .is_some_and(|s| s.abi() < 6)
+    {
+        println!("skipped: this kernel's Landlock is older than ABI 6");
+        return;
+    }
+    // As on a kernel of Landlock ABI 3 (6.2): files fenced, no scoping.
+    let work = tempfile::tempdir().unwrap();
+    let (session, producer) = sandboxed_session(work.path(), Some(3)).await;
+    let started = session
+        .call("bash", &json!({"command": "echo x > mine; echo done"}))
+        .await;
+    assert_eq!(started.outcome.text, "started background job bash-1");
+    let list = session.call("job_list", &json!({})).await;
+    assert!(
+        list.outcome
+            .text
+            .ends_with("echo x > mine; echo done [sandbox: workspace-write, network off]"),
+        "{}",
+        list.outcome.text
+    );
+    let read = session
+        .call("job_output", &json!({"job_id": "bash-1", "wait": true}))
+        .await;
+    let missing = producer
+        .sandbox()
+        .map(|(policy, support)| support.missing(&policy.sandbox()))
+        .unwrap();
+    assert!(
+        missing.contains(&"signal and abstract-socket scoping (Landlock ABI 6)"),
+        "{missing:?}"
+    );
+    assert!(
+        read.outcome.text.ends_with(&format!(
+            "done\n[sandbox: workspace-write, network off]\n[status: completed, exit code: 0; sandbox without: {}]",
+            missing.join(", ")
+        )),
+        "{}",
+        read.outcome.text
+    );
+    assert!(work.path().join("mine").exists());
+
+    // As on a kernel without Landlock: files are not fenced, and the job's
+    // status says so; the network is still off (seccomp).
+    let outside = tempfile::tempdir().unwrap();
+    let (session, _) = sandboxed_session(work.path(), Some(0)).await;
+    let command = format!("echo x > {}/reached; echo done", outside.path().display());
+    let started = session.call("bash", &json!({ "command": command })).await;
+    assert_eq!(started.outcome.text, "started background job bash-1");
+    let read = session
+        .call("job_output", &json!({"job_id": "bash-1", "wait": true}))
+        .await;
+    assert!(
+        read.outcome.text.starts_with("done\n[sandbox: full, network off]\n[status: completed, exit code: 0; sandbox without: the file fence (Landlock), "),
+        "{}",
+        read.outcome.text
+    );
+    assert!(outside.path().join("reached").exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -359,6 +359,7 @@ impl Settings {
                 None => host::fence::NetAccess::On,
             },
             required: self.sandbox_required.unwrap_or(false),
+            max_landlock_abi: None,
         };
         if let Some(bad) = sandbox
             .write

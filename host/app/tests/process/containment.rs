@@ -59,6 +59,24 @@ impl Host {
     pub(crate) async fn start_with(options: Options<'_>, init: Value) -> Host {
         let tmp = tempfile::tempdir().unwrap();
         let cache = match options.user {
+            // A sandboxed host makes its spill directory beside the cache:
+            // one of its own, seeded with the compiled component, so a test
+            // sees that host's spill directory alone.
+            None if options.flags.contains(&"--sandbox") => {
+                let own = tmp.path().join("cache");
+                std::fs::create_dir(&own).unwrap();
+                std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o700)).unwrap();
+                for entry in std::fs::read_dir(cache_dir())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                {
+                    if entry.file_name().to_string_lossy().ends_with(".cwasm") {
+                        std::fs::copy(entry.path(), own.join(entry.file_name())).unwrap();
+                    }
+                }
+                own
+            }
             None => cache_dir(),
             // A cache the other user can write.
             Some(_) => {
@@ -200,7 +218,8 @@ impl Host {
             .unwrap()
     }
 
-    /// Spill directories of this host still in its TMPDIR.
+    /// Spill directories of this host still in its TMPDIR (or its own
+    /// component cache, where a sandboxed host makes it).
     pub(crate) fn spill_dirs(&self) -> Vec<PathBuf> {
         spill_dirs(self.tmp.path())
     }
@@ -209,6 +228,7 @@ impl Host {
 fn spill_dirs(tmp: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(tmp)
         .unwrap()
+        .chain(std::fs::read_dir(tmp.join("cache")).into_iter().flatten())
         .flatten()
         .map(|e| e.path())
         .filter(|p| {
@@ -262,7 +282,14 @@ async fn no_job_survives(signal: i32, flags: &[&str]) {
     let (_, lines) = host.job_lines(TREE, 3).await;
     let pids: Vec<i32> = lines.iter().map(|l| l.parse().unwrap()).collect();
     assert_eq!(pids.len(), 3, "{lines:?}");
-    assert_eq!(host.spill_dirs().len(), 1);
+    let spill = host.spill_dirs();
+    assert_eq!(spill.len(), 1);
+    if flags.contains(&"--sandbox") {
+        assert_eq!(
+            spill[0].parent(),
+            Some(host.tmp.path().join("cache").as_path())
+        );
+    }
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(host.pid()),
         nix::sys::signal::Signal::try_from(signal).unwrap(),
@@ -294,12 +321,15 @@ async fn sigterm_sigint_and_sighup_shut_down_in_order() {
         no_job_survives(signal, &[]).await;
     }
     no_job_survives(libc::SIGTERM, &["--containment", "fallback"]).await;
+    no_job_survives(libc::SIGTERM, &["--sandbox", "workspace-write"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_of_the_host_leaves_no_job_behind() {
     no_job_survives(libc::SIGKILL, &[]).await;
     no_job_survives(libc::SIGKILL, &["--containment", "fallback"]).await;
+    // The spill directory beside the component cache goes the same way.
+    no_job_survives(libc::SIGKILL, &["--sandbox", "workspace-write"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

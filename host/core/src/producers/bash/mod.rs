@@ -274,12 +274,18 @@ impl BashProducer {
             )));
         }
         let sandbox = (!sandbox.is_open()).then_some(sandbox);
+        // What the job's status shows: the part this kernel enforces (the
+        // rest is named at its end).
+        let shown = sandbox
+            .as_ref()
+            .map(|job| self.inner.fence().support_for(job).enforced(job))
+            .filter(|shown| !shown.is_open());
         let spec = JobStart {
             kind: BASH_KIND.to_owned(),
             label: request.command.clone(),
             output_limit_bytes: None,
             owner,
-            sandbox: sandbox.clone(),
+            sandbox: shown,
         };
         self.inner
             .registry
@@ -342,12 +348,7 @@ impl BashProducer {
             (_, dir) => dir,
         };
         let mut fence = match sandbox {
-            Some(job) => Some(
-                inner
-                    .fence
-                    .get_or_init(|| make_fence(&inner.config, inner.spill_dir.path(), &inner.shell))
-                    .prepare(dir.as_deref(), job)?,
-            ),
+            Some(job) => Some(inner.fence().prepare(dir.as_deref(), job)?),
             None => None,
         };
         let mut spec = self.spec(request, dir, &container, fence.as_ref())?;
@@ -430,12 +431,12 @@ impl BashProducer {
                 Err(_) => supervisor.not_started("the spawner threads are gone").await,
             };
             if let Some((fence, job)) = fenced {
-                // Hooks the fence could not cover (a repository the job made
-                // itself) are named in the job's status, so the model and
-                // the person see them.
+                // What the fence could not cover (a repository the job made
+                // itself, a part this kernel lacks) is named in the job's
+                // status, so the model and the person see it.
                 let none_left = ended_control.none_left.load(Ordering::Acquire);
                 let note = tokio::task::spawn_blocking(move || {
-                    let note = job.has_roots().then(|| fence.hook_note(&job)).flatten();
+                    let note = fence.end_note(&job);
                     fence.release(job, none_left);
                     note
                 })
@@ -462,6 +463,15 @@ impl BashProducer {
             control: Some(extras),
             done,
         })
+    }
+}
+
+impl Inner {
+    /// The jobs' fence, made the first time a job needs one (a job may ask
+    /// for a sandbox in a session that has none).
+    fn fence(&self) -> &Arc<crate::fence::Fence> {
+        self.fence
+            .get_or_init(|| make_fence(&self.config, self.spill_dir.path(), &self.shell))
     }
 }
 

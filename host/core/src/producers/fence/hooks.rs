@@ -223,11 +223,6 @@ impl HookScan {
 }
 
 impl JobFence {
-    /// Whether the job may write anywhere but its own temporary directory.
-    pub(crate) fn has_roots(&self) -> bool {
-        !self.roots.is_empty()
-    }
-
     /// The hook files the job created or changed under its writable roots,
     /// as a note for its status: `hooks changed: a, b`; `None` for none.
     /// `quiet` says that no change notice arrived for the scanned

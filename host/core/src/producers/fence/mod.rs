@@ -204,6 +204,10 @@ pub struct FencePolicy {
     /// Refuse a start the kernel cannot fence fully, instead of running it
     /// with what it can.
     pub required: bool,
+    /// Use no Landlock ABI above this one, as on an older kernel: what a
+    /// job gets there, and what it is told, can be tried here. `None`: the
+    /// kernel's own.
+    pub max_landlock_abi: Option<i32>,
 }
 
 impl FencePolicy {
@@ -241,7 +245,7 @@ pub struct FenceSupport {
 impl FenceSupport {
     /// The kernel's Landlock ABI and seccomp filter (the mount namespace is
     /// probed once a job needs one: see `Fence::support_for`).
-    fn probe() -> FenceSupport {
+    fn probe(max_landlock_abi: Option<i32>) -> FenceSupport {
         // SAFETY: landlock_create_ruleset(NULL, 0, VERSION) only answers the ABI.
         let abi = unsafe {
             libc::syscall(
@@ -252,9 +256,32 @@ impl FenceSupport {
             )
         };
         FenceSupport {
-            landlock_abi: i32::try_from(abi).unwrap_or(0).max(0),
+            landlock_abi: i32::try_from(abi)
+                .unwrap_or(0)
+                .max(0)
+                .min(max_landlock_abi.unwrap_or(i32::MAX)),
             mount_namespace: false,
             seccomp: !network_off_filter().is_empty(),
+        }
+    }
+
+    /// The part of `job` this kernel enforces, as a sandbox: what a job's
+    /// status shows. Files are fenced with Landlock; the network is off only
+    /// with the seccomp filter (Landlock alone leaves UDP open), and fenced
+    /// by port from Landlock ABI 4. What a sandbox cannot say (protected
+    /// paths, scoping) is in [`FenceSupport::missing`].
+    pub fn enforced(&self, job: &Sandbox) -> Sandbox {
+        Sandbox {
+            fs: if self.landlock_abi < 1 {
+                FsAccess::Full
+            } else {
+                job.fs
+            },
+            network: match &job.network {
+                NetAccess::Off if !self.seccomp => NetAccess::On,
+                NetAccess::Ports(_) if self.landlock_abi < 4 => NetAccess::On,
+                network => network.clone(),
+            },
         }
     }
 
@@ -644,6 +671,8 @@ pub(crate) struct JobFence {
     watched: Option<(u64, u64)>,
     /// The writable roots, to scan again at the end.
     roots: Vec<PathBuf>,
+    /// What of the job's sandbox this kernel cannot enforce.
+    missing: Vec<&'static str>,
 }
 
 impl Fence {
@@ -673,7 +702,7 @@ impl Fence {
             mount_ns: Mutex::new(None),
             shell: shell.to_owned(),
             warned: std::sync::Once::new(),
-            support: FenceSupport::probe(),
+            support: FenceSupport::probe(policy.max_landlock_abi),
             policy,
         };
         if fence.policy.is_open() {
@@ -706,7 +735,7 @@ impl Fence {
 
     /// What this kernel enforces of `sandbox` (probing for a mount namespace
     /// the first time a sandbox fences files).
-    fn support_for(&self, sandbox: &Sandbox) -> FenceSupport {
+    pub(crate) fn support_for(&self, sandbox: &Sandbox) -> FenceSupport {
         let namespace = sandbox.fs != FsAccess::Full && self.job_namespace().is_some();
         FenceSupport {
             mount_namespace: namespace,
@@ -887,6 +916,7 @@ impl Fence {
             hooks,
             watched,
             roots,
+            missing,
         })
     }
 
@@ -1016,10 +1046,25 @@ impl Fence {
         }
     }
 
-    /// The hook files `job` created or changed under its writable roots, as
-    /// a note for its status (see [`JobFence::hook_note`]): none to look for
-    /// while no change notice arrived since its start scan.
-    pub(crate) fn hook_note(&self, job: &JobFence) -> Option<String> {
+    /// What `job`'s status says at its end besides its exit: the parts of
+    /// its sandbox this kernel did not enforce (`sandbox without: ...`),
+    /// and the hook files it created or changed under its writable roots
+    /// (`hooks changed: ...`, see [`JobFence::hook_note`]); `None` for
+    /// neither.
+    pub(crate) fn end_note(&self, job: &JobFence) -> Option<String> {
+        let mut notes = Vec::new();
+        if !job.missing.is_empty() {
+            notes.push(format!("sandbox without: {}", job.missing.join(", ")));
+        }
+        if !job.roots.is_empty() {
+            notes.extend(self.hook_note(job));
+        }
+        (!notes.is_empty()).then(|| notes.join("; "))
+    }
+
+    /// The hook files `job` created or changed: none to look for while no
+    /// change notice arrived since its start scan.
+    fn hook_note(&self, job: &JobFence) -> Option<String> {
         let quiet = job.watched.is_some_and(|(id, generation)| {
             lock(&self.scans).as_mut().is_some_and(|last| {
                 last.roots == job.roots
@@ -1042,7 +1087,13 @@ impl Fence {
         if job.is_open() {
             return Ok(None);
         }
-        let abi = landlock::ABI::V7;
+        // The reached ABI's rights only (the kernel's, or a lower one the
+        // policy caps it at), each part where its ABI has it.
+        let reached = self.support.landlock_abi;
+        if reached < 1 {
+            return Ok(None);
+        }
+        let abi = landlock::ABI::from(reached);
         let fail = |e: &dyn std::fmt::Display| format!("cannot build the job's sandbox: {e}");
         let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::BestEffort);
         if job.fs != FsAccess::Full {
@@ -1050,12 +1101,14 @@ impl Fence {
                 .handle_access(AccessFs::from_all(abi))
                 .map_err(|e| fail(&e))?;
         }
-        if job.network != NetAccess::On {
+        if job.network != NetAccess::On && reached >= 4 {
             ruleset = ruleset
                 .handle_access(AccessNet::from_all(abi))
                 .map_err(|e| fail(&e))?;
         }
-        ruleset = ruleset.scope(Scope::from_all(abi)).map_err(|e| fail(&e))?;
+        if reached >= 6 {
+            ruleset = ruleset.scope(Scope::from_all(abi)).map_err(|e| fail(&e))?;
+        }
         let mut created = ruleset.create().map_err(|e| fail(&e))?;
         if job.fs != FsAccess::Full {
             let read = AccessFs::from_read(abi);
@@ -1093,7 +1146,7 @@ impl Fence {
                     created = created
                         .add_rule(PathBeneath::new(
                             fd,
-                            AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev,
+                            (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev) & all,
                         ))
                         .map_err(|e| fail(&e))?;
                 }
@@ -1116,7 +1169,9 @@ impl Fence {
                     .map_err(|e| fail(&e))?;
             }
         }
-        if let NetAccess::Ports(ports) = &job.network {
+        if let NetAccess::Ports(ports) = &job.network
+            && reached >= 4
+        {
             for port in ports {
                 created = created
                     .add_rule(NetPort::new(*port, AccessNet::from_all(abi)))
