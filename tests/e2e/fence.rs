@@ -426,10 +426,11 @@ async fn a_real_build_in_the_workdir_and_tmpdir_works_unchanged() {
 }
 
 /// A session over the real component with the `sandbox` extension, whose
-/// jobs run under `workspace-write, network off` in `work`, with no Landlock
-/// ABI above `max_abi` when it is set.
+/// jobs run under `fs, network off` in `work`, with no Landlock ABI above
+/// `max_abi` when it is set.
 async fn sandboxed_session(
     work: &Path,
+    fs: FsAccess,
     max_abi: Option<i32>,
 ) -> (host::session::Session, BashProducer) {
     let registry = host::JobRegistry::new(
@@ -441,7 +442,7 @@ async fn sandboxed_session(
         BashConfig {
             default_workdir: Some(work.to_owned()),
             sandbox: FencePolicy {
-                fs: FsAccess::WorkspaceWrite,
+                fs,
                 network: NetAccess::Off,
                 max_landlock_abi: max_abi,
                 ..FencePolicy::default()
@@ -450,9 +451,11 @@ async fn sandboxed_session(
         },
     )
     .unwrap();
-    let config =
-        r#"{"extensions": ["sandbox"], "sandbox": {"files": "workspace-write", "network": "off"}}"#;
-    let mount = host::Mount::new(crate::fixture::runtime(), registry, config)
+    let config = format!(
+        r#"{{"extensions": ["sandbox"], "sandbox": {{"files": "{}", "network": "off"}}}}"#,
+        fs.as_str()
+    );
+    let mount = host::Mount::new(crate::fixture::runtime(), registry, &config)
         .await
         .unwrap();
     let session =
@@ -470,7 +473,7 @@ async fn a_model_narrows_a_job_s_sandbox_and_sees_it_but_cannot_widen_it() {
         return;
     }
     let work = tempfile::tempdir().unwrap();
-    let (session, _) = sandboxed_session(work.path(), None).await;
+    let (session, _) = sandboxed_session(work.path(), FsAccess::WorkspaceWrite, None).await;
     let started = session
         .call(
             "bash",
@@ -502,18 +505,14 @@ async fn a_model_narrows_a_job_s_sandbox_and_sees_it_but_cannot_widen_it() {
     );
     // The session's own jobs say theirs.
     session.call("bash", &json!({"command": "true"})).await;
+    // Ended first, so the row's status is known.
+    session
+        .call("job_output", &json!({"job_id": "bash-2", "wait": true}))
+        .await;
     let list = session.call("job_list", &json!({})).await;
     assert_eq!(
         list.outcome.text,
-        format!(
-            "bash-1 [bash] completed \u{2014} echo x > mine; echo done [sandbox: read-only, network off]\nbash-2 [bash] {} \u{2014} true [sandbox: workspace-write, network off]",
-            session
-                .registry()
-                .inspect("bash-2")
-                .unwrap()
-                .status
-                .as_str()
-        )
+        "bash-1 [bash] completed \u{2014} echo x > mine; echo done [sandbox: read-only, network off]\nbash-2 [bash] completed \u{2014} true [sandbox: workspace-write, network off]"
     );
 }
 
@@ -528,7 +527,8 @@ async fn a_kernel_short_of_a_part_runs_the_job_with_the_rest_and_says_so() {
     }
     // As on a kernel of Landlock ABI 3 (6.2): files fenced, no scoping.
     let work = tempfile::tempdir().unwrap();
-    let (session, producer) = sandboxed_session(work.path(), Some(3)).await;
+    let (session, producer) =
+        sandboxed_session(work.path(), FsAccess::WorkspaceWrite, Some(3)).await;
     let started = session
         .call("bash", &json!({"command": "echo x > mine; echo done"}))
         .await;
@@ -565,7 +565,7 @@ async fn a_kernel_short_of_a_part_runs_the_job_with_the_rest_and_says_so() {
     // As on a kernel without Landlock: files are not fenced, and the job's
     // status says so; the network is still off (seccomp).
     let outside = tempfile::tempdir().unwrap();
-    let (session, _) = sandboxed_session(work.path(), Some(0)).await;
+    let (session, _) = sandboxed_session(work.path(), FsAccess::WorkspaceWrite, Some(0)).await;
     let command = format!("echo x > {}/reached; echo done", outside.path().display());
     let started = session.call("bash", &json!({ "command": command })).await;
     assert_eq!(started.outcome.text, "started background job bash-1");
@@ -578,6 +578,27 @@ async fn a_kernel_short_of_a_part_runs_the_job_with_the_rest_and_says_so() {
         read.outcome.text
     );
     assert!(outside.path().join("reached").exists());
+
+    // The network alone fenced, where Landlock has no network rights (before
+    // ABI 4): seccomp does it all, and the job runs.
+    let (session, _) = sandboxed_session(work.path(), FsAccess::Full, Some(3)).await;
+    let started = session
+        .call(
+            "bash",
+            &json!({"command": "python3 -c 'import socket; socket.socket()' 2>/dev/null || echo no-socket"}),
+        )
+        .await;
+    assert_eq!(started.outcome.text, "started background job bash-1");
+    let read = session
+        .call("job_output", &json!({"job_id": "bash-1", "wait": true}))
+        .await;
+    assert!(
+        read.outcome
+            .text
+            .starts_with("no-socket\n[sandbox: full, network off]\n[status: completed, exit code: 0; sandbox without: "),
+        "{}",
+        read.outcome.text
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -144,7 +144,8 @@ async fn host(cache_dir: Option<&Path>, settings: Settings) -> Result<Host> {
     bash_config
         .private_dirs
         .extend(cache_dir.map(Path::to_owned));
-    // Beside the cache, a fenced job's read rules stay few (see the field).
+    // In the cache's directory, a fenced job's read rules stay few (see the
+    // field).
     bash_config.fenced_spill_parent = cache_dir.map(Path::to_owned);
     let bash =
         BashProducer::new(registry, bash_config).context("setting up the background shell")?;

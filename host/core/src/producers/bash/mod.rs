@@ -103,8 +103,9 @@ impl BashProducer {
             .prefix("jobs-host-")
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
         let spill_dir = match config.fenced_spill_parent.as_deref() {
+            // A full or read-only cache leaves it where it always was.
             Some(parent) if !config.sandbox.is_open() && private_to_us(parent) => {
-                spill.tempdir_in(parent)?
+                spill.tempdir_in(parent).or_else(|_| spill.tempdir())?
             }
             _ => spill.tempdir()?,
         };

@@ -47,20 +47,21 @@ fn changed_at(path: &Path) -> Option<std::time::SystemTime> {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct HookScan {
     repositories: Vec<PathBuf>,
-    /// Each hook file with its length and modification time.
+    /// Each hook file with its inode and change time (of the file a link
+    /// leads to).
     files: std::collections::BTreeMap<PathBuf, (u64, i128)>,
     /// Each directory listed, with its depth below its root and its
-    /// modification time before it was listed: a later scan lists again only
+    /// change time before it was listed: a later scan lists again only
     /// those that changed (a new entry anywhere changes its directory's
     /// time) and what is new below them.
     dirs: std::collections::BTreeMap<PathBuf, (usize, Option<std::time::SystemTime>)>,
-    /// Each repository's hooks directory's modification time.
+    /// Each repository's hooks directory's change time.
     hooks_dirs: std::collections::BTreeMap<PathBuf, Option<std::time::SystemTime>>,
     /// When the scan began.
     began: Option<std::time::SystemTime>,
 }
 
-/// How much older than a scan a directory's modification time must be for
+/// How much older than a scan a directory's change time must be for
 /// an unchanged time to mean an unchanged directory: file times come from a
 /// coarse clock (a tick of a few milliseconds), so a change right after the
 /// scan can leave the time as it was.
@@ -187,7 +188,8 @@ impl HookScan {
         let hooks = git.join("hooks");
         if let Some(watch) = watch {
             // A hooks directory made, removed or renamed shows in the git
-            // directory; a hook written, in the hooks directory.
+            // directory; a hook made or written, in the hooks directory
+            // (followed, when it is a link: `hooks -> ../.githooks`).
             watch.add(&git, Watch::DIR);
             watch.add(&hooks, Watch::HOOKS);
         }
@@ -199,6 +201,13 @@ impl HookScan {
                     continue;
                 }
                 if let Some(stamp) = stamp(&path) {
+                    if let Some(watch) = watch {
+                        // The file itself, followed: a hook that is a link
+                        // into the worktree, or has another name (a hard
+                        // link), is written where the hooks directory does
+                        // not see it.
+                        watch.add(&path, Watch::FILE);
+                    }
                     self.files.insert(path, stamp);
                 }
             }
@@ -256,6 +265,9 @@ impl JobFence {
 /// is noticed too; reads of a directory are not subscribed to, so the scans
 /// themselves raise none.
 ///
+/// Hooks directories and hook files are watched through links (a hook that
+/// leads into the worktree, a hooks directory that is a link), and each hook
+/// file by its inode, so a write through another name of it is seen too.
 /// What it cannot see, the scan by change times it stands in for could: a
 /// hook file written through a shared memory map raises no notice. A job
 /// can do that only to a hook it could open for writing, one in a repository
@@ -284,16 +296,33 @@ impl Watch {
         .union(inotify::WatchFlags::MOVE_SELF)
         .union(inotify::WatchFlags::ONLYDIR)
         .union(inotify::WatchFlags::DONT_FOLLOW);
-    /// A hooks directory: its files' contents too.
-    const HOOKS: inotify::WatchFlags = Watch::DIR
+    /// A hooks directory, followed when it is a link: its files' contents
+    /// too.
+    const HOOKS: inotify::WatchFlags = inotify::WatchFlags::CREATE
+        .union(inotify::WatchFlags::DELETE)
+        .union(inotify::WatchFlags::MOVED_FROM)
+        .union(inotify::WatchFlags::MOVED_TO)
+        .union(inotify::WatchFlags::ATTRIB)
+        .union(inotify::WatchFlags::DELETE_SELF)
+        .union(inotify::WatchFlags::MOVE_SELF)
+        .union(inotify::WatchFlags::ONLYDIR)
         .union(inotify::WatchFlags::MODIFY)
         .union(inotify::WatchFlags::CLOSE_WRITE);
+    /// A hook file, followed: its contents, its attributes, its end.
+    const FILE: inotify::WatchFlags = inotify::WatchFlags::MODIFY
+        .union(inotify::WatchFlags::CLOSE_WRITE)
+        .union(inotify::WatchFlags::ATTRIB)
+        .union(inotify::WatchFlags::DELETE_SELF)
+        .union(inotify::WatchFlags::MOVE_SELF);
 
     /// A new watch, with nothing in it; `None` when the kernel gives none.
     pub(crate) fn new() -> Option<Watch> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
+        static SAID: std::sync::Once = std::sync::Once::new();
         let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)
-            .map_err(|e| tracing::info!("jobs: no change notices for the hook scan: {e}"))
+            .map_err(|e| {
+                SAID.call_once(|| tracing::info!("jobs: no change notices for the hook scan: {e}"));
+            })
             .ok()?;
         Some(Watch {
             fd,
@@ -303,17 +332,21 @@ impl Watch {
         })
     }
 
-    /// Watches `dir`. A directory that does not exist is not an error: its
-    /// parent's notices tell when it appears.
-    fn add(&self, dir: &Path, flags: inotify::WatchFlags) {
-        match inotify::add_watch(&self.fd, dir, flags) {
+    /// Watches `path`. One that does not exist (or is not a directory
+    /// where one is watched for) is not an error: its parent's notices tell
+    /// when it appears; nor is one this user may not read, which no scan
+    /// lists either.
+    fn add(&self, path: &Path, flags: inotify::WatchFlags) {
+        match inotify::add_watch(&self.fd, path, flags) {
             Ok(_) => {}
-            Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => {}
+            Err(
+                rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR | rustix::io::Errno::ACCESS,
+            ) => {}
             Err(e) => {
                 if !self.broken.swap(true, Ordering::Relaxed) {
                     tracing::info!(
                         "jobs: the hook scan looks again at every start and end: cannot watch {}: {e}",
-                        dir.display()
+                        path.display()
                     );
                 }
             }
@@ -416,10 +449,33 @@ mod tests {
         std::fs::create_dir_all(&hooks).unwrap();
         std::fs::create_dir_all(root.path().join("a/b")).unwrap();
         std::fs::write(hooks.join("pre-commit"), "old").unwrap();
+        // A hook that leads into the worktree, one with a second name there,
+        // and a repository whose hooks directory is a link.
+        std::fs::create_dir_all(root.path().join("repo/tools")).unwrap();
+        std::fs::write(root.path().join("repo/tools/post-merge"), "old").unwrap();
+        std::os::unix::fs::symlink("../../tools/post-merge", hooks.join("post-merge")).unwrap();
+        std::fs::hard_link(
+            hooks.join("pre-commit"),
+            root.path().join("a/b/second-name"),
+        )
+        .unwrap();
+        std::fs::create_dir_all(root.path().join("linked/.git")).unwrap();
+        std::fs::create_dir_all(root.path().join("linked/tools-hooks")).unwrap();
+        std::os::unix::fs::symlink("../tools-hooks", root.path().join("linked/.git/hooks"))
+            .unwrap();
         let roots = [root.path().to_owned()];
         // Each change below, made to a fresh scan and watch, must be seen.
         type Change<'a> = (&'a str, &'a dyn Fn(&Path));
-        let changes: [Change; 5] = [
+        let changes: [Change; 8] = [
+            ("a hook written through its link", &|r| {
+                std::fs::write(r.join("repo/tools/post-merge"), "evil").unwrap()
+            }),
+            ("a hook written through another name", &|r| {
+                std::fs::write(r.join("a/b/second-name"), "evil").unwrap()
+            }),
+            ("a hook made in a hooks directory that is a link", &|r| {
+                std::fs::write(r.join("linked/tools-hooks/pre-commit"), "evil").unwrap()
+            }),
             ("a repository made deep down", &|r| {
                 std::fs::create_dir_all(r.join("a/b/c/.git/hooks")).unwrap()
             }),
@@ -440,17 +496,14 @@ mod tests {
         ];
         for (what, change) in changes {
             let work = tempfile::tempdir().unwrap();
-            let copy = |from: &Path, to: &Path| {
-                let status = std::process::Command::new("cp")
-                    .arg("-a")
-                    .arg(from)
-                    .arg(to)
-                    .status()
-                    .unwrap();
-                assert!(status.success());
-            };
-            copy(&root.path().join("repo"), work.path());
-            copy(&root.path().join("a"), work.path());
+            // One copy, so the second name stays a second name.
+            let status = std::process::Command::new("cp")
+                .arg("-a")
+                .arg(root.path().join("."))
+                .arg(work.path())
+                .status()
+                .unwrap();
+            assert!(status.success());
             let roots = [work.path().to_owned()];
             let mut watch = Watch::new().expect("inotify");
             let generation = watch.generation();

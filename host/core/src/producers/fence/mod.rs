@@ -294,6 +294,12 @@ impl FenceSupport {
         if policy.fs != FsAccess::Full && self.landlock_abi < 1 {
             missing.push("the file fence (Landlock)");
         }
+        if policy.fs != FsAccess::Full && (1..3).contains(&self.landlock_abi) {
+            missing.push("truncation (Landlock ABI 3)");
+        }
+        if policy.fs != FsAccess::Full && (1..5).contains(&self.landlock_abi) {
+            missing.push("device ioctls (Landlock ABI 5)");
+        }
         if policy.fs != FsAccess::Full && !self.mount_namespace {
             missing.push("protected paths inside writable ones (mount namespace)");
         }
@@ -1090,7 +1096,9 @@ impl Fence {
         // The reached ABI's rights only (the kernel's, or a lower one the
         // policy caps it at), each part where its ABI has it.
         let reached = self.support.landlock_abi;
-        if reached < 1 {
+        let fences_net = job.network != NetAccess::On && reached >= 4;
+        if reached < 1 || (job.fs == FsAccess::Full && !fences_net && reached < 6) {
+            // Nothing for Landlock to handle (a ruleset must handle something).
             return Ok(None);
         }
         let abi = landlock::ABI::from(reached);
@@ -1101,7 +1109,7 @@ impl Fence {
                 .handle_access(AccessFs::from_all(abi))
                 .map_err(|e| fail(&e))?;
         }
-        if job.network != NetAccess::On && reached >= 4 {
+        if fences_net {
             ruleset = ruleset
                 .handle_access(AccessNet::from_all(abi))
                 .map_err(|e| fail(&e))?;
