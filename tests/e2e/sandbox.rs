@@ -69,6 +69,68 @@ async fn a_guest_panic_is_an_error_result_and_the_next_call_works() {
 }
 
 #[tokio::test]
+async fn a_warm_instance_serves_the_next_call_and_one_that_trapped_never_does() {
+    let runtime = Arc::new(
+        PluginRuntime::from_component_bytes(
+            ROGUE_WASM,
+            SandboxLimits::default(),
+            Some(&crate::fixture::cache_dir()),
+        )
+        .unwrap()
+        .with_warm_instances(),
+    );
+    let registry = JobRegistry::default();
+    let mount = Mount::new(runtime.clone(), registry.clone(), "{}")
+        .await
+        .unwrap();
+    // The configure call's instance waits for the next call.
+    assert_eq!(runtime.warm_instances(), 1);
+    let (id, _job) = ScriptedJob::stream(None).start(&registry).unwrap();
+    for _ in 0..3 {
+        let listed = mount.invoke(None, "list", "{}").await;
+        assert_eq!(listed.text, id);
+        assert_eq!(runtime.warm_instances(), 1, "one instance serves them all");
+    }
+    let failed = mount.invoke(None, "panic", "{}").await;
+    assert!(failed.is_error, "{}", failed.text);
+    assert_eq!(runtime.warm_instances(), 0, "a trapped instance is dropped");
+    let next = mount.invoke(None, "list", "{}").await;
+    assert_eq!(next.text, id);
+    assert_eq!(runtime.warm_instances(), 1);
+    // Without the opt-in, every call has a fresh one.
+    let (plain, _) = rogue_mount(SandboxLimits::default()).await;
+    plain.invoke(None, "list", "{}").await;
+    assert_eq!(rogue_runtime(SandboxLimits::default()).warm_instances(), 0);
+}
+
+#[tokio::test]
+async fn the_built_in_guest_keeps_its_instance_warm_but_not_one_that_grew() {
+    // A runtime of its own: other tests share the fixture's.
+    let runtime = Arc::new(
+        PluginRuntime::new(SandboxLimits::default(), Some(&crate::fixture::cache_dir())).unwrap(),
+    );
+    let registry = JobRegistry::default();
+    let mount = Mount::new(runtime.clone(), registry.clone(), "{}")
+        .await
+        .unwrap();
+    let (id, _job) = ScriptedJob::stream(None).start(&registry).unwrap();
+    let args = json!({ "job_id": id }).to_string();
+    for _ in 0..3 {
+        let read = mount.invoke(None, "job_output", &args).await;
+        assert!(!read.is_error, "{}", read.text);
+        assert_eq!(runtime.warm_instances(), 1);
+    }
+    // Arguments of 6 MB grow the guest's memory well past its start: that
+    // instance gives its pages back instead of waiting warm.
+    let big = json!({ "job_id": id, "pad": "x".repeat(6 << 20) }).to_string();
+    mount.invoke(None, "job_output", &big).await;
+    assert_eq!(runtime.warm_instances(), 0);
+    let read = mount.invoke(None, "job_output", &args).await;
+    assert!(!read.is_error, "{}", read.text);
+    assert_eq!(runtime.warm_instances(), 1);
+}
+
+#[tokio::test]
 async fn a_runaway_guest_is_stopped_by_its_cpu_budget_without_starving_others() {
     let limits = SandboxLimits {
         cpu_ticks: 100,

@@ -66,16 +66,15 @@ async fn deliver_one(
     };
     let snapshot = wit::JobSnapshot::from(&current);
     let mut store = runtime.store(registry).await;
-    let decision = runtime
-        .run(|| {
-            let jobs = instantiate(runtime, &mut store)?;
-            jobs.harness_jobs_notices()
-                .call_deliver(&mut *store, config, &snapshot, Some(state))
-                .map_err(trap)
-        })
-        .map_err(|e| e.to_string())?;
+    let decision = runtime.run(|| {
+        let jobs = instantiate(runtime, &mut store)?;
+        jobs.harness_jobs_notices()
+            .call_deliver(&mut *store, config, &snapshot, Some(state))
+            .map_err(trap)
+    });
     // The pool slot goes back before the owner's agent is called.
-    drop(store);
+    store.keep(decision.is_ok());
+    let decision = decision.map_err(|e| e.to_string())?;
     let Some(delivery) = decision else {
         return Ok(());
     };

@@ -19,8 +19,10 @@ pub struct ScopeHandle {
 /// Per-call store data.
 pub(super) struct CallState {
     pub(super) table: ResourceTable,
-    pub(super) limits: StoreLimits,
-    pub(super) registry: JobRegistry,
+    pub(super) limits: CallLimits,
+    /// The calling mount's registry; none between calls of a warm
+    /// instance, so a kept store keeps no registry alive.
+    pub(super) registry: Option<JobRegistry>,
     pub(super) ticks_used: u64,
     /// Made on first use: a guest that imports no WASI never pays for it.
     pub(super) wasi: Option<WasiCtx>,
@@ -35,7 +37,64 @@ impl WasiView for CallState {
     }
 }
 
+/// The store's limits, noting how large the guest's memory grew: an
+/// instance whose memory grew well past its start is not kept warm (its
+/// pages would stay resident).
+pub(super) struct CallLimits {
+    pub(super) limits: StoreLimits,
+    /// The largest memory size the guest asked for, in bytes.
+    pub(super) memory_bytes: usize,
+}
+
+impl wasmtime::ResourceLimiter for CallLimits {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.memory_bytes = self.memory_bytes.max(desired);
+        self.limits.memory_growing(current, desired, maximum)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.memory_grow_failed(error)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.limits.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.limits.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.limits.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.limits.memories()
+    }
+}
+
 impl CallState {
+    /// The calling mount's registry (always there while a call runs).
+    fn registry(&self) -> wasmtime::Result<&JobRegistry> {
+        self.registry
+            .as_ref()
+            .ok_or_else(|| wasmtime::format_err!("a guest call outside a call"))
+    }
+
     fn caller(&self, scope: &Resource<ScopeHandle>) -> wasmtime::Result<Option<Owner>> {
         Ok(self.table.get(scope)?.caller.clone())
     }
@@ -52,7 +111,7 @@ impl bindings::harness::jobs::registry::HostOwnerScope for CallState {
     ) -> wasmtime::Result<Vec<wit::JobSnapshot>> {
         let caller = self.caller(&scope)?;
         Ok(self
-            .registry
+            .registry()?
             .list(caller.as_ref())
             .iter()
             .map(wit::JobSnapshot::from)
@@ -66,7 +125,7 @@ impl bindings::harness::jobs::registry::HostOwnerScope for CallState {
     ) -> wasmtime::Result<Result<wit::JobSnapshot, wit::RegistryError>> {
         let caller = self.caller(&scope)?;
         Ok(self
-            .registry
+            .registry()?
             .get(&job_id, caller.as_ref())
             .map(|j| wit::JobSnapshot::from(&j))
             .map_err(wit::RegistryError::from))
@@ -79,7 +138,7 @@ impl bindings::harness::jobs::registry::HostOwnerScope for CallState {
     ) -> wasmtime::Result<Result<wit::ReadResult, wit::RegistryError>> {
         let caller = self.caller(&scope)?;
         Ok(self
-            .registry
+            .registry()?
             .read(&job_id, caller.as_ref())
             .map(|(text, job)| wit::ReadResult {
                 text,
@@ -97,7 +156,7 @@ impl bindings::harness::jobs::registry::HostOwnerScope for CallState {
         let caller = self.caller(&scope)?;
         let window = ExcerptWindow::from(window);
         Ok(self
-            .registry
+            .registry()?
             .output(&job_id, caller.as_ref(), window)
             .map(|(excerpt, job)| wit::OutputExcerpt {
                 head: excerpt.head,
@@ -116,7 +175,7 @@ impl bindings::harness::jobs::registry::HostOwnerScope for CallState {
     ) -> wasmtime::Result<Result<wit::KillOutcome, wit::RegistryError>> {
         let caller = self.caller(&scope)?;
         Ok(self
-            .registry
+            .registry()?
             .kill(&job_id, caller.as_ref(), reason.as_deref())
             .map(wit::KillOutcome::from)
             .map_err(wit::RegistryError::from))
@@ -131,7 +190,7 @@ impl bindings::harness::jobs::registry::HostOwnerScope for CallState {
     ) -> wasmtime::Result<Result<u64, wit::RegistryError>> {
         let caller = self.caller(&scope)?;
         Ok(self
-            .registry
+            .registry()?
             .write_input(&job_id, caller.as_ref(), data.as_bytes(), close)
             .map_err(wit::RegistryError::from))
     }
@@ -144,7 +203,7 @@ impl bindings::harness::jobs::registry::HostOwnerScope for CallState {
     ) -> wasmtime::Result<Result<(), wit::RegistryError>> {
         let caller = self.caller(&scope)?;
         Ok(self
-            .registry
+            .registry()?
             .signal(&job_id, caller.as_ref(), signal.into())
             .map_err(wit::RegistryError::from))
     }
@@ -157,7 +216,7 @@ impl bindings::harness::jobs::registry::HostOwnerScope for CallState {
     ) -> wasmtime::Result<Result<wit::LinePage, wit::RegistryError>> {
         let caller = self.caller(&scope)?;
         Ok(self
-            .registry
+            .registry()?
             .lines(&job_id, caller.as_ref(), &query.into())
             .map(|(page, job)| wit::LinePage {
                 lines: page.lines.into_iter().map(Into::into).collect(),
@@ -180,7 +239,7 @@ impl bindings::harness::jobs::registry::HostOwnerScope for CallState {
     ) -> wasmtime::Result<Result<Vec<wit::ListeningPort>, wit::RegistryError>> {
         let caller = self.caller(&scope)?;
         Ok(self
-            .registry
+            .registry()?
             .ports(&job_id, caller.as_ref())
             .map(|ports| ports.into_iter().map(Into::into).collect())
             .map_err(wit::RegistryError::from))
@@ -194,7 +253,7 @@ impl bindings::harness::jobs::registry::HostOwnerScope for CallState {
 
 impl bindings::harness::jobs::clock::Host for CallState {
     fn now_ms(&mut self) -> wasmtime::Result<u64> {
-        Ok(self.registry.now_ms())
+        Ok(self.registry()?.now_ms())
     }
 }
 

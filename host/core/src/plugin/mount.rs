@@ -18,7 +18,7 @@ use super::bindings::exports::harness::jobs::tools::{
 use super::bindings::harness::jobs::types as wit;
 use super::delivery::{NoticeWork, deliver_notices};
 use super::host_impl::{CallState, ScopeHandle};
-use super::runtime::{PluginRuntime, instantiate};
+use super::runtime::{PluginRuntime, PooledStore, instantiate};
 use super::{
     ContentBlock, MountConfig, PluginError, PromptSection, ToolDefinition, UiCard, setup, trap,
 };
@@ -85,13 +85,15 @@ impl Mount {
     ) -> Result<Mount, PluginError> {
         let config = {
             let mut store = runtime.store(&registry).await;
-            runtime.run(|| {
+            let config = runtime.run(|| {
                 let jobs = instantiate(&runtime, &mut store)?;
                 jobs.harness_jobs_tools()
                     .call_configure(&mut *store, config_json)
                     .map_err(trap)?
                     .map_err(PluginError::Config)
-            })?
+            });
+            store.keep(config.is_ok());
+            config?
         };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let sender = tx.clone();
@@ -487,14 +489,17 @@ impl Mount {
         f: impl FnOnce(&ToolJobs, &mut Store<CallState>) -> wasmtime::Result<T> + Send,
     ) -> Result<T, PluginError> {
         let mut store = self.runtime.store(&self.registry).await;
-        self.runtime.run(|| {
+        let result = self.runtime.run(|| {
             let jobs = instantiate(&self.runtime, &mut store)?;
             f(&jobs, &mut store).map_err(trap)
-        })
+        });
+        store.keep(result.is_ok());
+        result
     }
 
-    /// Runs `f` in a fresh store with a scope for `caller` in its table; the store
-    /// (and the scope in it) is gone when this returns, whatever happens.
+    /// Runs `f` in a store with a scope for `caller` in its table; the scope
+    /// is gone when this returns, whatever happens (and the store too, unless
+    /// its instance ended the call cleanly: see `PooledStore::keep`).
     async fn with_scope<T: Send>(
         &self,
         caller: Option<&Owner>,
@@ -503,16 +508,19 @@ impl Mount {
     ) -> Result<T, PluginError> {
         let _turn = self.call_turn(caller).await;
         let mut store = self.runtime.store(&self.registry).await;
-        self.runtime.run(|| self.in_scope(caller, &mut store, f))
+        let result = self.runtime.run(|| self.in_scope(caller, &mut store, f));
+        store.keep(result.is_ok());
+        result
     }
 
     fn in_scope<T>(
         &self,
         caller: Option<&Owner>,
-        store: &mut Store<CallState>,
+        store: &mut PooledStore,
         f: impl FnOnce(&ToolJobs, &mut Store<CallState>, Resource<ScopeHandle>) -> wasmtime::Result<T>,
     ) -> Result<T, PluginError> {
         let jobs = instantiate(&self.runtime, store)?;
+        let store: &mut Store<CallState> = store;
         let scope = store
             .data_mut()
             .table

@@ -1,8 +1,8 @@
 //! The engine, its configuration and the limits every guest call runs under.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
@@ -30,7 +30,8 @@ pub struct SandboxLimits {
     /// Length of one epoch tick.
     pub tick: Duration,
     /// Concurrent calls the instance pool holds; more wait for a free slot
-    /// (a call holds one only while the guest runs, never across a wait).
+    /// (a call holds one only while the guest runs, never across a wait; a
+    /// warm instance holds its own until the next call takes it).
     /// `None` allocates on demand. Every slot's reservation is part of the host's
     /// address space, which each job spawn (a fork) copies: keep it to what runs
     /// at once (by default twice the cores, 8 to 128: 1,000 slots made 1,000
@@ -72,7 +73,29 @@ pub struct PluginRuntime {
     /// One permit per pool slot: a call waits for a free slot instead of
     /// failing when the pool is full.
     slots: Option<Arc<tokio::sync::Semaphore>>,
+    /// Instances of the built-in guest whose last call ended cleanly, each
+    /// with its store and slot, for the next call (see [`PooledStore`]);
+    /// `None` for a component loaded from elsewhere, which gets a fresh
+    /// instance for every call.
+    warm: Option<Arc<Warm>>,
 }
+
+/// Warm instances, each still holding its pool slot, and a signal for a
+/// call waiting for a slot when one comes back: with every slot warm, no
+/// permit would ever be released otherwise.
+struct Warm {
+    stores: Mutex<Vec<PooledStore>>,
+    returned: tokio::sync::Notify,
+}
+
+/// Calls one instance of the built-in guest serves before it is replaced:
+/// the guest frees what each call allocated, and this bounds what a slow
+/// leak could hold.
+const CALLS_PER_INSTANCE: u32 = 1000;
+
+/// A warm instance whose memory grew past this (the built-in guest starts
+/// with about 2.3 MiB) is replaced: a fresh one gives the pages back.
+const WARM_MEMORY_BYTES: usize = 4 << 20;
 
 impl Drop for PluginRuntime {
     fn drop(&mut self) {
@@ -88,7 +111,38 @@ impl PluginRuntime {
     ///
     /// When the engine cannot be configured or the component does not fit the world.
     pub fn new(limits: SandboxLimits, cache_dir: Option<&Path>) -> Result<Self, PluginError> {
-        Self::from_component_bytes(TOOL_JOBS_WASM, limits, cache_dir)
+        // Ours keeps nothing between calls (no statics but its allocator's,
+        // and every owner scope is a borrow that ends with its call), so an
+        // instance whose call ended cleanly serves the next one, as the Node
+        // host keeps its instance: instantiating and resetting a slot was
+        // half of every call.
+        Ok(Self::from_component_bytes(TOOL_JOBS_WASM, limits, cache_dir)?.with_warm_instances())
+    }
+
+    /// Lets an instance whose call ended cleanly serve later calls, for a
+    /// component known to keep nothing between calls (as the contract asks
+    /// of every guest, and the built-in one does: [`PluginRuntime::new`]
+    /// turns this on). An instance is replaced after any trap or error,
+    /// after 1,000 calls, and once its memory grew past 4 MiB; one that
+    /// imports WASI never serves twice. Owner scopes are borrows that end
+    /// with their call, so no call reaches another's scope; but whatever
+    /// else a guest keeps in its memory, a later call of any owner finds.
+    #[must_use]
+    pub fn with_warm_instances(mut self) -> Self {
+        if !self.imports_wasi {
+            self.warm = Some(Arc::new(Warm {
+                stores: Mutex::new(Vec::new()),
+                returned: tokio::sync::Notify::new(),
+            }));
+        }
+        self
+    }
+
+    /// How many instances wait warm for a call now.
+    pub fn warm_instances(&self) -> usize {
+        self.warm
+            .as_ref()
+            .map_or(0, |warm| crate::sync::lock(&warm.stores).len())
     }
 
     /// Loads another component of the `tool-jobs` world.
@@ -141,6 +195,7 @@ impl PluginRuntime {
             limits,
             imports_wasi,
             ticker_stop,
+            warm: None,
         })
     }
 
@@ -190,7 +245,7 @@ impl PluginRuntime {
     ///
     /// [`PluginError::Trap`] when instantiation fails (for example, a full pool).
     pub async fn fresh_instance(&self, registry: &JobRegistry) -> Result<(), PluginError> {
-        let mut store = self.store(registry).await;
+        let mut store = self.fresh_store(registry).await;
         instantiate(self, &mut store).map(drop)
     }
 
@@ -213,9 +268,42 @@ impl PluginRuntime {
             .collect()
     }
 
-    /// A fresh, limited store, once a pool slot is free (the slot is held for
-    /// as long as the store lives).
+    /// A store for one call: a warm one whose instance served a clean call
+    /// before (see [`PooledStore::keep`]), reset for this call, or a fresh,
+    /// limited one once a pool slot is free (the slot is held for as long as
+    /// the store lives).
     pub(super) async fn store(&self, registry: &JobRegistry) -> PooledStore {
+        let Some(warm) = &self.warm else {
+            return self.fresh_store(registry).await;
+        };
+        loop {
+            // Listening before looking: a store returned in between is not
+            // missed.
+            let returned = warm.returned.notified();
+            tokio::pin!(returned);
+            returned.as_mut().enable();
+            if let Some(mut pooled) = crate::sync::lock(&warm.stores).pop() {
+                let state = pooled.store.data_mut();
+                state.registry = Some(registry.clone());
+                state.ticks_used = 0;
+                pooled.store.set_epoch_deadline(1);
+                return pooled;
+            }
+            let Some(slots) = &self.slots else {
+                return self.fresh_store(registry).await;
+            };
+            tokio::select! {
+                permit = slots.clone().acquire_owned() => {
+                    let permit = permit.expect("the slot semaphore is never closed");
+                    return self.store_in(Some(permit), registry);
+                }
+                () = &mut returned => {}
+            }
+        }
+    }
+
+    /// A fresh, limited store, once a pool slot is free.
+    async fn fresh_store(&self, registry: &JobRegistry) -> PooledStore {
         let slot = match &self.slots {
             Some(slots) => Some(
                 slots
@@ -226,6 +314,15 @@ impl PluginRuntime {
             ),
             None => None,
         };
+        self.store_in(slot, registry)
+    }
+
+    /// A fresh, limited store in the pool slot `slot` holds.
+    fn store_in(
+        &self,
+        slot: Option<tokio::sync::OwnedSemaphorePermit>,
+        registry: &JobRegistry,
+    ) -> PooledStore {
         let limits = StoreLimitsBuilder::new()
             .memory_size(self.limits.memory_bytes)
             .instances(4)
@@ -235,8 +332,11 @@ impl PluginRuntime {
             &self.engine,
             CallState {
                 table: ResourceTable::new(),
-                limits,
-                registry: registry.clone(),
+                limits: super::host_impl::CallLimits {
+                    limits,
+                    memory_bytes: 0,
+                },
+                registry: Some(registry.clone()),
                 ticks_used: 0,
                 wasi: None,
             },
@@ -253,16 +353,48 @@ impl PluginRuntime {
             }
             Ok(UpdateDeadline::Continue(1))
         });
-        PooledStore { store, _slot: slot }
+        PooledStore {
+            store,
+            instance: None,
+            calls: 0,
+            home: self.warm.clone(),
+            _slot: slot,
+        }
     }
 }
 
-/// A store and the pool slot it was made for. The fields drop in order: the
-/// store (returning its instance to the pool) strictly before the permit, so
-/// whoever gets the permit next finds the slot free.
+/// A store and the pool slot it was made for, with the guest instantiated
+/// in it once a call asked. The fields drop in order: the store (returning
+/// its instance to the pool) strictly before the permit, so whoever gets the
+/// permit next finds the slot free.
 pub(super) struct PooledStore {
     store: Store<CallState>,
+    instance: Option<Arc<ToolJobs>>,
+    /// Calls its instance served.
+    calls: u32,
+    /// Where it goes back for the next call, when its instance may serve one.
+    home: Option<Arc<Warm>>,
     _slot: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl PooledStore {
+    /// After a call: an instance whose call ended cleanly (`clean`: no trap,
+    /// no error) goes back for the next call; any other is dropped with its
+    /// store, as is one that served [`CALLS_PER_INSTANCE`] calls.
+    pub(super) fn keep(mut self, clean: bool) {
+        let Some(home) = self.home.clone() else {
+            return;
+        };
+        let small = self.store.data().limits.memory_bytes <= WARM_MEMORY_BYTES;
+        if clean && small && self.instance.is_some() && self.calls < CALLS_PER_INSTANCE {
+            // Nothing of the call stays: its scope, its mount's registry.
+            let state = self.store.data_mut();
+            state.table = ResourceTable::new();
+            state.registry = None;
+            crate::sync::lock(&home.stores).push(self);
+            home.returned.notify_one();
+        }
+    }
 }
 
 impl std::ops::Deref for PooledStore {
@@ -346,7 +478,13 @@ fn engine_config(limits: &SandboxLimits) -> Config {
 
 pub(super) fn instantiate(
     runtime: &PluginRuntime,
-    store: &mut Store<CallState>,
-) -> Result<ToolJobs, PluginError> {
-    runtime.pre.instantiate(store).map_err(trap)
+    store: &mut PooledStore,
+) -> Result<Arc<ToolJobs>, PluginError> {
+    store.calls += 1;
+    if let Some(jobs) = &store.instance {
+        return Ok(jobs.clone());
+    }
+    let jobs = Arc::new(runtime.pre.instantiate(&mut store.store).map_err(trap)?);
+    store.instance = Some(jobs.clone());
+    Ok(jobs)
 }
