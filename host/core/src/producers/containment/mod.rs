@@ -273,6 +273,23 @@ impl JobContainer {
         }
     }
 
+    /// [`JobContainer::release`] when it takes no waiting: a cgroup that is
+    /// removed at the first try, once what is left of the job was killed
+    /// (a few system calls, fit for an async worker). `None` when it needs
+    /// more (the fallback's walk of `/proc`, a cgroup still emptying), and
+    /// nothing was done then.
+    pub(crate) fn try_release_now(&mut self) -> Option<bool> {
+        let dir = self.cgroup.as_ref()?;
+        self.signal(Signal::SIGKILL);
+        match std::fs::remove_dir(dir) {
+            Ok(()) => {
+                self.cgroup = None;
+                Some(true)
+            }
+            Err(_) => None,
+        }
+    }
+
     /// Kills what is left of the job and removes its cgroup: the job is over.
     /// Whether that proves no process of the job is left anywhere (its cgroup
     /// was removed, which a cgroup with a process in it cannot be); never in
