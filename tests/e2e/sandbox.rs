@@ -98,9 +98,27 @@ async fn a_warm_instance_serves_the_next_call_and_one_that_trapped_never_does() 
     assert_eq!(next.text, id);
     assert_eq!(runtime.warm_instances(), 1);
     // Without the opt-in, every call has a fresh one.
-    let (plain, _) = rogue_mount(SandboxLimits::default()).await;
-    plain.invoke(None, "list", "{}").await;
-    assert_eq!(rogue_runtime(SandboxLimits::default()).warm_instances(), 0);
+    let plain_runtime = rogue_runtime(SandboxLimits::default());
+    let plain = Mount::new(plain_runtime.clone(), registry.clone(), "{}")
+        .await
+        .unwrap();
+    assert_eq!(plain.invoke(None, "list", "{}").await.text, id);
+    assert_eq!(plain_runtime.warm_instances(), 0);
+    // A dropped runtime takes its warm instances, and with them its engine
+    // and pool, along (the mount's notice task lets go of the runtime once
+    // it sees the mount gone).
+    let engine = runtime.engine().weak();
+    drop((mount, runtime));
+    for _ in 0..3000 {
+        if engine.upgrade().is_none() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(
+        engine.upgrade().is_none(),
+        "warm instances outlived their runtime"
+    );
 }
 
 #[tokio::test]
@@ -123,7 +141,12 @@ async fn the_built_in_guest_keeps_its_instance_warm_but_not_one_that_grew() {
     // Arguments of 6 MB grow the guest's memory well past its start: that
     // instance gives its pages back instead of waiting warm.
     let big = json!({ "job_id": id, "pad": "x".repeat(6 << 20) }).to_string();
-    mount.invoke(None, "job_output", &big).await;
+    let answered = mount.invoke(None, "job_output", &big).await;
+    assert!(
+        !answered.text.starts_with("Error: plugin failed"),
+        "the call itself ended cleanly: {}",
+        &answered.text[..answered.text.len().min(200)]
+    );
     assert_eq!(runtime.warm_instances(), 0);
     let read = mount.invoke(None, "job_output", &args).await;
     assert!(!read.is_error, "{}", read.text);

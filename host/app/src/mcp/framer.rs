@@ -440,6 +440,41 @@ async fn read_line(
     }
 }
 
+/// Writes what of `line` stdout takes at once, when that cannot block: a
+/// line of at most `PIPE_BUF` bytes to a stdout that polls writable (a pipe
+/// then has room for it whole). How many bytes were written: 0 when it was
+/// not ready or the line is longer, and the caller writes the rest through
+/// tokio's stdout, whose every write is a hop to a blocking thread (two
+/// thirds of a notice's way out). Only ever called with no tokio write in
+/// flight, so lines keep their order.
+fn write_now(line: &[u8]) -> std::io::Result<usize> {
+    if line.len() > libc::PIPE_BUF {
+        return Ok(0);
+    }
+    let mut ready = libc::pollfd {
+        fd: libc::STDOUT_FILENO,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no wait.
+    if unsafe { libc::poll(&mut ready, 1, 0) } != 1 || ready.revents & libc::POLLOUT == 0 {
+        return Ok(0);
+    }
+    // SAFETY: writes from a live buffer of its length.
+    let written = unsafe { libc::write(libc::STDOUT_FILENO, line.as_ptr().cast(), line.len()) };
+    match written {
+        n if n >= 0 => Ok(n as usize),
+        _ => match std::io::Error::last_os_error() {
+            e if e.kind() == std::io::ErrorKind::WouldBlock
+                || e.kind() == std::io::ErrorKind::Interrupted =>
+            {
+                Ok(0)
+            }
+            e => Err(e),
+        },
+    }
+}
+
 /// stdin and stdout behind a framing layer: each line from stdin is judged by
 /// [`Framer::judge`]; well-formed ones reach the MCP service, bad ones are
 /// answered here, and everything written to stdout goes out as whole lines, so
@@ -477,11 +512,13 @@ pub(super) fn framed_stdio(
                 },
                 Some(line) = refused.recv() => line,
             };
-            if stdout
-                .write_all(format!("{line}\n").as_bytes())
-                .await
-                .is_err()
-                || stdout.flush().await.is_err()
+            let line = format!("{line}\n");
+            let rest = match write_now(line.as_bytes()) {
+                Ok(written) => &line.as_bytes()[written..],
+                Err(_) => break,
+            };
+            if !rest.is_empty()
+                && (stdout.write_all(rest).await.is_err() || stdout.flush().await.is_err())
             {
                 break;
             }

@@ -31,7 +31,7 @@ pub struct SandboxLimits {
     pub tick: Duration,
     /// Concurrent calls the instance pool holds; more wait for a free slot
     /// (a call holds one only while the guest runs, never across a wait; a
-    /// warm instance holds its own until the next call takes it).
+    /// warm instance keeps its slot's memory, and the next call takes it).
     /// `None` allocates on demand. Every slot's reservation is part of the host's
     /// address space, which each job spawn (a fork) copies: keep it to what runs
     /// at once (by default twice the cores, 8 to 128: 1,000 slots made 1,000
@@ -74,18 +74,29 @@ pub struct PluginRuntime {
     /// failing when the pool is full.
     slots: Option<Arc<tokio::sync::Semaphore>>,
     /// Instances of the built-in guest whose last call ended cleanly, each
-    /// with its store and slot, for the next call (see [`PooledStore`]);
-    /// `None` for a component loaded from elsewhere, which gets a fresh
-    /// instance for every call.
+    /// with its store, for the next call (see [`PooledStore::keep`]); `None`
+    /// for a component loaded from elsewhere, which gets a fresh instance
+    /// for every call.
     warm: Option<Arc<Warm>>,
 }
 
-/// Warm instances, each still holding its pool slot, and a signal for a
-/// call waiting for a slot when one comes back: with every slot warm, no
-/// permit would ever be released otherwise.
+/// Warm instances. Each keeps its pool slot's memory but not its permit: a
+/// call takes a permit first, in the semaphore's order, then a warm
+/// instance if there is one, else a fresh one. That keeps instances within
+/// the pool (a permit freed by a returned instance finds it waiting) and
+/// callers first come, first served.
 struct Warm {
-    stores: Mutex<Vec<PooledStore>>,
-    returned: tokio::sync::Notify,
+    stores: Mutex<Vec<WarmStore>>,
+    /// How many wait at most: one per core, since calls run on the caller's
+    /// thread; each keeps the pages its calls touched resident.
+    most: usize,
+}
+
+/// A store whose instance may serve another call.
+struct WarmStore {
+    store: Store<CallState>,
+    instance: Arc<ToolJobs>,
+    calls: u32,
 }
 
 /// Calls one instance of the built-in guest serves before it is replaced:
@@ -130,9 +141,10 @@ impl PluginRuntime {
     #[must_use]
     pub fn with_warm_instances(mut self) -> Self {
         if !self.imports_wasi {
+            let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
             self.warm = Some(Arc::new(Warm {
                 stores: Mutex::new(Vec::new()),
-                returned: tokio::sync::Notify::new(),
+                most: cores.max(2),
             }));
         }
         self
@@ -268,43 +280,47 @@ impl PluginRuntime {
             .collect()
     }
 
-    /// A store for one call: a warm one whose instance served a clean call
-    /// before (see [`PooledStore::keep`]), reset for this call, or a fresh,
-    /// limited one once a pool slot is free (the slot is held for as long as
-    /// the store lives).
+    /// A store for one call, once a pool slot is free (the slot is held for
+    /// as long as the store lives): a warm one whose instance served a clean
+    /// call before (see [`PooledStore::keep`]), reset for this call, or a
+    /// fresh, limited one.
     pub(super) async fn store(&self, registry: &JobRegistry) -> PooledStore {
-        let Some(warm) = &self.warm else {
-            return self.fresh_store(registry).await;
+        let slot = self.slot().await;
+        let warm = self
+            .warm
+            .as_ref()
+            .and_then(|warm| crate::sync::lock(&warm.stores).pop());
+        let Some(WarmStore {
+            mut store,
+            instance,
+            calls,
+        }) = warm
+        else {
+            return self.store_in(slot, registry);
         };
-        loop {
-            // Listening before looking: a store returned in between is not
-            // missed.
-            let returned = warm.returned.notified();
-            tokio::pin!(returned);
-            returned.as_mut().enable();
-            if let Some(mut pooled) = crate::sync::lock(&warm.stores).pop() {
-                let state = pooled.store.data_mut();
-                state.registry = Some(registry.clone());
-                state.ticks_used = 0;
-                pooled.store.set_epoch_deadline(1);
-                return pooled;
-            }
-            let Some(slots) = &self.slots else {
-                return self.fresh_store(registry).await;
-            };
-            tokio::select! {
-                permit = slots.clone().acquire_owned() => {
-                    let permit = permit.expect("the slot semaphore is never closed");
-                    return self.store_in(Some(permit), registry);
-                }
-                () = &mut returned => {}
-            }
+        let state = store.data_mut();
+        state.registry = Some(registry.clone());
+        state.ticks_used = 0;
+        store.set_epoch_deadline(1);
+        PooledStore {
+            store,
+            instance: Some(instance),
+            calls,
+            home: self.warm.as_ref().map(Arc::downgrade),
+            _slot: slot,
         }
     }
 
     /// A fresh, limited store, once a pool slot is free.
+    #[cfg(feature = "test-support")]
     async fn fresh_store(&self, registry: &JobRegistry) -> PooledStore {
-        let slot = match &self.slots {
+        let slot = self.slot().await;
+        self.store_in(slot, registry)
+    }
+
+    /// A pool slot's permit, once one is free.
+    async fn slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        match &self.slots {
             Some(slots) => Some(
                 slots
                     .clone()
@@ -313,8 +329,7 @@ impl PluginRuntime {
                     .expect("the slot semaphore is never closed"),
             ),
             None => None,
-        };
-        self.store_in(slot, registry)
+        }
     }
 
     /// A fresh, limited store in the pool slot `slot` holds.
@@ -357,7 +372,7 @@ impl PluginRuntime {
             store,
             instance: None,
             calls: 0,
-            home: self.warm.clone(),
+            home: self.warm.as_ref().map(Arc::downgrade),
             _slot: slot,
         }
     }
@@ -372,8 +387,9 @@ pub(super) struct PooledStore {
     instance: Option<Arc<ToolJobs>>,
     /// Calls its instance served.
     calls: u32,
-    /// Where it goes back for the next call, when its instance may serve one.
-    home: Option<Arc<Warm>>,
+    /// Where it goes back for the next call, when its instance may serve
+    /// one (not owned: a kept store must not keep its runtime's pool alive).
+    home: Option<std::sync::Weak<Warm>>,
     _slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
@@ -381,19 +397,40 @@ impl PooledStore {
     /// After a call: an instance whose call ended cleanly (`clean`: no trap,
     /// no error) goes back for the next call; any other is dropped with its
     /// store, as is one that served [`CALLS_PER_INSTANCE`] calls.
-    pub(super) fn keep(mut self, clean: bool) {
-        let Some(home) = self.home.clone() else {
-            return;
-        };
-        let small = self.store.data().limits.memory_bytes <= WARM_MEMORY_BYTES;
-        if clean && small && self.instance.is_some() && self.calls < CALLS_PER_INSTANCE {
+    pub(super) fn keep(self, clean: bool) {
+        let PooledStore {
+            mut store,
+            instance,
+            calls,
+            home,
+            _slot: slot,
+        } = self;
+        let small = store.data().limits.memory_bytes <= WARM_MEMORY_BYTES;
+        let home = home.and_then(|h| h.upgrade());
+        if let (true, Some(home), Some(instance)) =
+            (clean && small && calls < CALLS_PER_INSTANCE, home, instance)
+        {
             // Nothing of the call stays: its scope, its mount's registry.
-            let state = self.store.data_mut();
+            let state = store.data_mut();
             state.table = ResourceTable::new();
             state.registry = None;
-            crate::sync::lock(&home.stores).push(self);
-            home.returned.notify_one();
+            let mut stores = crate::sync::lock(&home.stores);
+            if stores.len() < home.most {
+                // Before the permit goes: whoever takes it finds this one.
+                stores.push(WarmStore {
+                    store,
+                    instance,
+                    calls,
+                });
+                drop(stores);
+                drop(slot);
+                return;
+            }
         }
+        // The store (and its instance) strictly before the permit, as when a
+        // `PooledStore` is dropped.
+        drop(store);
+        drop(slot);
     }
 }
 

@@ -33,8 +33,15 @@ impl Supervisor {
     /// async workers; notes whether that proved none of its processes is left.
     async fn release_container(&self) {
         // Most jobs leave nothing: their cgroup goes at once, without the
-        // hop to a blocking thread, which is in the way of every notice.
-        let now = lock(&self.control.container).try_release_now();
+        // hop to a blocking thread, which is in the way of every notice. (A
+        // container busy elsewhere, a kill's walk of `/proc`, is waited for
+        // there.)
+        let now = self
+            .control
+            .container
+            .try_lock()
+            .ok()
+            .and_then(|mut container| container.try_release_now());
         if let Some(gone) = now {
             self.control
                 .none_left
@@ -191,23 +198,29 @@ impl Supervisor {
         let control = self.control.clone();
         let ceiling = self.limits.output_bytes;
         tokio::spawn(async move {
-            let mut widened = false;
+            // Held while this pipe is widened; given back when the pump ends.
+            let mut widened: Option<Widened> = None;
             loop {
                 if pipe.readable().await.is_err() {
                     return;
                 }
-                let mut buf = Vec::with_capacity(READ_CHUNK_BYTES);
+                let size = if widened.is_some() {
+                    BUSY_READ_CHUNK_BYTES
+                } else {
+                    READ_CHUNK_BYTES
+                };
+                let mut buf = Vec::with_capacity(size);
                 loop {
                     buf.clear();
                     match pipe.try_read_buf(&mut buf) {
                         Ok(0) => return,
-                        Ok(n) if n == buf.capacity() && !widened => {
+                        Ok(n) if n == buf.capacity() && widened.is_none() => {
                             // A writer that fills the pipe: a larger pipe and
-                            // larger reads, for this job only (the user's pipe
-                            // pages are limited, and idle jobs are many).
-                            widened = true;
-                            widen(&pipe);
-                            buf.reserve(BUSY_READ_CHUNK_BYTES - buf.len());
+                            // larger reads, for this job only.
+                            widened = widen(&pipe);
+                            if widened.is_some() {
+                                buf.reserve(BUSY_READ_CHUNK_BYTES - buf.len());
+                            }
                         }
                         Ok(_) => {}
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -237,11 +250,37 @@ pub(super) const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// times less often.
 const BUSY_READ_CHUNK_BYTES: usize = 1024 * 1024;
 
-/// Makes the pipe of a job that fills it larger; where the kernel refuses
-/// (a lower maximum, the user's pipe pages spent), it stays as it was.
-fn widen(pipe: &tokio::net::unix::pipe::Receiver) {
+/// How many jobs' pipes are widened at once, at most. Pipe pages count
+/// against the user's `pipe-user-pages-soft` (16,384 pages by default); past
+/// it, every new pipe of that user (in jobs, and elsewhere) gets 2 pages.
+/// Eight widened pipes take 2,048.
+const MAX_WIDENED: usize = 8;
+
+static WIDENED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One of the [`MAX_WIDENED`] widened pipes, counted until dropped.
+struct Widened;
+
+impl Drop for Widened {
+    fn drop(&mut self) {
+        WIDENED.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Makes the pipe of a job that fills it larger, while fewer than
+/// [`MAX_WIDENED`] are; where the kernel refuses (a lower maximum, the
+/// user's pipe pages spent), it stays as it was and `None` is answered.
+fn widen(pipe: &tokio::net::unix::pipe::Receiver) -> Option<Widened> {
     use std::os::fd::AsFd;
-    let _ = rustix::pipe::fcntl_setpipe_size(pipe.as_fd(), BUSY_READ_CHUNK_BYTES);
+    use std::sync::atomic::Ordering;
+    WIDENED
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n < MAX_WIDENED).then_some(n + 1)
+        })
+        .ok()?;
+    let widened = Widened;
+    rustix::pipe::fcntl_setpipe_size(pipe.as_fd(), BUSY_READ_CHUNK_BYTES).ok()?;
+    Some(widened)
 }
 
 /// Waits for every reader to finish, at most `limit`. True when all finished.

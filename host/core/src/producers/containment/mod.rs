@@ -276,8 +276,9 @@ impl JobContainer {
     /// [`JobContainer::release`] when it takes no waiting: a cgroup that is
     /// removed at the first try, once what is left of the job was killed
     /// (a few system calls, fit for an async worker). `None` when it needs
-    /// more (the fallback's walk of `/proc`, a cgroup still emptying), and
-    /// nothing was done then.
+    /// more (the fallback's walk of `/proc`, a cgroup still emptying); the
+    /// latter was sent SIGKILL already, which [`JobContainer::release`]
+    /// sends again.
     pub(crate) fn try_release_now(&mut self) -> Option<bool> {
         let dir = self.cgroup.as_ref()?;
         self.signal(Signal::SIGKILL);
