@@ -44,6 +44,7 @@ from pydantic_ai import Agent
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import UsageLimits
 
 ROOT = Path(__file__).resolve().parents[3]
 JOBS_HOST_BIN = os.environ.get("JOBS_HOST_BIN") or str(ROOT / "target" / "debug" / "jobs-host")
@@ -307,6 +308,13 @@ class PydanticAiTest(ClientTestCase):
         def call(name: str, args: dict[str, Any]) -> ModelResponse:
             return ModelResponse(parts=[ToolCallPart(name, args)])
 
+        async def poll() -> ModelResponse:
+            # A pause between polls keeps their number modest; how many it
+            # takes never matters (the run has no request limit, only the
+            # test's time bound).
+            await asyncio.sleep(0.01)
+            return call("job_list", {})
+
         def carried(job_id: str) -> bool:
             """Whether a result so far began with `job_id`'s notice."""
             prefix = f"background job {job_id} "
@@ -321,11 +329,11 @@ class PydanticAiTest(ClientTestCase):
             # The list consumes nothing: polled until a result has brought bash-1's
             # notice, then the late job, then until its notice, then the read.
             if names.count("bash") == 1:
-                return call("bash", {"command": late}) if carried("bash-1") else call("job_list", {})
+                return call("bash", {"command": late}) if carried("bash-1") else await poll()
             if "job_output" not in names:
                 if carried("bash-2"):
                     return call("job_output", {"job_id": "bash-1", "wait": True})
-                return call("job_list", {})
+                return await poll()
             return ModelResponse(parts=[TextPart("done")])
 
         transport = StdioTransport(command=JOBS_HOST_BIN, args=["mcp"], env=server_env(), keep_alive=False)
@@ -334,7 +342,11 @@ class PydanticAiTest(ClientTestCase):
         agent = Agent(FunctionModel(model), toolsets=[toolset])
         with anyio.fail_after(TEST_BOUND_S):
             async with agent:
-                run = await agent.run("Run the two jobs and read them.")
+                # Polls until each job has ended: as many requests as that
+                # takes (pydantic-ai's default stops a run at 50).
+                run = await agent.run(
+                    "Run the two jobs and read them.", usage_limits=UsageLimits(request_limit=None)
+                )
 
         self.assertEqual(run.output, "done")
         self.assertTrue(all(names == TOOL_NAMES for names in offered), offered)
