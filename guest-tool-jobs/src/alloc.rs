@@ -2,7 +2,8 @@
 //! call's allocations fit in the memory the instance starts with.
 //!
 //! The standard allocator on `wasm32` takes every heap block by growing linear
-//! memory. Each call runs in a fresh instance, so every call grew its memory and
+//! memory. A host may run each call in a fresh instance (the Python host does;
+//! the Rust host keeps a clean instance warm), so every call grew its memory and
 //! the host then had to change page protections twice per call (grow, then shrink
 //! back for the slot's next user), with a TLB shootdown on every host thread:
 //! about half of a small call's cost. Allocations now come from a fixed arena

@@ -40,16 +40,7 @@ impl Shell {
 
     /// `job_output` with `wait: true`: returns once the job settles (event driven).
     async fn collect(&self, owner: Option<&Owner>, id: &str) -> String {
-        let out = self
-            .f
-            .call(
-                owner,
-                "job_output",
-                json!({"job_id": id, "wait": true, "timeout_ms": 600000}),
-            )
-            .await;
-        assert!(!out.is_error, "{}", out.text);
-        out.text
+        self.f.waited_output(owner, id).await
     }
 
     /// Reads until the job is terminal, concatenating every delta.

@@ -62,21 +62,12 @@ impl Shell {
     }
 
     async fn settle(&self, id: &str) -> String {
-        let out = self
-            .f
-            .call(
-                None,
-                "job_output",
-                json!({"job_id": id, "wait": true, "timeout_ms": 600000}),
-            )
-            .await;
-        assert!(!out.is_error, "{}", out.text);
+        let text = self.f.waited_output(None, id).await;
         assert!(
             self.f.registry.inspect(id).unwrap().status.is_terminal(),
-            "{}",
-            out.text
+            "{text}"
         );
-        out.text
+        text
     }
 }
 

@@ -92,6 +92,20 @@ impl Fixture {
         out.text
     }
 
+    /// `job_output` of `id` for `caller` with `wait: true`: returns once the
+    /// job settles (event driven); panics on an error result.
+    pub async fn waited_output(&self, caller: Option<&Owner>, id: &str) -> String {
+        let out = self
+            .call(
+                caller,
+                "job_output",
+                serde_json::json!({"job_id": id, "wait": true, "timeout_ms": 600000}),
+            )
+            .await;
+        assert!(!out.is_error, "{}", out.text);
+        out.text
+    }
+
     /// Starts a scripted job.
     pub fn start(&self, job: ScriptedJob) -> Result<(String, JobControl), StartError> {
         job.start(&self.registry)

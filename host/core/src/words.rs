@@ -63,3 +63,16 @@ pub(crate) fn teardown_cancel_failed(id: &str, error: &str) -> String {
         "jobs: cancel of {id} threw during teardown; job record forced failed and work may be orphaned: {error}"
     )
 }
+
+/// The note a fenced job's end adds to its detail for the parts of its
+/// sandbox this kernel did not enforce (not in the contract: the `sandbox`
+/// extension's, as the issue that added it asks).
+pub(crate) fn sandbox_without(parts: &[&str]) -> String {
+    format!("sandbox without: {}", parts.join(", "))
+}
+
+/// The note a fenced job's end adds for hook files it created or changed
+/// under its writable roots (the `sandbox` extension's, as above).
+pub(crate) fn hooks_changed(files: &[String]) -> String {
+    format!("hooks changed: {}", files.join(", "))
+}

@@ -441,14 +441,23 @@ async fn read_line(
 }
 
 /// Writes what of `line` stdout takes at once, when that cannot block: a
-/// line of at most `PIPE_BUF` bytes to a stdout that polls writable (a pipe
-/// then has room for it whole). How many bytes were written: 0 when it was
-/// not ready or the line is longer, and the caller writes the rest through
-/// tokio's stdout, whose every write is a hop to a blocking thread (two
-/// thirds of a notice's way out). Only ever called with no tokio write in
-/// flight, so lines keep their order.
+/// line of at most `PIPE_BUF` bytes to a stdout that is a pipe and polls
+/// writable (it then has room for the line whole). How many bytes were
+/// written: 0 when it was not ready or the line is longer, and the caller
+/// writes the rest through tokio's stdout, whose every write is a hop to a
+/// blocking thread. Only ever called with no tokio write in flight, so lines
+/// keep their order.
 fn write_now(line: &[u8]) -> std::io::Result<usize> {
-    if line.len() > libc::PIPE_BUF {
+    // Only a pipe promises that: a tty, a socket or a file may still block.
+    static PIPE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let pipe = *PIPE.get_or_init(|| {
+        // SAFETY: fstat into a zeroed struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid descriptor number and out pointer.
+        let stated = unsafe { libc::fstat(libc::STDOUT_FILENO, &mut st) };
+        stated == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO
+    });
+    if !pipe || line.len() > libc::PIPE_BUF {
         return Ok(0);
     }
     let mut ready = libc::pollfd {

@@ -49,7 +49,7 @@ fn artifact_name(engine: &Engine, wasm: &[u8]) -> String {
 }
 
 /// Whether `path` belongs to this user and nobody else can write it.
-fn private_to_us(path: &Path) -> bool {
+pub(crate) fn private_to_us(path: &Path) -> bool {
     // SAFETY: a plain getter.
     let me = unsafe { libc::geteuid() };
     std::fs::symlink_metadata(path).is_ok_and(|m| m.uid() == me && m.mode() & 0o022 == 0)

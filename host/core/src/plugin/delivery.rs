@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::bindings::exports::harness::jobs::notices as wit_notices;
 use super::bindings::exports::harness::jobs::tools::{Config as PluginConfig, DisposedOwner};
 use super::bindings::harness::jobs::types as wit;
-use super::runtime::{PluginRuntime, instantiate};
+use super::runtime::PluginRuntime;
 use super::trap;
 use crate::owner::{self, Lane, NoticeMessage, Owner};
 use crate::registry::{self, JobRegistry};
@@ -65,16 +65,15 @@ async fn deliver_one(
         wakes_spent: registry.wakes_spent(&owner),
     };
     let snapshot = wit::JobSnapshot::from(&current);
-    let mut store = runtime.store(registry).await;
-    let decision = runtime.run(|| {
-        let jobs = instantiate(runtime, &mut store)?;
-        jobs.harness_jobs_notices()
-            .call_deliver(&mut *store, config, &snapshot, Some(state))
-            .map_err(trap)
-    });
     // The pool slot goes back before the owner's agent is called.
-    store.keep(decision.is_ok());
-    let decision = decision.map_err(|e| e.to_string())?;
+    let decision = runtime
+        .call(registry, |jobs, store| {
+            jobs.harness_jobs_notices()
+                .call_deliver(store, config, &snapshot, Some(state))
+                .map_err(trap)
+        })
+        .await
+        .map_err(|e| e.to_string())?;
     let Some(delivery) = decision else {
         return Ok(());
     };

@@ -18,7 +18,7 @@ use super::bindings::exports::harness::jobs::tools::{
 use super::bindings::harness::jobs::types as wit;
 use super::delivery::{NoticeWork, deliver_notices};
 use super::host_impl::{CallState, ScopeHandle};
-use super::runtime::{PluginRuntime, PooledStore, instantiate};
+use super::runtime::PluginRuntime;
 use super::{
     ContentBlock, MountConfig, PluginError, PromptSection, ToolDefinition, UiCard, setup, trap,
 };
@@ -83,18 +83,14 @@ impl Mount {
         scope: Option<ScopeKey>,
         config_json: &str,
     ) -> Result<Mount, PluginError> {
-        let config = {
-            let mut store = runtime.store(&registry).await;
-            let config = runtime.run(|| {
-                let jobs = instantiate(&runtime, &mut store)?;
+        let config = runtime
+            .call(&registry, |jobs, store| {
                 jobs.harness_jobs_tools()
-                    .call_configure(&mut *store, config_json)
+                    .call_configure(store, config_json)
                     .map_err(trap)?
                     .map_err(PluginError::Config)
-            });
-            store.keep(config.is_ok());
-            config?
-        };
+            })
+            .await?;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let sender = tx.clone();
         // A pulling mount (profile C) takes settled jobs from the registry at the
@@ -488,13 +484,9 @@ impl Mount {
         &self,
         f: impl FnOnce(&ToolJobs, &mut Store<CallState>) -> wasmtime::Result<T> + Send,
     ) -> Result<T, PluginError> {
-        let mut store = self.runtime.store(&self.registry).await;
-        let result = self.runtime.run(|| {
-            let jobs = instantiate(&self.runtime, &mut store)?;
-            f(&jobs, &mut store).map_err(trap)
-        });
-        store.keep(result.is_ok());
-        result
+        self.runtime
+            .call(&self.registry, |jobs, store| f(jobs, store).map_err(trap))
+            .await
     }
 
     /// Runs `f` in a store with a scope for `caller` in its table; the scope
@@ -507,20 +499,20 @@ impl Mount {
         + Send,
     ) -> Result<T, PluginError> {
         let _turn = self.call_turn(caller).await;
-        let mut store = self.runtime.store(&self.registry).await;
-        let result = self.runtime.run(|| self.in_scope(caller, &mut store, f));
-        store.keep(result.is_ok());
-        result
+        self.runtime
+            .call(&self.registry, |jobs, store| {
+                self.in_scope(caller, jobs, store, f)
+            })
+            .await
     }
 
     fn in_scope<T>(
         &self,
         caller: Option<&Owner>,
-        store: &mut PooledStore,
+        jobs: &ToolJobs,
+        store: &mut Store<CallState>,
         f: impl FnOnce(&ToolJobs, &mut Store<CallState>, Resource<ScopeHandle>) -> wasmtime::Result<T>,
     ) -> Result<T, PluginError> {
-        let jobs = instantiate(&self.runtime, store)?;
-        let store: &mut Store<CallState> = store;
         let scope = store
             .data_mut()
             .table
@@ -529,7 +521,7 @@ impl Mount {
             })
             .map_err(setup)?;
         let borrowed = Resource::new_borrow(scope.rep());
-        f(&jobs, store, borrowed).map_err(trap)
+        f(jobs, store, borrowed).map_err(trap)
     }
 }
 

@@ -150,7 +150,8 @@ impl PluginRuntime {
         self
     }
 
-    /// How many instances wait warm for a call now.
+    /// How many instances wait warm for a call now. For tests.
+    #[cfg(feature = "test-support")]
     pub fn warm_instances(&self) -> usize {
         self.warm
             .as_ref()
@@ -214,7 +215,7 @@ impl PluginRuntime {
     /// Runs one guest call: inline, or, for a component that imports WASI, on a
     /// short-lived thread of its own, since WASI's blocking streams wait with
     /// `block_on`, which a tokio worker must not do.
-    pub(super) fn run<T: Send>(
+    fn run<T: Send>(
         &self,
         call: impl FnOnce() -> Result<T, PluginError> + Send,
     ) -> Result<T, PluginError> {
@@ -280,11 +281,28 @@ impl PluginRuntime {
             .collect()
     }
 
+    /// Runs `f` in one guest call, once a pool slot is free: on a warm
+    /// instance (see [`PooledStore::keep`]) or a fresh one, which afterwards
+    /// waits warm for the next call if the call ended cleanly.
+    pub(super) async fn call<T: Send>(
+        &self,
+        registry: &JobRegistry,
+        f: impl FnOnce(&ToolJobs, &mut Store<CallState>) -> Result<T, PluginError> + Send,
+    ) -> Result<T, PluginError> {
+        let mut store = self.store(registry).await;
+        let result = self.run(|| {
+            let jobs = instantiate(self, &mut store)?;
+            f(&jobs, &mut store)
+        });
+        store.keep(result.is_ok());
+        result
+    }
+
     /// A store for one call, once a pool slot is free (the slot is held for
     /// as long as the store lives): a warm one whose instance served a clean
     /// call before (see [`PooledStore::keep`]), reset for this call, or a
     /// fresh, limited one.
-    pub(super) async fn store(&self, registry: &JobRegistry) -> PooledStore {
+    async fn store(&self, registry: &JobRegistry) -> PooledStore {
         let slot = self.slot().await;
         let warm = self
             .warm
@@ -382,7 +400,7 @@ impl PluginRuntime {
 /// in it once a call asked. The fields drop in order: the store (returning
 /// its instance to the pool) strictly before the permit, so whoever gets the
 /// permit next finds the slot free.
-pub(super) struct PooledStore {
+struct PooledStore {
     store: Store<CallState>,
     instance: Option<Arc<ToolJobs>>,
     /// Calls its instance served.
@@ -397,7 +415,7 @@ impl PooledStore {
     /// After a call: an instance whose call ended cleanly (`clean`: no trap,
     /// no error) goes back for the next call; any other is dropped with its
     /// store, as is one that served [`CALLS_PER_INSTANCE`] calls.
-    pub(super) fn keep(self, clean: bool) {
+    fn keep(self, clean: bool) {
         let PooledStore {
             mut store,
             instance,
@@ -513,7 +531,7 @@ fn engine_config(limits: &SandboxLimits) -> Config {
     cfg
 }
 
-pub(super) fn instantiate(
+fn instantiate(
     runtime: &PluginRuntime,
     store: &mut PooledStore,
 ) -> Result<Arc<ToolJobs>, PluginError> {

@@ -479,11 +479,7 @@ impl Inner {
 /// Whether `dir` is a directory that belongs to this user and that nobody
 /// else can write (so nobody else can move the spill directory made in it).
 fn private_to_us(dir: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    // SAFETY: a plain getter.
-    let me = unsafe { libc::geteuid() };
-    std::fs::symlink_metadata(dir)
-        .is_ok_and(|m| m.is_dir() && m.uid() == me && m.mode() & 0o022 == 0)
+    dir.is_dir() && crate::plugin::private_to_us(dir)
 }
 
 /// The fence of a producer configured with `config`: the host's private

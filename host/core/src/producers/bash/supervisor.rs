@@ -36,16 +36,15 @@ impl Supervisor {
         // hop to a blocking thread, which is in the way of every notice. (A
         // container busy elsewhere, a kill's walk of `/proc`, is waited for
         // there.)
-        let now = self
+        let released = self
             .control
             .container
             .try_lock()
-            .ok()
-            .and_then(|mut container| container.try_release_now());
-        if let Some(gone) = now {
+            .is_ok_and(|mut container| container.try_release_now());
+        if released {
             self.control
                 .none_left
-                .store(gone, std::sync::atomic::Ordering::Release);
+                .store(true, std::sync::atomic::Ordering::Release);
             return;
         }
         let control = self.control.clone();
@@ -200,6 +199,8 @@ impl Supervisor {
         tokio::spawn(async move {
             // Held while this pipe is widened; given back when the pump ends.
             let mut widened: Option<Widened> = None;
+            // The kernel refused to widen it: not asked again.
+            let mut refused = false;
             loop {
                 if pipe.readable().await.is_err() {
                     return;
@@ -214,12 +215,16 @@ impl Supervisor {
                     buf.clear();
                     match pipe.try_read_buf(&mut buf) {
                         Ok(0) => return,
-                        Ok(n) if n == buf.capacity() && widened.is_none() => {
+                        Ok(n) if n == buf.capacity() && widened.is_none() && !refused => {
                             // A writer that fills the pipe: a larger pipe and
                             // larger reads, for this job only.
-                            widened = widen(&pipe);
-                            if widened.is_some() {
-                                buf.reserve(BUSY_READ_CHUNK_BYTES - buf.len());
+                            match widen(&pipe) {
+                                Ok(slot) => {
+                                    widened = Some(slot);
+                                    buf.reserve(BUSY_READ_CHUNK_BYTES - buf.len());
+                                }
+                                Err(Unwidened::KernelRefused) => refused = true,
+                                Err(Unwidened::AllTaken) => {}
                             }
                         }
                         Ok(_) => {}
@@ -267,20 +272,28 @@ impl Drop for Widened {
     }
 }
 
+/// Why a pipe stays as it was.
+enum Unwidened {
+    /// [`MAX_WIDENED`] pipes are widened already: worth asking again later.
+    AllTaken,
+    /// A lower maximum, or the user's pipe pages spent.
+    KernelRefused,
+}
+
 /// Makes the pipe of a job that fills it larger, while fewer than
-/// [`MAX_WIDENED`] are; where the kernel refuses (a lower maximum, the
-/// user's pipe pages spent), it stays as it was and `None` is answered.
-fn widen(pipe: &tokio::net::unix::pipe::Receiver) -> Option<Widened> {
+/// [`MAX_WIDENED`] are.
+fn widen(pipe: &tokio::net::unix::pipe::Receiver) -> Result<Widened, Unwidened> {
     use std::os::fd::AsFd;
     use std::sync::atomic::Ordering;
     WIDENED
         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
             (n < MAX_WIDENED).then_some(n + 1)
         })
-        .ok()?;
+        .map_err(|_| Unwidened::AllTaken)?;
     let widened = Widened;
-    rustix::pipe::fcntl_setpipe_size(pipe.as_fd(), BUSY_READ_CHUNK_BYTES).ok()?;
-    Some(widened)
+    rustix::pipe::fcntl_setpipe_size(pipe.as_fd(), BUSY_READ_CHUNK_BYTES)
+        .map_err(|_| Unwidened::KernelRefused)?;
+    Ok(widened)
 }
 
 /// Waits for every reader to finish, at most `limit`. True when all finished.

@@ -275,20 +275,20 @@ impl JobContainer {
 
     /// [`JobContainer::release`] when it takes no waiting: a cgroup that is
     /// removed at the first try, once what is left of the job was killed
-    /// (a few system calls, fit for an async worker). `None` when it needs
-    /// more (the fallback's walk of `/proc`, a cgroup still emptying); the
-    /// latter was sent SIGKILL already, which [`JobContainer::release`]
-    /// sends again.
-    pub(crate) fn try_release_now(&mut self) -> Option<bool> {
-        let dir = self.cgroup.as_ref()?;
+    /// (a few system calls, fit for an async worker): whether it was. False
+    /// when it needs more (the fallback's walk of `/proc`, a cgroup still
+    /// emptying); the latter was sent SIGKILL already, which
+    /// [`JobContainer::release`] sends again.
+    pub(crate) fn try_release_now(&mut self) -> bool {
+        let Some(dir) = &self.cgroup else {
+            return false;
+        };
         self.signal(Signal::SIGKILL);
-        match std::fs::remove_dir(dir) {
-            Ok(()) => {
-                self.cgroup = None;
-                Some(true)
-            }
-            Err(_) => None,
+        let gone = std::fs::remove_dir(dir).is_ok();
+        if gone {
+            self.cgroup = None;
         }
+        gone
     }
 
     /// Kills what is left of the job and removes its cgroup: the job is over.

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rustix::fs::inotify;
 
-use super::JobFence;
+use super::{JobFence, changed_at};
 
 /// How deep under a writable root repositories are looked for (a root's own
 /// `.git` is depth 0), and how many directories at most: the scan runs at a
@@ -30,16 +30,6 @@ fn stamp(path: &Path) -> Option<(u64, i128)> {
         meta.ino(),
         i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
     ))
-}
-
-/// A directory's change time, which a job cannot set: a new entry in it
-/// changes it.
-fn changed_at(path: &Path) -> Option<std::time::SystemTime> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).ok()?;
-    let secs = u64::try_from(meta.ctime()).ok()?;
-    let nanos = u32::try_from(meta.ctime_nsec()).ok()?;
-    Some(std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos))
 }
 
 /// The `.git` directories under some roots and the hook files in them
@@ -254,7 +244,7 @@ impl JobFence {
         if changed.len() > SHOWN {
             names.push(format!("and {} more", changed.len() - SHOWN));
         }
-        Some(format!("hooks changed: {}", names.join(", ")))
+        Some(crate::words::hooks_changed(&names))
     }
 }
 
@@ -298,14 +288,8 @@ impl Watch {
         .union(inotify::WatchFlags::DONT_FOLLOW);
     /// A hooks directory, followed when it is a link: its files' contents
     /// too.
-    const HOOKS: inotify::WatchFlags = inotify::WatchFlags::CREATE
-        .union(inotify::WatchFlags::DELETE)
-        .union(inotify::WatchFlags::MOVED_FROM)
-        .union(inotify::WatchFlags::MOVED_TO)
-        .union(inotify::WatchFlags::ATTRIB)
-        .union(inotify::WatchFlags::DELETE_SELF)
-        .union(inotify::WatchFlags::MOVE_SELF)
-        .union(inotify::WatchFlags::ONLYDIR)
+    const HOOKS: inotify::WatchFlags = Watch::DIR
+        .difference(inotify::WatchFlags::DONT_FOLLOW)
         .union(inotify::WatchFlags::MODIFY)
         .union(inotify::WatchFlags::CLOSE_WRITE);
     /// A hook file, followed: its contents, its attributes, its end.
@@ -421,6 +405,9 @@ mod tests {
     fn listing_again_finds_a_repository_made_deep_in_an_old_directory() {
         let root = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(root.path().join("a/b")).unwrap();
+        // A hook that stays as it was: never named.
+        std::fs::create_dir_all(root.path().join(".git/hooks")).unwrap();
+        std::fs::write(root.path().join(".git/hooks/pre-commit"), "kept").unwrap();
         // Old directories: an unchanged time then means unchanged.
         let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
         for dir in ["", "a", "a/b"] {

@@ -213,7 +213,7 @@ pub struct FencePolicy {
 impl FencePolicy {
     /// Whether this is no fence at all (today's jobs: full authority).
     pub fn is_open(&self) -> bool {
-        self.fs == FsAccess::Full && self.network == NetAccess::On
+        self.sandbox().is_open()
     }
 
     /// The policy in a few words: `workspace-write, network off`.
@@ -338,8 +338,7 @@ fn job_namespace(shell: &Path) -> Option<JobNamespace> {
         ..ChildSandbox::default()
     };
     match run_briefly(shell, "exit 0", probe) {
-        Ok(true) => Some(namespace),
-        Ok(false) => None,
+        Ok(()) => Some(namespace),
         Err(e) => {
             tracing::info!("jobs: no mount namespace for jobs: {e}");
             None
@@ -389,11 +388,7 @@ fn user_namespace(shell: &Path) -> std::io::Result<OwnedFd> {
         let ns = std::fs::File::open(proc.join("ns/user"))?;
         Ok(OwnedFd::from(ns))
     })();
-    // SAFETY: kill and reap our own child.
-    unsafe {
-        libc::kill(pid, libc::SIGKILL);
-        libc::waitpid(pid, std::ptr::null_mut(), 0);
-    }
+    end_briefly(pid);
     result
 }
 
@@ -459,11 +454,7 @@ fn shared_mounts(
     let started = spawn_briefly(shell, "read -r _", make)?;
     let pid = started.pid;
     let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map(OwnedFd::from);
-    // SAFETY: kill and reap our own child.
-    unsafe {
-        libc::kill(pid, libc::SIGKILL);
-        libc::waitpid(pid, std::ptr::null_mut(), 0);
-    }
+    end_briefly(pid);
     ns
 }
 
@@ -471,14 +462,20 @@ fn shared_mounts(
 /// reports any step of the child's setup that failed before the exec, so its
 /// success is the answer. The child is then killed and reaped (or left to
 /// the host's reaper, which may reap it first: its exit status is not needed).
-fn run_briefly(shell: &Path, script: &str, sandbox: ChildSandbox) -> std::io::Result<bool> {
+fn run_briefly(shell: &Path, script: &str, sandbox: ChildSandbox) -> std::io::Result<()> {
     let started = spawn_briefly(shell, script, sandbox)?;
+    end_briefly(started.pid);
+    Ok(())
+}
+
+/// Kills and reaps a short-lived child of [`spawn_briefly`] (or leaves it to
+/// the host's reaper, which may reap it first).
+fn end_briefly(pid: libc::pid_t) {
     // SAFETY: kill and reap our own child.
     unsafe {
-        libc::kill(started.pid, libc::SIGKILL);
-        libc::waitpid(started.pid, std::ptr::null_mut(), 0);
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
     }
-    Ok(true)
 }
 
 /// The sockets and socket directories of the user's services that a fenced
@@ -563,27 +560,45 @@ pub(crate) struct Fence {
     spare_tmp: Mutex<Vec<PathBuf>>,
     /// Said once when a start runs weaker than asked.
     warned: std::sync::Once,
+    /// The narrower sandboxes jobs asked for that run weaker, each said once.
+    said_weaker: Mutex<Vec<Sandbox>>,
 }
 
 /// The read rules of [`readable`], as open descriptors with their access,
 /// and the directories whose listing they come from, with each one's
-/// modification time then.
+/// change time then; with `/` (listed by every job) and the devices a
+/// program expects, opened once too.
 struct ReadRules {
     listed: Vec<(PathBuf, Option<std::time::SystemTime>)>,
     rules: Vec<(OwnedFd, bool)>,
+    root: OwnedFd,
+    /// Each device, and whether it may be written (and `ioctl`ed).
+    devices: Vec<(OwnedFd, bool)>,
 }
 
+/// The devices a program expects, by name, and whether a job may write
+/// them; the links in `/dev` (`fd`, `stdin`, ...) lead into `/proc/self`,
+/// which is read.
+const DEVICES: [(&str, bool); 6] = [
+    ("/dev/null", true),
+    ("/dev/zero", true),
+    ("/dev/full", true),
+    ("/dev/tty", true),
+    ("/dev/random", false),
+    ("/dev/urandom", false),
+];
+
 impl ReadRules {
-    fn build(excluded: &[PathBuf]) -> ReadRules {
+    fn build(excluded: &[PathBuf]) -> Result<ReadRules, String> {
         // Each directory the walk lists (those on the way to an excluded
         // path), stamped before it is listed: a change during the walk makes
         // the next start walk again.
-        let mut listed = vec![(PathBuf::from("/"), modified(Path::new("/")))];
+        let mut listed = vec![(PathBuf::from("/"), changed_at(Path::new("/")))];
         for excluded in excluded {
             let mut dir = excluded.parent();
             while let Some(d) = dir {
                 if d != Path::new("/") && !listed.iter().any(|(l, _)| l == d) {
-                    listed.push((d.to_owned(), modified(d)));
+                    listed.push((d.to_owned(), changed_at(d)));
                 }
                 dir = d.parent();
             }
@@ -594,16 +609,31 @@ impl ReadRules {
                 rules.push((fd, is_dir));
             }
         }
-        ReadRules { listed, rules }
+        let devices = DEVICES
+            .iter()
+            .filter_map(|(device, write)| Some((path_fd(Path::new(device)).ok()?, *write)))
+            .collect();
+        Ok(ReadRules {
+            listed,
+            rules,
+            root: path_fd(Path::new("/"))?,
+            devices,
+        })
     }
 
     fn is_current(&self) -> bool {
-        self.listed.iter().all(|(dir, at)| modified(dir) == *at)
+        self.listed.iter().all(|(dir, at)| changed_at(dir) == *at)
     }
 }
 
-fn modified(path: &Path) -> Option<std::time::SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+/// A file's change time, which a job cannot set (it can set a modification
+/// time): a new entry in a directory changes it.
+fn changed_at(path: &Path) -> Option<std::time::SystemTime> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    let secs = u64::try_from(meta.ctime()).ok()?;
+    let nanos = u32::try_from(meta.ctime_nsec()).ok()?;
+    Some(std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos))
 }
 
 /// The last scan of a set of writable roots, with the change notices for
@@ -708,6 +738,7 @@ impl Fence {
             mount_ns: Mutex::new(None),
             shell: shell.to_owned(),
             warned: std::sync::Once::new(),
+            said_weaker: Mutex::new(Vec::new()),
             support: FenceSupport::probe(policy.max_landlock_abi),
             policy,
         };
@@ -786,9 +817,10 @@ impl Fence {
                 missing.join(", ")
             ));
         }
-        if !missing.is_empty() && *job != self.policy.sandbox() {
+        if !missing.is_empty() && *job != self.policy.sandbox() && self.first_said(job) {
             // A job that narrowed the session's sandbox: said like the
-            // session's own at start.
+            // session's own at start, once for each such sandbox (its end
+            // says it every time).
             tracing::warn!(
                 "jobs: a job's sandbox {} runs without {}",
                 job.describe(),
@@ -926,6 +958,17 @@ impl Fence {
         })
     }
 
+    /// Whether a narrowed `job` sandbox's weaker run is said for the first
+    /// time (and notes that it now is).
+    fn first_said(&self, job: &Sandbox) -> bool {
+        let mut said = lock(&self.said_weaker);
+        let first = !said.contains(job);
+        if first {
+            said.push(job.clone());
+        }
+        first
+    }
+
     /// The shared mount namespace for `mounts` (made when the set changes);
     /// `None` when it cannot be made, and the job then makes its own.
     fn mount_namespace(
@@ -1060,7 +1103,7 @@ impl Fence {
     pub(crate) fn end_note(&self, job: &JobFence) -> Option<String> {
         let mut notes = Vec::new();
         if !job.missing.is_empty() {
-            notes.push(format!("sandbox without: {}", job.missing.join(", ")));
+            notes.push(crate::words::sandbox_without(&job.missing));
         }
         if !job.roots.is_empty() {
             notes.extend(self.hook_note(job));
@@ -1121,21 +1164,19 @@ impl Fence {
         if job.fs != FsAccess::Full {
             let read = AccessFs::from_read(abi);
             let all = AccessFs::from_all(abi);
-            // Listing any directory: names, not contents.
-            created = created
-                .add_rule(PathBeneath::new(
-                    path_fd(Path::new("/"))?,
-                    AccessFs::ReadDir,
-                ))
-                .map_err(|e| fail(&e))?;
             let mut cached = lock(&self.readable);
             if !cached.as_ref().is_some_and(ReadRules::is_current) {
                 // `/dev` is not read whole: raw disks would show every file.
                 let mut excluded = self.hidden.clone();
                 excluded.push(PathBuf::from("/dev"));
-                *cached = Some(ReadRules::build(&excluded));
+                *cached = Some(ReadRules::build(&excluded)?);
             }
-            for (fd, is_dir) in cached.iter().flat_map(|r| r.rules.iter()) {
+            let rules = cached.as_ref().expect("built above");
+            // Listing any directory: names, not contents.
+            created = created
+                .add_rule(PathBeneath::new(rules.root.as_fd(), AccessFs::ReadDir))
+                .map_err(|e| fail(&e))?;
+            for (fd, is_dir) in &rules.rules {
                 let access = if *is_dir {
                     read
                 } else {
@@ -1145,27 +1186,17 @@ impl Fence {
                     .add_rule(PathBeneath::new(fd.as_fd(), access))
                     .map_err(|e| fail(&e))?;
             }
+            for (fd, write) in &rules.devices {
+                let access = if *write {
+                    (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev) & all
+                } else {
+                    AccessFs::ReadFile.into()
+                };
+                created = created
+                    .add_rule(PathBeneath::new(fd.as_fd(), access))
+                    .map_err(|e| fail(&e))?;
+            }
             drop(cached);
-            // The devices a program expects, by name; the links in `/dev`
-            // (`fd`, `stdin`, ...) lead into `/proc/self`, which is read.
-            let devices = ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
-            for device in devices {
-                if let Ok(fd) = path_fd(Path::new(device)) {
-                    created = created
-                        .add_rule(PathBeneath::new(
-                            fd,
-                            (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev) & all,
-                        ))
-                        .map_err(|e| fail(&e))?;
-                }
-            }
-            for device in ["/dev/random", "/dev/urandom"] {
-                if let Ok(fd) = path_fd(Path::new(device)) {
-                    created = created
-                        .add_rule(PathBeneath::new(fd, AccessFs::ReadFile))
-                        .map_err(|e| fail(&e))?;
-                }
-            }
             for root in roots.iter().map(PathBuf::as_path).chain([tmp]) {
                 let access = if root.is_dir() {
                     all
