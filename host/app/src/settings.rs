@@ -46,7 +46,7 @@ pub struct Settings {
     #[arg(long)]
     pub suppress_completion_notice: Option<bool>,
     /// Opt-in extensions: `all`, or a comma-separated list of `ready`,
-    /// `input`, `log`, `limits`, `ports`, `yield` [default: none].
+    /// `input`, `log`, `limits`, `ports`, `yield`, `sandbox` [default: none].
     #[arg(long, value_name = "LIST")]
     pub extensions: Option<String>,
     /// With the `limits` extension: wall-clock maximum per job, in ms.
