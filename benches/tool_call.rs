@@ -55,6 +55,7 @@ fn to_model_error(e: host::RegistryError) -> model::RegistryError {
         host::RegistryError::NoInput => model::RegistryError::NoInput,
         host::RegistryError::InputClosed => model::RegistryError::InputClosed,
         host::RegistryError::Unsupported(m) => model::RegistryError::Unsupported(m),
+        host::RegistryError::NoTerminal => model::RegistryError::NoTerminal,
     }
 }
 

@@ -23,6 +23,9 @@ EM = "\u2014"
 ELLIPSIS = "\u2026"
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z; any fixed start works.
 MAX_TIMER = 2_147_483_647
+# How long a terminal job must be quiet at a prompt before a wait ends there
+# (README Extensions: terminal).
+PROMPT_QUIET_MS = 500
 
 # ---------------------------------------------------------------------------
 # Byte primitives (section 5.2)
@@ -660,6 +663,7 @@ def annotations_with_extensions(p):
         (f"{prefix}_input", ann_acts(f"Write to a background {n}'s input", True, False)),
         (f"{prefix}_signal", ann_acts(f"Signal a background {n}", True, False)),
         (f"{prefix}_log", ann_reads(f"Page a background {n}'s output", True)),
+        (f"{prefix}_resize", ann_acts(f"Resize a background {n}'s terminal", False, True)),
     ]]
 
 
@@ -1058,7 +1062,7 @@ def extensions():
         noun = w["noun"]
         j = job("bash-1", pending="booting\nready on 8000\n")
         m = {"line": line("stdout", 2, "ready on 8000"), "before": [line("stdout", 1, "booting")]}
-        until = {"pattern": "ready", "quiet_ms": None}
+        until = {"pattern": "ready", "quiet_ms": None, "prompt_quiet_ms": None}
         expect = ok_read("booting\nready on 8000\n", j, p=p)
         expect["text"] = "[wait ended: stdout line 2 matched]\n" + matched_lines(m) + "\n" + expect["text"]
         vec("extensions", f"{p}-ready-matched", "README Extensions: ready", [
@@ -1072,7 +1076,7 @@ def extensions():
         vec("extensions", f"{p}-ready-quiet", "README Extensions: ready (quiet_ms rounds up)", [
             invoke(w["output"], {w["id"]: "bash-1", "quiet_ms": 250.5, "timeout_ms": 5000}, expect,
                    waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 5000,
-                                      "until": {"pattern": None, "quiet_ms": 251}},
+                                      "until": {"pattern": None, "quiet_ms": 251, "prompt_quiet_ms": None}},
                            "then": {"stay": True, "end": "quiet"}}]),
         ], config=cfg(p, extensions=ready), jobs=[quiet])
         expect = ok_read("", quiet, p=p)
@@ -1080,7 +1084,7 @@ def extensions():
         vec("extensions", f"{p}-ready-timed-out", "README Extensions: ready", [
             invoke(w["output"], {w["id"]: "bash-1", "until": "x", "timeout_ms": 5000}, expect,
                    waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 5000,
-                                      "until": {"pattern": "x", "quiet_ms": None}},
+                                      "until": {"pattern": "x", "quiet_ms": None, "prompt_quiet_ms": None}},
                            "then": {"stay": True}}]),
         ], config=cfg(p, extensions=ready), jobs=[quiet])
         done = settled(quiet, status="completed", detail="exit code: 0", finished_at=T0 + 3000)
@@ -1089,14 +1093,14 @@ def extensions():
         vec("extensions", f"{p}-ready-settled", "README Extensions: ready", [
             invoke(w["output"], {w["id"]: "bash-1", "until": "x"}, expect,
                    waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 30000,
-                                      "until": {"pattern": "x", "quiet_ms": None}},
+                                      "until": {"pattern": "x", "quiet_ms": None, "prompt_quiet_ms": None}},
                            "then": {"settle": {"status": "completed", "detail": "exit code: 0",
                                                "finished_at": T0 + 3000, "pending": "built\n"}}}]),
         ], config=cfg(p, extensions=ready), jobs=[quiet])
         vec("extensions", f"{p}-ready-invalid-pattern", "README Extensions: ready; WIT invalid-pattern", [
             invoke(w["output"], {w["id"]: "bash-1", "until": "("}, err("invalid pattern: unclosed group"),
                    waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 30000,
-                                      "until": {"pattern": "(", "quiet_ms": None}},
+                                      "until": {"pattern": "(", "quiet_ms": None, "prompt_quiet_ms": None}},
                            "then": {"error": {"invalid-pattern": "unclosed group"}}}]),
         ], config=cfg(p, extensions=ready), jobs=[quiet])
         vec("extensions", f"{p}-ready-off", "README Extensions: a mount without them", [
@@ -1199,17 +1203,52 @@ def extensions():
                c_text("Job bash-1 is ready after 5s: stdout line 3 matched.\n" + matched_lines(m)
                       + "\nIt keeps running \u2014 check job_status, or job_cancel it when done."),
                waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 120000,
-                                  "until": {"pattern": "^ok", "quiet_ms": None}},
+                                  "until": {"pattern": "^ok", "quiet_ms": None, "prompt_quiet_ms": PROMPT_QUIET_MS}},
                        "then": {"stay": True, "end": "matched", "matched": m}}]),
         invoke("job_wait", {"id": "bash-1", "quiet_seconds": 2},
                c_text("Job bash-1 has written nothing for 2s (running for 5s). It keeps running "
                       "\u2014 check job_status later."),
                waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 120000,
-                                  "until": {"pattern": None, "quiet_ms": 2000}},
+                                  "until": {"pattern": None, "quiet_ms": 2000, "prompt_quiet_ms": PROMPT_QUIET_MS}},
                        "then": {"stay": True, "end": "quiet"}}]),
         invoke("job_wait", {"id": "bash-1", "quiet_seconds": 0},
                c_err("invalid quiet_seconds: expected a whole number from 1 to 2147483, got 0")),
     ], config=cfg("c", extensions=True), jobs=[j])
+    # The terminal extension's waits: every wait also asks for the prompt
+    # end; the answer names the prompt (README Extensions: terminal).
+    term = ["terminal"]
+    prompt_until = {"pattern": None, "quiet_ms": None, "prompt_quiet_ms": PROMPT_QUIET_MS}
+    for p in "ab":
+        w = WORDS[p]
+        noun = w["noun"]
+        asking = job("bash-1", pending="Continue? [Y/n] ")
+        expect = ok_read("Continue? [Y/n] ", asking, p=p)
+        expect["text"] = f"[wait ended: the {noun} is waiting for input: Continue? [Y/n]]\n" + expect["text"]
+        vec("extensions", f"{p}-terminal-prompt", "README Extensions: terminal (a wait ends at a prompt)", [
+            invoke(w["output"], {w["id"]: "bash-1", "wait": True, "timeout_ms": 60000}, expect,
+                   waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 60000, "until": prompt_until},
+                           "then": {"stay": True, "end": "prompt", "prompt": "Continue? [Y/n]"}}]),
+        ], config=cfg(p, extensions=term), jobs=[asking])
+        quiet = job("bash-1", pending="")
+        vec("extensions", f"{p}-terminal-prompt-off", "README Extensions: terminal (prompt: false)", [
+            invoke(w["output"], {w["id"]: "bash-1", "wait": True, "timeout_ms": 5000, "prompt": False},
+                   ok_read("", quiet, p=p),
+                   waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 5000},
+                           "then": {"stay": True}}]),
+        ], config=cfg(p, extensions=term), jobs=[quiet])
+        vec("extensions", f"{p}-terminal-plain-wait-timed-out", "README Extensions: terminal (no note unless at a prompt)", [
+            invoke(w["output"], {w["id"]: "bash-1", "wait": True, "timeout_ms": 5000},
+                   ok_read("", quiet, p=p),
+                   waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 5000, "until": prompt_until},
+                           "then": {"stay": True}}]),
+        ], config=cfg(p, extensions=term), jobs=[quiet])
+    j = job("bash-1", pending="")
+    vec("extensions", "c-terminal-prompt", "README Extensions: terminal (profile c)", [
+        invoke("job_wait", {"id": "bash-1"},
+               c_text("Job bash-1 is waiting for input after 5s: >>>\nAnswer it with job_input, or job_cancel it."),
+               waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 120000, "until": prompt_until},
+                       "then": {"stay": True, "end": "prompt", "prompt": ">>>"}}]),
+    ], config=cfg("c", extensions=term), jobs=[j])
     ports = [{"address": "0.0.0.0", "port": 5173}]
     page = {"lines": [], "hits": [], "total_matches": 0,
             "extents": [{"stream": "stdout", "total_bytes": 0, "dropped_bytes": 0, "first_line": 1, "last_line": 0}]}
@@ -1226,7 +1265,7 @@ def extensions():
     # Configs.
     vec("extensions", "extension-configs", "README Extensions: config", [
         {"configure": json.dumps({"extensions": True}),
-         "expect": {"ok": {"extensions": ["ready", "input", "log", "limits", "ports", "yield", "sandbox"],
+         "expect": {"ok": {"extensions": ["ready", "input", "log", "limits", "ports", "yield", "sandbox", "terminal"],
                            "limits": {"timeout_ms": None, "cpu_seconds": None, "memory_bytes": None,
                                       "output_bytes": None}}}},
         {"configure": json.dumps({"profile": "b", "extensions": ["limits", "ports"],
@@ -1235,7 +1274,7 @@ def extensions():
                            "limits": {"timeout_ms": 60000, "cpu_seconds": None, "memory_bytes": None,
                                       "output_bytes": 1000}}}},
         {"configure": json.dumps({"extensions": ["ready", "teleport"]}),
-         "expect": {"err": "tool-jobs: unknown extension \"teleport\" (known: ready, input, log, limits, ports, yield, sandbox)"}},
+         "expect": {"err": "tool-jobs: unknown extension \"teleport\" (known: ready, input, log, limits, ports, yield, sandbox, terminal)"}},
         {"configure": json.dumps({"profile": "c", "limits": {"timeoutMs": 5}}),
          "expect": {"err": "jobs: limits needs the \"limits\" extension (\"extensions\": [\"limits\"])"}},
         {"configure": json.dumps({"profile": "b", "extensions": False, "bogus": 1}),
@@ -1348,6 +1387,11 @@ def start_tool(p, ext, session=None):
             },
             "additionalProperties": False,
         }
+    if "terminal" in ext:
+        props["tty"] = {"type": "boolean", "description": "Run the job on a terminal (for prompts, REPLs and programs that need one): what it draws is rendered to text, and its input is open."}
+        for key, word in (("rows", "rows"), ("cols", "columns")):
+            default = 30 if key == "rows" else 120
+            props[key] = {"type": "integer", "minimum": 2, "maximum": 1000, "description": f"The terminal's {word} (default {default})."}
     if "yield" in ext:
         props["yield_ms"] = {"type": "integer", "description": f"Wait up to this many milliseconds ({YIELD_MIN} to {YIELD_MAX}) for the command to end before answering; it is never killed for it."}
     text = START_BASE[p]
@@ -1377,7 +1421,7 @@ def start_check(args, ext, maxima, max_command=65536, session=None):
     req = {"command": args["command"], "workdir": args.get("workdir"), "description": args.get("description"),
            "stdin": False, "name": None,
            "limits": {"timeout_ms": None, "cpu_seconds": None, "memory_bytes": None, "output_bytes": None},
-           "yield_ms": None, "sandbox": None}
+           "yield_ms": None, "sandbox": None, "tty": None}
     if "input" in ext and args.get("stdin") is not None:
         if not isinstance(args["stdin"], bool):
             return 'invalid arguments: "stdin" must be a boolean'
@@ -1410,6 +1454,29 @@ def start_check(args, ext, maxima, max_command=65536, session=None):
         if not ok:
             return got
         req["sandbox"] = got
+    if "terminal" in ext:
+        tty = args.get("tty")
+        if tty is not None and not isinstance(tty, bool):
+            return 'invalid arguments: "tty" must be a boolean'
+        if not tty:
+            for key in ("rows", "cols"):
+                if args.get(key) is not None:
+                    return f'invalid {key}: only a job started with "tty": true has a terminal'
+        else:
+            if args.get("stdin") is False:
+                return ('invalid arguments: a job on a terminal reads its input from it; '
+                        'leave out "stdin" or set it to true')
+            size = {}
+            for key, default in (("rows", 30), ("cols", 120)):
+                v = args.get(key)
+                if v is None:
+                    size[key] = default
+                elif isinstance(v, bool) or not isinstance(v, int) or not 2 <= v <= 1000:
+                    return f"invalid {key}: expected a whole number from 2 to 1000, got {json.dumps(v)}"
+                else:
+                    size[key] = v
+            req["tty"] = size
+            req["stdin"] = True
     name = req["name"]
     if name is not None:
         if not name.strip():
@@ -1480,6 +1547,31 @@ def starts():
                 vec("starts", f"{p}-check-start-{ext_name}-{name}", "3.1 start tool arguments; WIT check-start",
                     [{"check_start": json.dumps(args, ensure_ascii=False), "max_command_bytes": 65536,
                       "expect": expect}], config=cfg(p, **extra))
+        # The terminal extension's start arguments (README Extensions: terminal).
+        vec("starts", f"{p}-start-tool-terminal", "README Extensions: terminal; WIT start-tool",
+            [{"start_tool": {}, "expect": start_tool(p, ["terminal"])}], config=cfg(p, extensions=["terminal"]))
+        for name, args in (
+            ("tty", {"command": "python3", "tty": True}),
+            ("tty-sized", {"command": "top", "tty": True, "rows": 2, "cols": 1000}),
+            ("tty-false", {"command": "x", "tty": False}),
+            ("tty-null-rows", {"command": "x", "tty": True, "rows": None}),
+            ("tty-string", {"command": "x", "tty": "yes"}),
+            ("tty-stdin-false", {"command": "x", "tty": True, "stdin": False}),
+            ("tty-stdin-true", {"command": "x", "tty": True, "stdin": True}),
+            ("tty-rows-low", {"command": "x", "tty": True, "rows": 1}),
+            ("tty-cols-high", {"command": "x", "tty": True, "cols": 1001}),
+            ("tty-rows-fraction", {"command": "x", "tty": True, "rows": 24.5}),
+            ("tty-cols-string", {"command": "x", "tty": True, "cols": "80"}),
+            ("tty-rows-bool", {"command": "x", "tty": True, "rows": True}),
+            ("rows-without-tty", {"command": "x", "rows": 24}),
+            ("cols-with-tty-false", {"command": "x", "tty": False, "cols": 80}),
+        ):
+            for ext_name, ext in (("terminal", ["terminal"]), ("terminal-input", ["terminal", "input"])):
+                got = start_check(args, ext, {})
+                expect = {"ok": got} if isinstance(got, dict) else {"err": {"text": "Error: " + got, "is_error": True, "value": None}}
+                vec("starts", f"{p}-check-start-{ext_name}-{name}", "README Extensions: terminal; WIT check-start",
+                    [{"check_start": json.dumps(args), "max_command_bytes": 65536, "expect": expect}],
+                    config=cfg(p, extensions=ext))
         # The host's bound on a command, in bytes as written (README: bounded input).
         for name, command, bound in (("at-bound", "x" * 16, 16), ("over-bound", "x" * 17, 16),
                                      ("over-bound-utf8", "\u00e9" * 9, 16), ("blank-over-bound", " " * 40, 16),
@@ -1494,7 +1586,7 @@ def starts():
               "expect": {"err_prefix": "Error: invalid arguments: "}}], config=cfg(p))
         request = {"command": "npm run dev", "workdir": None, "description": None, "stdin": False, "name": "web",
                    "limits": {"timeout_ms": None, "cpu_seconds": None, "memory_bytes": None, "output_bytes": None},
-                   "yield_ms": None, "sandbox": None}
+                   "yield_ms": None, "sandbox": None, "tty": None}
         answers = [
             ("new", {"new": "bash-1"}, {"text": "started background job bash-1", "is_error": False,
                                         "value": {"kind": "background", "jobId": "bash-1"}}),

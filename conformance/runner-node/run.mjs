@@ -144,7 +144,7 @@ class Scripted {
     }
     Object.assign(job, then.settle ?? {});
     if (TERMINAL.has(job.status)) job.reported = true;
-    return { job: Scripted.view(job), end: then.end, matched: then.matched };
+    return { job: Scripted.view(job), end: then.end, matched: then.matched, prompt: then.prompt };
   }
 }
 
@@ -154,7 +154,7 @@ const limitsJson = (l) => Object.fromEntries(['timeoutMs', 'cpuSeconds', 'memory
 const requestJson = (r) => ({
   command: r.command, workdir: r.workdir ?? null, description: r.description ?? null, stdin: r.stdin,
   name: r.name ?? null, limits: limitsJson(r.limits), yield_ms: r.yieldMs ?? null,
-  sandbox: fromWitSandbox(r.sandbox),
+  sandbox: fromWitSandbox(r.sandbox), tty: r.tty ?? null,
 });
 const requestFrom = (v) => ({
   command: v.command, workdir: v.workdir ?? undefined, description: v.description ?? undefined, stdin: v.stdin,
@@ -164,6 +164,7 @@ const requestFrom = (v) => ({
   ])),
   yieldMs: v.yield_ms ?? undefined,
   sandbox: toWitSandbox(v.sandbox),
+  tty: v.tty ?? undefined,
 });
 // `{new: id}`, `{existing: id}` or `{error: {<start-error case>: payload}}`, as jco lowers a result.
 const madeFrom = (m) => {
@@ -208,7 +209,13 @@ function step(guest, scripted, config, s) {
     let out = guest.invokeStep(null, config, s.invoke, s.args);
     while (out.wait) {
       const asked = { job_id: out.wait.jobId, timeout_ms: out.wait.timeoutMs };
-      if (out.wait.until) asked.until = { pattern: out.wait.until.pattern ?? null, quiet_ms: out.wait.until.quietMs ?? null };
+      if (out.wait.until) {
+        asked.until = {
+          pattern: out.wait.until.pattern ?? null,
+          quiet_ms: out.wait.until.quietMs ?? null,
+          prompt_quiet_ms: out.wait.until.promptQuietMs ?? null,
+        };
+      }
       requests.push(asked);
       if (!waits.length) throw new GuestError(`the guest asked to wait (${out.wait.jobId}, ${out.wait.timeoutMs} ms), and the vector has no wait left`);
       const waited = scripted.wait(out.wait.jobId, waits.shift().then);

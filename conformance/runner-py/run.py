@@ -119,7 +119,7 @@ class Scripted:
         job.update(then.get("settle", {}))
         if job["status"] in TERMINAL:
             job["reported"] = True
-        return {"job": job, "end": then.get("end"), "matched": then.get("matched")}
+        return {"job": job, "end": then.get("end"), "matched": then.get("matched"), "prompt": then.get("prompt")}
 
     def write_input(self, caller, job_id, data, close):
         job = self.visible(job_id)
@@ -173,7 +173,8 @@ def request_from(v):
     limits = _record(**{k: v["limits"][k] for k in ("timeout_ms", "cpu_seconds", "memory_bytes", "output_bytes")})
     return _record(command=v["command"], workdir=v["workdir"], description=v["description"], stdin=v["stdin"],
                    name=v["name"], limits=limits, yield_ms=v.get("yield_ms"),
-                   sandbox=sandbox_record(v.get("sandbox")))
+                   sandbox=sandbox_record(v.get("sandbox")),
+                   tty=None if v.get("tty") is None else _record(rows=v["tty"]["rows"], cols=v["tty"]["cols"]))
 
 
 def made_from(m):

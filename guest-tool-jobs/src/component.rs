@@ -26,7 +26,7 @@ use harness::jobs::diag::{Level, log};
 use harness::jobs::types::{
     ExcerptWindow, JobSignal, JobSnapshot, JobStatus, KillOutcome, LineCount, LineQuery, LineRange,
     LineSearch, OutputLine, OutputStream, RegistryError, Sandbox, SandboxFiles, SandboxNetwork,
-    WaitEnd, WaitUntil, Waited,
+    TerminalSize, WaitEnd, WaitUntil, Waited,
 };
 
 struct Component;
@@ -108,6 +108,7 @@ fn error_from(error: RegistryError) -> model::RegistryError {
         RegistryError::NoInput => model::RegistryError::NoInput,
         RegistryError::InputClosed => model::RegistryError::InputClosed,
         RegistryError::Unsupported(m) => model::RegistryError::Unsupported(m),
+        RegistryError::NoTerminal => model::RegistryError::NoTerminal,
     }
 }
 
@@ -115,6 +116,7 @@ fn stream_from(stream: OutputStream) -> model::OutputStream {
     match stream {
         OutputStream::Stdout => model::OutputStream::Stdout,
         OutputStream::Stderr => model::OutputStream::Stderr,
+        OutputStream::Raw => model::OutputStream::Raw,
     }
 }
 
@@ -122,6 +124,7 @@ fn stream_to(stream: model::OutputStream) -> OutputStream {
     match stream {
         model::OutputStream::Stdout => OutputStream::Stdout,
         model::OutputStream::Stderr => OutputStream::Stderr,
+        model::OutputStream::Raw => OutputStream::Raw,
     }
 }
 
@@ -141,11 +144,13 @@ fn waited_from(waited: Waited) -> model::WaitOutcome {
             WaitEnd::TimedOut => model::WaitEnd::TimedOut,
             WaitEnd::Matched => model::WaitEnd::Matched,
             WaitEnd::Quiet => model::WaitEnd::Quiet,
+            WaitEnd::Prompt => model::WaitEnd::Prompt,
         },
         matched: waited.matched.map(|m| model::LineMatch {
             line: line_from(m.line),
             before: m.before.into_iter().map(line_from).collect(),
         }),
+        prompt: waited.prompt,
     }
 }
 
@@ -288,12 +293,44 @@ impl JobsView for Scope<'_> {
             .map_err(error_from)
     }
 
+    fn resize(&self, id: &str, size: model::TerminalSize) -> Result<(), model::RegistryError> {
+        self.0.resize(id, size_to(size)).map_err(error_from)
+    }
+
+    fn screen(&self, id: &str) -> Result<model::TerminalScreen, model::RegistryError> {
+        self.0
+            .screen(id)
+            .map(|s| model::TerminalScreen {
+                size: size_from(s.size),
+                lines: s.lines,
+                cursor_row: s.cursor_row,
+                cursor_col: s.cursor_col,
+                alternate: s.alternate,
+                job: snapshot_from(s.job),
+            })
+            .map_err(error_from)
+    }
+
     fn now_ms(&self) -> u64 {
         now_ms()
     }
 
     fn log_info(&self, message: &str) {
         log(Level::Info, message);
+    }
+}
+
+fn size_from(size: TerminalSize) -> model::TerminalSize {
+    model::TerminalSize {
+        rows: size.rows,
+        cols: size.cols,
+    }
+}
+
+fn size_to(size: model::TerminalSize) -> TerminalSize {
+    TerminalSize {
+        rows: size.rows,
+        cols: size.cols,
     }
 }
 
@@ -324,6 +361,7 @@ fn config_from(config: Config) -> PlainConfig {
                     Extension::Ports => set.ports = true,
                     Extension::Yield => set.yields = true,
                     Extension::Sandbox => set.sandbox = true,
+                    Extension::Terminal => set.terminal = true,
                 }
             }
             set
@@ -388,6 +426,7 @@ impl tools::Guest for Component {
                 (c.extensions.ports, Extension::Ports),
                 (c.extensions.yields, Extension::Yield),
                 (c.extensions.sandbox, Extension::Sandbox),
+                (c.extensions.terminal, Extension::Terminal),
             ]
             .into_iter()
             .filter_map(|(on, e)| on.then_some(e))
@@ -437,6 +476,7 @@ impl tools::Guest for Component {
                 limits: limits_to(r.limits),
                 yield_ms: r.yield_ms,
                 sandbox: r.sandbox.map(sandbox_to),
+                tty: r.tty.map(size_to),
             })
             .map_err(result_to)
     }
@@ -456,6 +496,7 @@ impl tools::Guest for Component {
             limits: limits_from(request.limits),
             yield_ms: request.yield_ms,
             sandbox: request.sandbox.map(sandbox_from),
+            tty: request.tty.map(size_from),
         };
         let made = match made {
             Ok(StartMade::New(id)) => Ok(start::StartMade::New(id)),
@@ -589,6 +630,7 @@ fn outcome_from(step: model::Step<model::ToolResult>) -> CallOutcome {
             until: request.until.map(|u| WaitUntil {
                 pattern: u.pattern,
                 quiet_ms: u.quiet_ms,
+                prompt_quiet_ms: u.prompt_quiet_ms,
             }),
         }),
     }

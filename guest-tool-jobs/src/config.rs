@@ -84,12 +84,15 @@ pub struct Extensions {
     pub yields: bool,
     /// Narrower sandboxes on start, and each job's in its status.
     pub sandbox: bool,
+    /// Jobs on a terminal: rendered output, keys, resizes, the screen and
+    /// waits that end at a prompt.
+    pub terminal: bool,
 }
 
 impl Extensions {
     /// The names, in the order the config and the WIT list them.
-    pub const NAMES: [&'static str; 7] = [
-        "ready", "input", "log", "limits", "ports", "yield", "sandbox",
+    pub const NAMES: [&'static str; 8] = [
+        "ready", "input", "log", "limits", "ports", "yield", "sandbox", "terminal",
     ];
 
     /// Every extension.
@@ -101,6 +104,7 @@ impl Extensions {
         ports: true,
         yields: true,
         sandbox: true,
+        terminal: true,
     };
 
     /// Whether the extension called `name` is enabled.
@@ -113,6 +117,7 @@ impl Extensions {
             "ports" => self.ports,
             "yield" => self.yields,
             "sandbox" => self.sandbox,
+            "terminal" => self.terminal,
             _ => false,
         }
     }
@@ -126,6 +131,7 @@ impl Extensions {
             "ports" => &mut self.ports,
             "yield" => &mut self.yields,
             "sandbox" => &mut self.sandbox,
+            "terminal" => &mut self.terminal,
             _ => return false,
         };
         *slot = true;

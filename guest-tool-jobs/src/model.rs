@@ -142,6 +142,8 @@ pub struct WaitUntil {
     pub pattern: Option<String>,
     /// Quiet output for this many milliseconds.
     pub quiet_ms: Option<u32>,
+    /// A terminal job quiet this long at a prompt (extension `terminal`).
+    pub prompt_quiet_ms: Option<u32>,
 }
 
 /// Why a wait ended.
@@ -155,6 +157,8 @@ pub enum WaitEnd {
     Matched,
     /// The job was quiet long enough.
     Quiet,
+    /// The job waits at a prompt.
+    Prompt,
 }
 
 /// One output stream.
@@ -164,16 +168,45 @@ pub enum OutputStream {
     Stdout,
     /// Standard error.
     Stderr,
+    /// A terminal job's output as written (extension `terminal`).
+    Raw,
 }
 
 impl OutputStream {
-    /// `stdout` or `stderr`.
+    /// `stdout`, `stderr` or `raw output`.
     pub fn as_str(self) -> &'static str {
         match self {
             OutputStream::Stdout => "stdout",
             OutputStream::Stderr => "stderr",
+            OutputStream::Raw => "raw output",
         }
     }
+}
+
+/// The size of a job's terminal (extension `terminal`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TerminalSize {
+    /// Rows.
+    pub rows: u16,
+    /// Columns.
+    pub cols: u16,
+}
+
+/// What a job's terminal shows (see the WIT `terminal-screen`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TerminalScreen {
+    /// The terminal's size.
+    pub size: TerminalSize,
+    /// Every row, without trailing blanks.
+    pub lines: Vec<String>,
+    /// The cursor's row, from 0.
+    pub cursor_row: u16,
+    /// The cursor's column, from 0.
+    pub cursor_col: u16,
+    /// A full-screen program has the alternate screen up.
+    pub alternate: bool,
+    /// The job at the moment of the answer.
+    pub job: JobSnapshot,
 }
 
 /// One numbered line of output (see the WIT `output-line`).
@@ -205,6 +238,8 @@ pub struct WaitOutcome {
     pub end: WaitEnd,
     /// The matching line, when `end` is [`WaitEnd::Matched`].
     pub matched: Option<LineMatch>,
+    /// The prompt line, when `end` is [`WaitEnd::Prompt`].
+    pub prompt: Option<String>,
 }
 
 /// A signal from the allowlist (see the WIT `job-signal`).
@@ -671,6 +706,8 @@ pub enum RegistryError {
     InputClosed,
     /// The host does not offer the call; what was asked for.
     Unsupported(String),
+    /// The job was started without a terminal.
+    NoTerminal,
 }
 
 /// Which part of a job's whole output to fetch.
@@ -730,6 +767,16 @@ pub trait JobsView {
     fn ports(&self, id: &str) -> Result<Vec<ListeningPort>, RegistryError> {
         let _ = id;
         Err(RegistryError::Unsupported("ports".to_owned()))
+    }
+    /// Gives the job's terminal a new size (extension `terminal`).
+    fn resize(&self, id: &str, size: TerminalSize) -> Result<(), RegistryError> {
+        let _ = (id, size);
+        Err(RegistryError::Unsupported("terminal".to_owned()))
+    }
+    /// What the job's terminal shows now (extension `terminal`).
+    fn screen(&self, id: &str) -> Result<TerminalScreen, RegistryError> {
+        let _ = id;
+        Err(RegistryError::Unsupported("terminal".to_owned()))
     }
     /// Milliseconds since the Unix epoch, from the host's clock.
     fn now_ms(&self) -> u64;

@@ -88,6 +88,7 @@ pub fn registry_error_message(error: &RegistryError, words: &Wording) -> String 
         RegistryError::Unsupported(what) => {
             format!("this host does not support the \"{what}\" extension")
         }
+        RegistryError::NoTerminal => format!("the {noun} was started without a terminal"),
     }
 }
 

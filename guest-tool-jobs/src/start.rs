@@ -66,6 +66,36 @@ pub struct StartRequest {
     /// The sandbox to run it in (extension `sandbox`): the session's, or the
     /// narrower one asked for; `None`: full authority.
     pub sandbox: Option<Sandbox>,
+    /// Run it on a terminal of this size (extension `terminal`).
+    pub tty: Option<crate::model::TerminalSize>,
+}
+
+/// A terminal's rows or columns, at least and at most.
+pub const TERMINAL_DIMENSIONS: std::ops::RangeInclusive<u16> = 2..=1000;
+
+/// A new terminal's size when the start names none.
+pub const DEFAULT_TERMINAL: crate::model::TerminalSize = crate::model::TerminalSize {
+    rows: 30,
+    cols: 120,
+};
+
+/// A terminal's rows or columns as asked for (`key`: `rows` or `cols`): a
+/// whole number in [`TERMINAL_DIMENSIONS`], or `default` when left out.
+pub fn dimension(key: &str, asked: Option<&Value>, default: u16) -> Result<u16, String> {
+    match asked {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| u16::try_from(n).ok())
+            .filter(|n| TERMINAL_DIMENSIONS.contains(n))
+            .ok_or_else(|| {
+                format!(
+                    "invalid {key}: expected a whole number from {} to {}, got {v}",
+                    TERMINAL_DIMENSIONS.start(),
+                    TERMINAL_DIMENSIONS.end()
+                )
+            }),
+    }
 }
 
 /// What the host's start did (see the WIT `start-made`).
@@ -139,6 +169,11 @@ pub fn definition(config: &Config) -> StartTool {
             limit("Address space each process of the job may use, in bytes.");
         properties["max_output_bytes"] =
             limit("Kill the job once it has written this many bytes of output.");
+    }
+    if config.extensions.terminal {
+        properties["tty"] = json!({"type": "boolean", "description": "Run the job on a terminal (for prompts, REPLs and programs that need one): what it draws is rendered to text, and its input is open."});
+        properties["rows"] = json!({"type": "integer", "minimum": TERMINAL_DIMENSIONS.start(), "maximum": TERMINAL_DIMENSIONS.end(), "description": format!("The terminal's rows (default {}).", DEFAULT_TERMINAL.rows)});
+        properties["cols"] = json!({"type": "integer", "minimum": TERMINAL_DIMENSIONS.start(), "maximum": TERMINAL_DIMENSIONS.end(), "description": format!("The terminal's columns (default {}).", DEFAULT_TERMINAL.cols)});
     }
     if config.extensions.sandbox {
         properties["sandbox"] = json!({
@@ -283,6 +318,12 @@ fn request(
     if config.extensions.sandbox {
         request.sandbox = sandbox(config, value(&map, "sandbox"))?;
     }
+    if config.extensions.terminal {
+        request.tty = terminal(&map)?;
+        if request.tty.is_some() {
+            request.stdin = true;
+        }
+    }
     // In the order the host checked them before: the name, then the command.
     if let Some(name) = &request.name {
         check_name(name)?;
@@ -299,6 +340,40 @@ fn request(
     }
     request.command = command.into_owned();
     Ok(request)
+}
+
+/// The terminal a start asks for (extension `terminal`): `tty: true` with
+/// `rows` and `cols`. A terminal is the job's input, so `stdin: false`
+/// beside it is refused.
+fn terminal(map: &RawArgs<'_>) -> Result<Option<crate::model::TerminalSize>, String> {
+    let tty = match value(map, "tty") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => b,
+        Some(_) => return Err("invalid arguments: \"tty\" must be a boolean".to_owned()),
+    };
+    let rows = value(map, "rows").filter(|v| !v.is_null());
+    let cols = value(map, "cols").filter(|v| !v.is_null());
+    if !tty {
+        if let Some(key) = [("rows", &rows), ("cols", &cols)]
+            .into_iter()
+            .find_map(|(k, v)| v.is_some().then_some(k))
+        {
+            return Err(format!(
+                "invalid {key}: only a job started with \"tty\": true has a terminal"
+            ));
+        }
+        return Ok(None);
+    }
+    if value(map, "stdin") == Some(Value::Bool(false)) {
+        return Err(
+            "invalid arguments: a job on a terminal reads its input from it; leave out \"stdin\" or set it to true"
+                .to_owned(),
+        );
+    }
+    Ok(Some(crate::model::TerminalSize {
+        rows: dimension("rows", rows.as_ref(), DEFAULT_TERMINAL.rows)?,
+        cols: dimension("cols", cols.as_ref(), DEFAULT_TERMINAL.cols)?,
+    }))
 }
 
 /// The sandbox a start asks for (extension `sandbox`): each part the
@@ -424,7 +499,13 @@ pub fn started(
         return Step::Wait(WaitRequest {
             job_id: id.clone(),
             timeout_ms,
-            until: None,
+            // A job on a terminal that stops at a prompt answers then, so the
+            // model sees the question at once.
+            until: request.tty.map(|_| crate::model::WaitUntil {
+                pattern: None,
+                quiet_ms: None,
+                prompt_quiet_ms: Some(crate::extensions::PROMPT_QUIET_MS),
+            }),
         });
     }
     Step::Done(answer(config, request, made))

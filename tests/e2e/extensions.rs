@@ -25,18 +25,18 @@ async fn session(config: &str) -> Session {
     session_with(config, BashConfig::default()).await
 }
 
-async fn call(session: &Session, tool: &str, args: Value) -> (String, bool) {
+pub(crate) async fn call(session: &Session, tool: &str, args: Value) -> (String, bool) {
     let reply = session.call(tool, &args).await;
     (reply.outcome.text, reply.outcome.is_error)
 }
 
-async fn text(session: &Session, tool: &str, args: Value) -> String {
+pub(crate) async fn text(session: &Session, tool: &str, args: Value) -> String {
     let (text, is_error) = call(session, tool, args).await;
     assert!(!is_error, "{tool} failed: {text}");
     text
 }
 
-async fn start(session: &Session, args: Value) -> String {
+pub(crate) async fn start(session: &Session, args: Value) -> String {
     let started = text(session, "bash", args).await;
     started
         .strip_prefix("started background job ")
@@ -319,7 +319,7 @@ async fn input_reaches_the_job_and_closing_it_is_its_end_of_file() {
     let (nothing, _) = call(&s, "job_input", json!({"job_id": plain})).await;
     assert_eq!(
         nothing,
-        "Error: invalid arguments: give \"text\", \"close\": true, or both"
+        "Error: invalid arguments: give \"text\", \"keys\", \"close\": true, or several"
     );
     let huge = "x".repeat(70_000);
     let (big, _) = call(&s, "job_input", json!({"job_id": plain, "text": huge})).await;
@@ -677,7 +677,7 @@ async fn extension_configs_are_checked_at_load() {
     for (config, error) in [
         (
             r#"{"extensions": ["ready", "teleport"]}"#,
-            "tool-jobs: unknown extension \"teleport\" (known: ready, input, log, limits, ports, yield, sandbox)",
+            "tool-jobs: unknown extension \"teleport\" (known: ready, input, log, limits, ports, yield, sandbox, terminal)",
         ),
         (
             r#"{"extensions": ["log", "log"]}"#,
@@ -685,7 +685,7 @@ async fn extension_configs_are_checked_at_load() {
         ),
         (
             r#"{"extensions": "all"}"#,
-            "tool-jobs: extensions must be true, false or a list of names (ready, input, log, limits, ports, yield, sandbox), got \"all\"",
+            "tool-jobs: extensions must be true, false or a list of names (ready, input, log, limits, ports, yield, sandbox, terminal), got \"all\"",
         ),
         (
             r#"{"limits": {"timeoutMs": 5}}"#,

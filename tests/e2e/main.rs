@@ -22,5 +22,6 @@ mod sandbox;
 mod scale;
 mod start_tool;
 mod teardown;
+mod terminal;
 mod tool_jobs;
 mod wasi;

@@ -211,8 +211,7 @@ impl Runner {
                         let mut asked =
                             json!({"job_id": request.job_id, "timeout_ms": request.timeout_ms});
                         if let Some(until) = &request.until {
-                            asked["until"] =
-                                json!({"pattern": until.pattern, "quiet_ms": until.quiet_ms});
+                            asked["until"] = json!({"pattern": until.pattern, "quiet_ms": until.quiet_ms, "prompt_quiet_ms": until.prompt_quiet_ms});
                         }
                         requests.push(asked);
                         let Some(wait) = waits.next() else {
@@ -462,6 +461,7 @@ fn request_json(r: &StartRequest) -> Value {
         "limits": limits_json(&r.limits),
         "yield_ms": r.yield_ms,
         "sandbox": r.sandbox.as_ref().map(sandbox_json),
+        "tty": r.tty.map(|t| json!({"rows": t.rows, "cols": t.cols})),
     })
 }
 
@@ -520,6 +520,13 @@ fn request_from(v: &Value) -> StartRequest {
         },
         yield_ms: v["yield_ms"].as_u64().and_then(|n| u32::try_from(n).ok()),
         sandbox: sandbox_from(&v["sandbox"]),
+        tty: v
+            .get("tty")
+            .filter(|t| t.is_object())
+            .map(|t| wit::TerminalSize {
+                rows: t["rows"].as_u64().unwrap_or(30) as u16,
+                cols: t["cols"].as_u64().unwrap_or(120) as u16,
+            }),
     }
 }
 
@@ -648,6 +655,7 @@ fn config_json(c: &GuestConfig) -> Value {
             Extension::Ports => "ports",
             Extension::Yield => "yield",
             Extension::Sandbox => "sandbox",
+            Extension::Terminal => "terminal",
         }).collect::<Vec<_>>(),
         "limits": limits_json(&c.limits),
         "notice_transport": match c.notice_transport {
@@ -765,6 +773,7 @@ impl State {
             Some("quiet") => wit::WaitEnd::Quiet,
             Some("settled") => wit::WaitEnd::Settled,
             Some("timed-out") => wit::WaitEnd::TimedOut,
+            Some("prompt") => wit::WaitEnd::Prompt,
             Some(other) => return Err(format!("unknown wait end {other}")),
             None if is_terminal(job) => wit::WaitEnd::Settled,
             None => wit::WaitEnd::TimedOut,
@@ -782,6 +791,10 @@ impl State {
             job: snapshot(job),
             end,
             matched,
+            prompt: then
+                .get("prompt")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
         }))
     }
 }
@@ -789,6 +802,7 @@ impl State {
 fn stream_of(value: &Value) -> wit::OutputStream {
     match value.as_str() {
         Some("stderr") => wit::OutputStream::Stderr,
+        Some("raw") => wit::OutputStream::Raw,
         _ => wit::OutputStream::Stdout,
     }
 }
@@ -797,6 +811,7 @@ fn stream_name(stream: wit::OutputStream) -> &'static str {
     match stream {
         wit::OutputStream::Stdout => "stdout",
         wit::OutputStream::Stderr => "stderr",
+        wit::OutputStream::Raw => "raw",
     }
 }
 
@@ -1069,6 +1084,24 @@ impl bindings::harness::jobs::registry::HostOwnerScope for State {
                 })
                 .collect()
         }))
+    }
+
+    fn resize(
+        &mut self,
+        _: Resource<ScopeRep>,
+        id: String,
+        _size: wit::TerminalSize,
+    ) -> wasmtime::Result<Result<(), wit::RegistryError>> {
+        // The vectors' jobs have no terminal.
+        Ok(self.visible(&id).and(Err(wit::RegistryError::NoTerminal)))
+    }
+
+    fn screen(
+        &mut self,
+        _: Resource<ScopeRep>,
+        id: String,
+    ) -> wasmtime::Result<Result<wit::TerminalScreen, wit::RegistryError>> {
+        Ok(self.visible(&id).and(Err(wit::RegistryError::NoTerminal)))
     }
 
     fn drop(&mut self, scope: Resource<ScopeRep>) -> wasmtime::Result<()> {

@@ -9,6 +9,7 @@ use crate::model::{JobSignal, JobsView, ToolResult};
 
 pub(super) fn input(
     view: &dyn JobsView,
+    config: &crate::config::Config,
     d: &dyn Dialect,
     id: &str,
     args: &Map<String, Value>,
@@ -18,12 +19,26 @@ pub(super) fn input(
     let text = optional_string(args, "text")?;
     let newline = optional_bool(args, "newline")?.unwrap_or(true);
     let close = optional_bool(args, "close")?.unwrap_or(false);
-    if text.is_none() && !close {
-        return Err("invalid arguments: give \"text\", \"close\": true, or both".to_owned());
+    let keys = if config.extensions.terminal {
+        super::terminal::keys(args)?
+    } else {
+        None
+    };
+    if text.is_none() && keys.is_none() && !close {
+        let what = if config.extensions.terminal {
+            "give \"text\", \"keys\", \"close\": true, or several"
+        } else {
+            "give \"text\", \"close\": true, or both"
+        };
+        return Err(format!("invalid arguments: {what}"));
     }
     let mut data = text.unwrap_or_default().to_owned();
     if text.is_some() && newline {
         data.push('\n');
+    }
+    // Key bytes are ASCII control sequences: the text stays UTF-8.
+    if let Some(keys) = &keys {
+        data.extend(keys.iter().map(|b| char::from(*b)));
     }
     if data.len() > MAX_INPUT_BYTES {
         return Err(format!(
@@ -39,7 +54,7 @@ pub(super) fn input(
     let job = view.get(id).map_err(|e| error_message(&e, d, id))?;
     let noun = d.words().noun;
     let plural = if written == 1 { "" } else { "s" };
-    let said = match (text.is_some(), close) {
+    let said = match (text.is_some() || keys.is_some(), close) {
         (true, true) => format!("wrote {written} byte{plural} to {noun} {id} and closed its input"),
         (true, false) => format!("wrote {written} byte{plural} to {noun} {id}"),
         _ => format!("closed the input of {noun} {id}"),
@@ -69,14 +84,7 @@ pub(super) fn signal(
             names.join(", ")
         ));
     };
-    let job = found.clone()?;
-    if job.status.is_terminal() {
-        return Err(format!(
-            "{} {id} has already finished {}",
-            d.words().noun,
-            crate::render::status_line(&job)
-        ));
-    }
+    super::live(d, id, found)?;
     view.signal(id, sig).map_err(|e| error_message(&e, d, id))?;
     let job = view.get(id).map_err(|e| error_message(&e, d, id))?;
     Ok(done(

@@ -26,13 +26,23 @@ pub const MAX_LOG_TEXT_BYTES: usize = 32 * 1024;
 
 pub(super) fn log(
     view: &dyn JobsView,
+    config: &crate::config::Config,
     d: &dyn Dialect,
     id: &str,
     args: &Map<String, Value>,
     found: &Found,
     cap: Option<u64>,
 ) -> Result<ToolResult, String> {
-    let stream = stream_arg(args)?;
+    let mut stream = stream_arg(args)?;
+    if config.extensions.terminal && super::args::optional_bool(args, "raw")? == Some(true) {
+        if stream == Some(OutputStream::Stderr) {
+            return Err(
+                "invalid arguments: \"raw\" pages a terminal job's output, which has no stderr"
+                    .to_owned(),
+            );
+        }
+        stream = Some(OutputStream::Raw);
+    }
     let start = optional_count(args, "start_line", 1, crate::model::MAX_SAFE_LINE)?;
     let count = optional_count(args, "lines", 1, MAX_PAGE_LINES)?;
     let search = optional_string(args, "search")?;

@@ -23,6 +23,7 @@ mod input;
 mod log;
 mod ports;
 mod ready;
+mod terminal;
 
 pub use log::{
     DEFAULT_CONTEXT_LINES, DEFAULT_MATCHES, DEFAULT_PAGE_LINES, MAX_CONTEXT_LINES,
@@ -43,6 +44,10 @@ pub fn sandbox_of(
     job.sandbox.as_ref().map(crate::model::Sandbox::note)
 }
 pub use ready::{matched_lines, matched_note, ready_args, ready_properties, wait_note};
+pub use terminal::{
+    PROMPT_QUIET_MS, is_ready, output_properties, prompt_note, screen_text, wants_screen,
+    with_prompt,
+};
 
 /// The most bytes one `*_input` call writes.
 pub const MAX_INPUT_BYTES: usize = 64 * 1024;
@@ -86,6 +91,7 @@ enum Tool {
     Input,
     Signal,
     Log,
+    Resize,
 }
 
 fn which(config: &Config, d: &dyn Dialect, tool: &str) -> Option<Tool> {
@@ -97,6 +103,8 @@ fn which(config: &Config, d: &dyn Dialect, tool: &str) -> Option<Tool> {
         Some(Tool::Signal)
     } else if ext.log && tool == w.log_tool {
         Some(Tool::Log)
+    } else if ext.terminal && tool == w.resize_tool {
+        Some(Tool::Resize)
     } else {
         None
     }
@@ -120,7 +128,8 @@ pub fn tool_definitions(config: &Config, d: &dyn Dialect) -> Vec<ToolDefinition>
                     "close": {"type": "boolean", "description": "Close stdin after writing (EOF)."}
                 },
                 "required": [w.id_param]
-            }),
+            })
+            .tap_keys(config.extensions.terminal),
             output_schema: None,
             // What a program does with its input is its own affair (it may be
             // the answer to "delete everything? [y/N]").
@@ -157,12 +166,50 @@ pub fn tool_definitions(config: &Config, d: &dyn Dialect) -> Vec<ToolDefinition>
                     "max_matches": {"type": "integer", "description": format!("Most matches to show (1 to {MAX_MATCHES}, default {DEFAULT_MATCHES}).")}
                 },
                 "required": [w.id_param]
-            }),
+            })
+            .tap_raw(config.extensions.terminal),
             output_schema: None,
             annotations: ToolAnnotations::reads(format!("Page a background {}'s output", w.noun), true),
         });
     }
+    if config.extensions.terminal {
+        tools.push(ToolDefinition {
+            name: w.resize_tool,
+            description: w.resize_description,
+            input_schema: terminal::resize_schema(d),
+            output_schema: None,
+            annotations: ToolAnnotations::acts(
+                format!("Resize a background {}'s terminal", w.noun),
+                false,
+                true,
+            ),
+        });
+    }
     tools
+}
+
+/// The terminal extension's additions to other extension tools' schemas.
+trait TerminalSchema {
+    /// The input tool's `keys`.
+    fn tap_keys(self, on: bool) -> Value;
+    /// The log tool's `raw`.
+    fn tap_raw(self, on: bool) -> Value;
+}
+
+impl TerminalSchema for Value {
+    fn tap_keys(mut self, on: bool) -> Value {
+        if on {
+            self["properties"]["keys"] = terminal::keys_property();
+        }
+        self
+    }
+
+    fn tap_raw(mut self, on: bool) -> Value {
+        if on {
+            self["properties"]["raw"] = json!({"type": "boolean", "description": "For a job on a terminal: page or search its output as the program wrote it, escape sequences and redraws included, instead of the rendered text."});
+        }
+        self
+    }
 }
 
 /// The UI card for an extension tool call.
@@ -176,6 +223,10 @@ pub fn ui_card(config: &Config, d: &dyn Dialect, tool: &str, args_json: &str) ->
         Tool::Input => (format!("Write input to background {}", w.noun), "execute"),
         Tool::Signal => (format!("Signal background {}", w.noun), "execute"),
         Tool::Log => (format!("Page output of background {}", w.noun), "read"),
+        Tool::Resize => (
+            format!("Resize the terminal of background {}", w.noun),
+            "execute",
+        ),
     };
     Some(UiCard {
         title: match &id {
@@ -197,6 +248,9 @@ pub fn error_message(error: &RegistryError, d: &dyn Dialect, id: &str) -> String
             format!("{noun} {id} was started without open input (start it with \"stdin\": true)")
         }
         RegistryError::InputClosed => format!("the input of {noun} {id} is closed"),
+        RegistryError::NoTerminal => {
+            format!("{noun} {id} was not started on a terminal (start it with \"tty\": true)")
+        }
         other => d.registry_error(other),
     }
 }
@@ -239,12 +293,27 @@ pub fn invoke(
     let found = view.get(&id).map_err(|e| error_message(&e, d, &id));
     let cap = found.as_ref().ok().and_then(|j| j.output_limit_bytes);
     let result = match which {
-        Tool::Input => input::input(view, d, &id, &args, &found, cap),
+        Tool::Input => input::input(view, config, d, &id, &args, &found, cap),
         Tool::Signal => input::signal(view, d, &id, &args, &found, cap),
-        Tool::Log => log::log(view, d, &id, &args, &found, cap),
+        Tool::Log => log::log(view, config, d, &id, &args, &found, cap),
+        Tool::Resize => terminal::resize(view, d, &id, &args, &found, cap),
     };
     Some(result.unwrap_or_else(|message| error_result(d, &message, cap)))
 }
 
 /// The job [`invoke`] looked up, or the error for its id.
 pub(super) type Found = Result<JobSnapshot, String>;
+
+/// The job [`invoke`] looked up, if it is still live; else the error that
+/// says it has finished (a signal or a resize reaches nothing then).
+fn live(d: &dyn Dialect, id: &str, found: &Found) -> Result<JobSnapshot, String> {
+    let job = found.clone()?;
+    if job.status.is_terminal() {
+        return Err(format!(
+            "{} {id} has already finished {}",
+            d.words().noun,
+            crate::render::status_line(&job)
+        ));
+    }
+    Ok(job)
+}

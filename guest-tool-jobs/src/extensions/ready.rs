@@ -68,7 +68,13 @@ pub fn ready_args(
             }
         },
     };
-    Ok((pattern.is_some() || quiet_ms.is_some()).then_some(WaitUntil { pattern, quiet_ms }))
+    Ok(
+        (pattern.is_some() || quiet_ms.is_some()).then_some(WaitUntil {
+            pattern,
+            quiet_ms,
+            prompt_quiet_ms: None,
+        }),
+    )
 }
 
 /// The note that says why a ready wait ended, for profiles A and B: it comes
@@ -86,6 +92,7 @@ pub fn wait_note(
             ready.quiet_ms.unwrap_or_default()
         ),
         (WaitEnd::Settled, _) => format!("[wait ended: the {} finished]", d.words().noun),
+        (WaitEnd::Prompt, _) => super::prompt_note(d, outcome).unwrap_or_default(),
         (WaitEnd::TimedOut | WaitEnd::Matched, _) => {
             format!("[wait ended: timed out after {timeout_ms} ms]")
         }

@@ -95,7 +95,10 @@ pub fn tool_definitions(config: &Config, w: &'static Wording) -> Vec<ToolDefinit
         "wait": {"type": "boolean", "description": w.wait_description},
         "timeout_ms": {"type": "number", "description": "Max wait in milliseconds (only meaningful with wait: true). Defaults to the configured wait timeout; capped by the configured maximum."}
     });
-    for (name, schema) in extensions::ready_properties(config, w) {
+    for (name, schema) in extensions::ready_properties(config, w)
+        .into_iter()
+        .chain(extensions::output_properties(config))
+    {
         output_properties[name] = schema;
     }
     let mut tools = vec![
@@ -202,6 +205,10 @@ fn params(tool: Tool, w: &Wording, config: &Config) -> Vec<(&'static str, ParamT
             if config.extensions.ready {
                 declared.push(("until", ParamType::String, false));
                 declared.push(("quiet_ms", ParamType::Number, false));
+            }
+            if config.extensions.terminal {
+                declared.push(("view", ParamType::String, false));
+                declared.push(("prompt", ParamType::Boolean, false));
             }
             declared
         }
@@ -330,6 +337,8 @@ fn job_output(
 ) -> Result<Step<ToolResult>, String> {
     let id = job_id(args, w)?;
     let ready = extensions::ready_args(config, w, args)?;
+    let screen = extensions::wants_screen(config, args)?;
+    let until = extensions::with_prompt(config, args, ready.clone())?;
     let mut ended = None;
     if args.get("wait") == Some(&Value::Bool(true)) || ready.is_some() {
         let asked = args
@@ -352,19 +361,28 @@ fn job_output(
                 return Ok(Step::Wait(WaitRequest {
                     job_id: id.to_owned(),
                     timeout_ms,
-                    until: ready.clone(),
+                    until: until.clone(),
                 }));
             }
             Some(Err(e)) => return Err(registry_error_message(e, w)),
             Some(Ok(outcome)) => ended = Some((outcome, timeout_ms)),
         }
     }
+    if screen {
+        return screen_result(view, config, w, id, cap, ended.map(|(o, _)| o));
+    }
     let (text, job) = view.read(id).map_err(|e| registry_error_message(&e, w))?;
     let shown = with_ports(view, config, &job);
     let sandbox = extensions::sandbox_of(config, &job);
-    let rendered = match (&ready, ended) {
+    let note = match (&ready, ended) {
         (Some(ready), Some((outcome, timeout_ms))) => {
-            let note = extensions::wait_note(w, outcome, timeout_ms, ready);
+            Some(extensions::wait_note(w, outcome, timeout_ms, ready))
+        }
+        (None, Some((outcome, _))) => extensions::prompt_note(w, outcome),
+        _ => None,
+    };
+    let rendered = match note {
+        Some(note) => {
             let budget = cap.map(|c| c.saturating_sub(note.len() as u64 + 1));
             cap_result(
                 &format!(
@@ -378,6 +396,35 @@ fn job_output(
     };
     Ok(Step::Done(ToolResult {
         value: Some(json!({"text": text, w.value_key: job.public()})),
+        text: rendered,
+        is_error: false,
+    }))
+}
+
+/// A `view: "screen"` read (extension `terminal`): what the job's terminal
+/// shows, after the wait's note when it ended at a prompt, then the status
+/// line. Consumes nothing.
+fn screen_result(
+    view: &dyn JobsView,
+    config: &Config,
+    w: &Wording,
+    id: &str,
+    cap: Option<u64>,
+    ended: Option<&crate::model::WaitOutcome>,
+) -> Result<Step<ToolResult>, String> {
+    let screen = view
+        .screen(id)
+        .map_err(|e| extensions::error_message(&e, w, id))?;
+    let shown = with_ports(view, config, &screen.job);
+    let sandbox = extensions::sandbox_of(config, &screen.job);
+    let mut text = ended
+        .and_then(|o| extensions::prompt_note(w, o))
+        .map(|note| format!("{note}\n"))
+        .unwrap_or_default();
+    text.push_str(&extensions::screen_text(&screen));
+    let rendered = read_text_noted(&text, &shown, cap, sandbox.as_deref());
+    Ok(Step::Done(ToolResult {
+        value: Some(json!({"screen": screen.lines, w.value_key: screen.job.public()})),
         text: rendered,
         is_error: false,
     }))

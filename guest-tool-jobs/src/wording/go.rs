@@ -4,7 +4,10 @@
 
 use crate::model::RegistryError;
 
-use super::{ExtensionWords, JOB_INPUT_DESCRIPTION, JOB_LOG_DESCRIPTION, JOB_SIGNAL_DESCRIPTION};
+use super::{
+    ExtensionWords, JOB_INPUT_DESCRIPTION, JOB_LOG_DESCRIPTION, JOB_RESIZE_DESCRIPTION,
+    JOB_SIGNAL_DESCRIPTION,
+};
 
 /// The plugin name on notices and at the start of config errors.
 pub const PLUGIN: &str = "jobs";
@@ -49,6 +52,8 @@ pub const EXTENSIONS: ExtensionWords = ExtensionWords {
     input_description: JOB_INPUT_DESCRIPTION,
     signal_description: JOB_SIGNAL_DESCRIPTION,
     log_description: JOB_LOG_DESCRIPTION,
+    resize_tool: "job_resize",
+    resize_description: JOB_RESIZE_DESCRIPTION,
 };
 
 /// The registry error as the Go plugin words it.
@@ -65,5 +70,6 @@ pub fn message(error: &RegistryError) -> String {
         RegistryError::Unsupported(what) => {
             format!("this host does not support the \"{what}\" extension")
         }
+        RegistryError::NoTerminal => "the job was started without a terminal".to_owned(),
     }
 }

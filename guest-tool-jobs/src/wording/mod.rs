@@ -27,11 +27,16 @@ pub struct ExtensionWords {
     pub signal_description: &'static str,
     /// The log tool's description.
     pub log_description: &'static str,
+    /// The resize tool (extension `terminal`).
+    pub resize_tool: &'static str,
+    /// The resize tool's description.
+    pub resize_description: &'static str,
 }
 
 /// The `job_*` extension tools' descriptions (profiles A and C).
 pub(crate) const JOB_INPUT_DESCRIPTION: &str = "Write text to the stdin of a background job started with stdin: true, or close it (EOF). Returns the bytes written and the job's status.";
 pub(crate) const JOB_SIGNAL_DESCRIPTION: &str = "Send a signal (INT, TERM, HUP, KILL, STOP or CONT) to every process of a running background job.";
+pub(crate) const JOB_RESIZE_DESCRIPTION: &str = "Resize the terminal of a background job started with tty: true (rows and columns, 2 to 1000 each); the job is told (SIGWINCH) and redraws for the new size.";
 pub(crate) const JOB_LOG_DESCRIPTION: &str = "Page or search a background job's retained output without consuming it: lines by number from the start (start_line) or the last lines, or lines matching a regular expression (search) with context. Other reads of the job are unaffected.";
 
 /// One profile's vocabulary.
@@ -103,6 +108,8 @@ pub const A: Wording = Wording {
         input_description: JOB_INPUT_DESCRIPTION,
         signal_description: JOB_SIGNAL_DESCRIPTION,
         log_description: JOB_LOG_DESCRIPTION,
+        resize_tool: "job_resize",
+        resize_description: JOB_RESIZE_DESCRIPTION,
     },
 };
 
@@ -134,5 +141,7 @@ pub const B: Wording = Wording {
         input_description: "Write text to the stdin of a background task started with stdin: true, or close it (EOF). Returns the bytes written and the task's status.",
         signal_description: "Send a signal (INT, TERM, HUP, KILL, STOP or CONT) to every process of a running background task.",
         log_description: "Page or search a background task's retained output without consuming it: lines by number from the start (start_line) or the last lines, or lines matching a regular expression (search) with context. Reads by task_output are unaffected.",
+        resize_tool: "task_resize",
+        resize_description: "Resize the terminal of a background task started with tty: true (rows and columns, 2 to 1000 each); the task is told (SIGWINCH) and redraws for the new size.",
     },
 };

@@ -319,6 +319,7 @@ impl Session {
                         name: request.name.clone(),
                         limits: request.limits,
                         sandbox: request.sandbox.clone(),
+                        tty: request.tty,
                         ..BashRequest::default()
                     };
                     let started = self

@@ -1,4 +1,4 @@
-// The tool-jobs component (WIT `harness:jobs@0.7.0`), transpiled by jco
+// The tool-jobs component (WIT `harness:jobs@0.8.0`), transpiled by jco
 // (`--instantiation sync`) and linked to a JavaScript backend.
 //
 // `Guest` is the low-level binding. Calls share one instance: instantiating
@@ -48,12 +48,12 @@ import { fileURLToPath } from 'node:url';
  */
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-export const VERSION = '0.7.0';
+export const VERSION = '0.8.0';
 
 /** @type {Set<string>} */
 const BARE_ERRORS = new Set(['wait-aborted', 'no-input', 'input-closed']);
 
-/** An expected registry failure: `tag` is a WIT `registry-error` case (unknown-job, foreign-job, wait-aborted, producer-failed, invalid-pattern, no-input, input-closed, unsupported). */
+/** An expected registry failure: `tag` is a WIT `registry-error` case (unknown-job, foreign-job, wait-aborted, producer-failed, invalid-pattern, no-input, input-closed, unsupported, no-terminal). */
 export class RegistryError extends Error {
   /**
    * @param {RegistryErrorTag} tag
@@ -150,7 +150,7 @@ function fromWitQuery(q) {
 }
 
 /**
- * A wait's outcome for `resume`: a Job (ended by settling or the timeout) or `{ job, end, matched }`.
+ * A wait's outcome for `resume`: a Job (ended by settling or the timeout) or `{ job, end, matched, prompt }`.
  * @param {Job | WaitOutcome} waited
  * @returns {WitWaited}
  */
@@ -160,7 +160,7 @@ function toWitWaited(waited) {
   const terminal = ['completed', 'killed', 'failed'].includes(job.status);
   const end = w.end ?? (terminal ? 'settled' : 'timed-out');
   const matched = w.matched ? { line: witLine(w.matched.line), before: w.matched.before.map(witLine) } : undefined;
-  return { job: toWitJob(job), end, matched };
+  return { job: toWitJob(job), end, matched, prompt: w.prompt ?? undefined };
 }
 
 /**
@@ -355,6 +355,23 @@ export class Guest {
       ports(id) {
         const backend = b();
         return backend.ports ? backend.ports(this.caller, id) : unsupported('ports');
+      }
+
+      /**
+       * @param {string} id
+       * @param {{ rows: number, cols: number }} size
+       */
+      resize(id, size) {
+        const backend = b();
+        return backend.resize ? backend.resize(this.caller, id, size) : unsupported('terminal');
+      }
+
+      /** @param {string} id */
+      screen(id) {
+        const backend = b();
+        if (!backend.screen) unsupported('terminal');
+        const view = backend.screen(this.caller, id);
+        return { ...view, job: toWitJob(view.job) };
       }
     }
     /**

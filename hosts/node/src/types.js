@@ -112,6 +112,26 @@
  * @property {(caller: string | null, jobId: string, name: JobSignal) => void} [signal]
  * @property {(caller: string | null, jobId: string, query: LineQuery) => LinePage} [lines]
  * @property {(caller: string | null, jobId: string) => { address: string, port: number }[]} [ports]
+ * @property {(caller: string | null, jobId: string, size: TerminalSize) => void} [resize]
+ * @property {(caller: string | null, jobId: string) => TerminalScreen} [screen]
+ */
+
+/**
+ * A job's terminal size (the `terminal` extension).
+ * @typedef {object} TerminalSize
+ * @property {number} rows
+ * @property {number} cols
+ */
+
+/**
+ * What a job's terminal shows (the `terminal` extension).
+ * @typedef {object} TerminalScreen
+ * @property {TerminalSize} size
+ * @property {string[]} lines
+ * @property {number} cursorRow
+ * @property {number} cursorCol
+ * @property {boolean} alternate
+ * @property {Job} job
  */
 
 /**
@@ -121,6 +141,7 @@
  * @property {Job} job
  * @property {WaitEnd} [end]
  * @property {{ line: OutputLine, before: OutputLine[] } | undefined} [matched]
+ * @property {string | undefined} [prompt]
  */
 
 /**

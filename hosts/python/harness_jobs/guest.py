@@ -1,4 +1,4 @@
-"""The tool-jobs component (WIT `harness:jobs@0.7.0`) loaded with wasmtime-py.
+"""The tool-jobs component (WIT `harness:jobs@0.8.0`) loaded with wasmtime-py.
 
 `Guest` is the low-level binding: it links the imports the component needs
 (the owner-scoped registry, the clock and the log) to a Python *backend* and
@@ -61,7 +61,7 @@ from .types import (
 )
 
 PACKAGE = "harness:jobs"
-VERSION = "0.7.0"
+VERSION = "0.8.0"
 SCOPE_TYPE = 1
 log = logging.getLogger("harness_jobs.guest")
 
@@ -72,7 +72,7 @@ Step = tuple[Literal["done"], ToolResult] | tuple[Literal["wait"], WaitRequest]
 class RegistryError(Exception):
     """An expected registry failure: ``kind`` is a WIT ``registry-error`` case
     (``unknown-job``, ``foreign-job``, ``wait-aborted``, ``producer-failed``,
-    ``invalid-pattern``, ``no-input``, ``input-closed``, ``unsupported``)."""
+    ``invalid-pattern``, ``no-input``, ``input-closed``, ``unsupported``, ``no-terminal``)."""
 
     def __init__(self, kind: RegistryErrorKind, payload: str | None = None) -> None:
         super().__init__(f"{kind}: {payload}" if payload is not None else kind)
@@ -185,7 +185,7 @@ def line_record(line: OutputLine) -> Record:
 
 def waited_record(waited: JobSnapshot | WaitOutcome) -> Record:
     """A wait's outcome for ``resume``: a job dict (ended by settling or the
-    timeout), or a dict with ``job``, ``end`` and ``matched``."""
+    timeout), or a dict with ``job``, ``end``, ``matched`` and ``prompt``."""
     w = cast(dict[str, Any], waited)
     job = cast(JobSnapshot, w.get("job", w) if "end" in w or "job" in w else w)
     terminal = job["status"] in ("completed", "killed", "failed")
@@ -193,7 +193,7 @@ def waited_record(waited: JobSnapshot | WaitOutcome) -> Record:
     matched = w.get("matched")
     if matched is not None:
         matched = _record(line=line_record(matched["line"]), before=[line_record(x) for x in matched["before"]])
-    return _record(job=snapshot_record(job), end=end, matched=matched)
+    return _record(job=snapshot_record(job), end=end, matched=matched, prompt=w.get("prompt"))
 
 
 class Guest:
@@ -295,6 +295,21 @@ class Guest:
                 _record(address=p["address"], port=int(p["port"])) for p in optional("ports", "ports")(caller, job_id)
             ]
 
+        def resize(caller: str | None, job_id: str, size: Any) -> None:
+            optional("resize", "terminal")(caller, job_id, _plain(size))
+            return None
+
+        def screen(caller: str | None, job_id: str) -> Record:
+            view = optional("screen", "terminal")(caller, job_id)
+            return _record(
+                size=_record(rows=int(view["size"]["rows"]), cols=int(view["size"]["cols"])),
+                lines=list(view["lines"]),
+                cursor_row=int(view["cursor_row"]),
+                cursor_col=int(view["cursor_col"]),
+                alternate=bool(view["alternate"]),
+                job=snapshot_record(view["job"]),
+            )
+
         def list_jobs(store: Any, this: Any) -> list[Record]:
             caller = self._caller(store, this)
             return [snapshot_record(j) for j in b.list_jobs(caller)]
@@ -314,6 +329,8 @@ class Guest:
                 reg.add_func("[method]owner-scope.signal", guarded(signal))
                 reg.add_func("[method]owner-scope.lines", guarded(lines))
                 reg.add_func("[method]owner-scope.ports", guarded(ports))
+                reg.add_func("[method]owner-scope.resize", guarded(resize))
+                reg.add_func("[method]owner-scope.screen", guarded(screen))
             with root.add_instance(f"{PACKAGE}/clock@{VERSION}") as clock:
                 clock.add_func("now-ms", lambda store: int(b.now_ms()))
             with root.add_instance(f"{PACKAGE}/diag@{VERSION}") as d:

@@ -12,9 +12,9 @@ from typing import Any, Literal, Protocol, TypedDict
 
 JobStatus = Literal["running", "stopping", "completed", "killed", "failed"]
 KillOutcome = Literal["requested", "already-finished"]
-OutputStream = Literal["stdout", "stderr"]
+OutputStream = Literal["stdout", "stderr", "raw"]
 JobSignal = Literal["int", "term", "hup", "kill", "stop", "cont"]
-WaitEnd = Literal["settled", "timed-out", "matched", "quiet"]
+WaitEnd = Literal["settled", "timed-out", "matched", "quiet", "prompt"]
 Lane = Literal["inject", "followup"]
 AgentStatus = Literal["idle", "running"]
 RegistryErrorKind = Literal[
@@ -26,6 +26,7 @@ RegistryErrorKind = Literal[
     "no-input",
     "input-closed",
     "unsupported",
+    "no-terminal",
 ]
 
 
@@ -83,6 +84,7 @@ class WaitOutcome(_WaitOutcomeJob, total=False):
 
     end: WaitEnd | None
     matched: LineMatch | None
+    prompt: str | None
 
 
 class StreamExtent(TypedDict):
@@ -146,6 +148,7 @@ class ToolResult(TypedDict):
 class WaitUntil(TypedDict):
     pattern: str | None
     quiet_ms: int | None
+    prompt_quiet_ms: int | None
 
 
 class WaitRequest(TypedDict):

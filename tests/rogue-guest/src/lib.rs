@@ -140,6 +140,7 @@ impl tools::Guest for Rogue {
             },
             yield_ms: None,
             sandbox: None,
+            tty: None,
         })
     }
 

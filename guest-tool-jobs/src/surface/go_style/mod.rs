@@ -160,6 +160,14 @@ pub fn tool_definitions(config: &Config) -> Vec<ToolDefinition> {
     for (name, schema) in extensions::ready_properties(config, &GoStyle) {
         wait_properties[name] = schema;
     }
+    let mut status_properties = json!({"id": {"type": "string", "description": "The job id."}});
+    for (name, schema) in extensions::output_properties(config) {
+        if name == "prompt" {
+            wait_properties[name] = schema;
+        } else {
+            status_properties[name] = schema;
+        }
+    }
     let id = || json!({"type": "string", "description": "The job id."});
     let tool = |name, description, input_schema, annotations| ToolDefinition {
         name,
@@ -180,7 +188,7 @@ pub fn tool_definitions(config: &Config) -> Vec<ToolDefinition> {
         tool(
             STATUS,
             STATUS_DESCRIPTION,
-            json!({"type": "object", "properties": {"id": id()}, "required": ["id"]}),
+            json!({"type": "object", "properties": status_properties, "required": ["id"]}),
             ToolAnnotations::reads("Show a background job's status", true),
         ),
         tool(
@@ -369,6 +377,16 @@ fn required_id(args: &Args) -> Result<&str, String> {
 fn job_status(view: &dyn JobsView, config: &Config, args_json: &str) -> Result<String, String> {
     let args = parse_args(args_json, false)?;
     let id = required_id(&args)?;
+    if extensions::wants_screen(config, &args.map)? {
+        let screen = view
+            .screen(id)
+            .map_err(|e| extensions::error_message(&e, &GoStyle, id))?;
+        let status = status_text(view, config, &screen.job)?;
+        let first = status.lines().next().unwrap_or_default().to_owned();
+        return Ok(format!("{first}\n{}", extensions::screen_text(&screen))
+            .trim_end()
+            .to_owned());
+    }
     let job = view.get(id).map_err(|e| go::message(&e))?;
     status_text(view, config, &job)
 }
@@ -383,6 +401,7 @@ fn job_wait(
     required_id(&args)?;
     let id = args.given_id.as_str();
     let ready = extensions::ready_args(config, &GoStyle, &args.map)?;
+    let until = extensions::with_prompt(config, &args.map, ready.clone())?;
     // The config holds the cap in whole seconds' worth of milliseconds.
     let max_seconds = i64::try_from(config.max_wait_timeout_ms / 1000).unwrap_or(i64::MAX);
     let seconds = if args.timeout_seconds > 0 {
@@ -399,16 +418,23 @@ fn job_wait(
                 job_id: id.to_owned(),
                 // The config bounds the seconds to what a timer holds.
                 timeout_ms: u32::try_from(waited_ms).unwrap_or(MAX_TIMER_MS),
-                until: ready.clone(),
+                until: until.clone(),
             }));
         }
         Some(outcome) => outcome.as_ref().map_err(go::message)?,
     };
+    let prompt = job.prompt.clone();
     let (job, end, matched) = (&job.job, job.end, job.matched.as_ref());
     if job.status.is_terminal() {
         return status_text(view, config, job).map(Step::Done);
     }
     let now = view.now_ms();
+    if let (crate::model::WaitEnd::Prompt, Some(prompt)) = (end, prompt) {
+        return Ok(Step::Done(format!(
+            "Job {id} is waiting for input after {}: {prompt}\nAnswer it with job_input, or job_cancel it.",
+            duration(job, now)
+        )));
+    }
     match (end, matched, &ready) {
         (crate::model::WaitEnd::Matched, Some(m), Some(_)) => {
             return Ok(Step::Done(format!(

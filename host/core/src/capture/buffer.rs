@@ -65,6 +65,16 @@ impl StreamBuffer {
         }
     }
 
+    /// The bounds this stream keeps to.
+    pub fn limits(&self) -> OutputLimits {
+        self.limits
+    }
+
+    /// The disk budget its spill file is charged to.
+    pub fn budget(&self) -> Option<Arc<SpillBudget>> {
+        self.budget.clone()
+    }
+
     /// Charges this stream's spill file to `budget`.
     pub fn with_budget(mut self, budget: Option<Arc<SpillBudget>>) -> StreamBuffer {
         self.budget = budget;

@@ -22,6 +22,7 @@ mod excerpt;
 mod lines;
 mod query;
 mod shared;
+mod terminal;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,6 +36,7 @@ pub use query::{
     StreamExtent,
 };
 pub use shared::SharedCapture;
+pub use terminal::{Screen, TERMINAL_DIMENSIONS, Terminal, TerminalSize, is_prompt};
 
 /// One output stream of a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,12 +45,23 @@ pub enum OutputStream {
     Stdout,
     /// Standard error.
     Stderr,
+    /// A terminal job's bytes as the program wrote them (its stdout is the
+    /// rendered text).
+    Raw,
+}
+
+/// A terminal job's screen model and the bytes it was fed.
+struct TerminalCapture {
+    terminal: Terminal,
+    raw: StreamBuffer,
 }
 
 /// Both streams of one job.
 pub(crate) struct Capture {
     stdout: StreamBuffer,
     stderr: StreamBuffer,
+    /// For a job on a terminal: what stdout is rendered from.
+    terminal: Option<Box<TerminalCapture>>,
     /// Whether the job is done writing (no more bytes will arrive).
     closed: bool,
     /// When the job last wrote anything.
@@ -76,36 +89,95 @@ impl Capture {
         Capture {
             stdout: StreamBuffer::new(with_ext(".stdout"), limits).with_budget(budget.clone()),
             stderr: StreamBuffer::new(with_ext(".stderr"), limits).with_budget(budget),
+            terminal: None,
             closed: false,
             last_output: None,
         }
     }
 
-    /// One stream.
-    pub(crate) fn stream(&self, stream: OutputStream) -> &StreamBuffer {
+    /// Makes this the capture of a job on a terminal of `size`: what it
+    /// writes to stdout is kept as written (spilling to `<spill_stem>.raw`)
+    /// and rendered into stdout.
+    pub(crate) fn with_terminal(mut self, spill_stem: &Path, size: TerminalSize) -> Capture {
+        let mut path = spill_stem.as_os_str().to_owned();
+        path.push(".raw");
+        let raw = StreamBuffer::new(PathBuf::from(path), self.stdout.limits())
+            .with_budget(self.stdout.budget());
+        self.terminal = Some(Box::new(TerminalCapture {
+            terminal: Terminal::new(size),
+            raw,
+        }));
+        self
+    }
+
+    /// One stream; `None` for the raw stream of a job without a terminal.
+    pub(crate) fn stream(&self, stream: OutputStream) -> Option<&StreamBuffer> {
         match stream {
-            OutputStream::Stdout => &self.stdout,
-            OutputStream::Stderr => &self.stderr,
+            OutputStream::Stdout => Some(&self.stdout),
+            OutputStream::Stderr => Some(&self.stderr),
+            OutputStream::Raw => self.terminal.as_ref().map(|t| &t.raw),
         }
     }
 
-    /// Appends to one stream.
+    /// Appends to one stream. A terminal job's stdout goes through its
+    /// terminal; the rows that left the screen reach the rendered stream now.
     pub(crate) fn push(&mut self, stream: OutputStream, bytes: &[u8]) {
         self.last_output = Some(Instant::now());
-        match stream {
-            OutputStream::Stdout => self.stdout.push(bytes),
-            OutputStream::Stderr => self.stderr.push(bytes),
+        match (stream, self.terminal.as_mut()) {
+            (OutputStream::Stdout | OutputStream::Raw, Some(t)) => {
+                t.raw.push(bytes);
+                t.terminal.feed(bytes);
+                let done = t.terminal.take_final();
+                if !done.is_empty() {
+                    self.stdout.push(done.as_bytes());
+                }
+            }
+            (OutputStream::Stdout | OutputStream::Raw, None) => self.stdout.push(bytes),
+            (OutputStream::Stderr, _) => self.stderr.push(bytes),
         }
     }
 
-    /// Bytes ever written to both streams.
+    /// Brings a terminal job's rendered stream up to what its screen shows
+    /// (see [`terminal`]); before anything reads it.
+    pub(crate) fn settle(&mut self) {
+        if let Some(t) = self.terminal.as_mut() {
+            let text = t.terminal.flush();
+            if !text.is_empty() {
+                self.stdout.push(text.as_bytes());
+            }
+        }
+    }
+
+    /// The job's terminal, if it has one.
+    pub(crate) fn terminal(&self) -> Option<&Terminal> {
+        self.terminal.as_ref().map(|t| &t.terminal)
+    }
+
+    /// A new size for the job's terminal; false when it has none.
+    pub(crate) fn resize(&mut self, size: TerminalSize) -> bool {
+        let Some(t) = self.terminal.as_mut() else {
+            return false;
+        };
+        t.terminal.resize(size);
+        let done = t.terminal.take_final();
+        if !done.is_empty() {
+            self.stdout.push(done.as_bytes());
+        }
+        true
+    }
+
+    /// Bytes the job ever wrote to both streams (a terminal job's as written).
     pub(crate) fn total(&self) -> u64 {
-        self.stdout.total() + self.stderr.total()
+        match &self.terminal {
+            Some(t) => t.raw.total() + self.stderr.total(),
+            None => self.stdout.total() + self.stderr.total(),
+        }
     }
 
     /// No more bytes will arrive: reads no longer hold back an incomplete
     /// character at the end.
     pub(crate) fn close(&mut self) {
+        self.settle();
         self.closed = true;
     }
 
@@ -118,6 +190,9 @@ impl Capture {
     pub(crate) fn discard_spills(&mut self) {
         self.stdout.discard_spill();
         self.stderr.discard_spill();
+        if let Some(t) = self.terminal.as_mut() {
+            t.raw.discard_spill();
+        }
     }
 
     /// The whole output so far (stdout, then `[stderr]` and stderr, as reads

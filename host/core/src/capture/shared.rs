@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use super::lines::{self, Retained};
 use super::{
     Capture, Excerpt, ExcerptWindow, LineMatch, LinePage, LineQuery, OutputLimits, OutputStream,
-    ScanState, SpillBudget,
+    ScanState, Screen, SpillBudget, Terminal, TerminalSize,
 };
 use crate::sync::lock;
 
@@ -34,13 +34,14 @@ impl SharedCapture {
         limits: OutputLimits,
         budget: Option<Arc<SpillBudget>>,
     ) -> SharedCapture {
+        let capture = Capture::with_budget(spill_stem, limits, budget.clone());
+        SharedCapture::of(capture, budget)
+    }
+
+    fn of(capture: Capture, budget: Option<Arc<SpillBudget>>) -> SharedCapture {
         let (changes, _) = watch::channel(0);
         SharedCapture {
-            capture: Arc::new(Mutex::new(Capture::with_budget(
-                spill_stem,
-                limits,
-                budget.clone(),
-            ))),
+            capture: Arc::new(Mutex::new(capture)),
             changes: Arc::new(changes),
             budget,
         }
@@ -73,24 +74,104 @@ impl SharedCapture {
     /// The consuming read the model sees: new stdout, then `[stderr]` and new
     /// stderr, then a note when unread bytes were lost from memory.
     pub fn read_delta(&self) -> String {
-        lock(&self.capture).render_delta()
+        let mut capture = lock(&self.capture);
+        capture.settle();
+        capture.render_delta()
     }
 
     /// The whole output so far (stdout, then `[stderr]` and stderr, as reads
     /// show them), or its two ends, without consuming anything.
     pub fn excerpt(&self, window: ExcerptWindow) -> Excerpt {
-        lock(&self.capture).excerpt(window)
+        let mut capture = lock(&self.capture);
+        capture.settle();
+        capture.excerpt(window)
+    }
+
+    /// A capture for a job on a terminal of `size` (see
+    /// [`crate::capture::Terminal`]): what the job writes to stdout is kept
+    /// as written in the raw stream and rendered into stdout.
+    pub fn with_terminal(
+        spill_stem: &Path,
+        limits: OutputLimits,
+        budget: Option<Arc<SpillBudget>>,
+        size: TerminalSize,
+    ) -> SharedCapture {
+        let capture = Capture::with_budget(spill_stem, limits, budget.clone());
+        SharedCapture::of(capture.with_terminal(spill_stem, size), budget)
+    }
+
+    /// Whether the job writes to a terminal.
+    pub fn has_terminal(&self) -> bool {
+        lock(&self.capture).terminal().is_some()
+    }
+
+    /// What the job's terminal shows now; `None` for a job without one.
+    pub fn screen(&self) -> Option<Screen> {
+        lock(&self.capture).terminal().map(Terminal::screen)
+    }
+
+    /// The prompt the job's cursor sits after (see [`Terminal::prompt`]);
+    /// `None` for a job without a terminal.
+    pub fn prompt(&self) -> Option<String> {
+        lock(&self.capture).terminal().and_then(Terminal::prompt)
+    }
+
+    /// The prompt the job's cursor sits after, as a line of its rendered
+    /// stdout (numbered as the line it is part of); `None` for a job without
+    /// a terminal or not at a prompt.
+    pub fn prompt_line(&self) -> Option<LineMatch> {
+        let mut capture = lock(&self.capture);
+        let text = capture.terminal().and_then(Terminal::prompt)?;
+        capture.settle();
+        let number = capture.stdout.newlines() + 1;
+        Some(LineMatch {
+            line: super::OutputLine {
+                stream: OutputStream::Stdout,
+                number,
+                text,
+            },
+            before: Vec::new(),
+        })
+    }
+
+    /// A new size for the job's terminal; false when it has none.
+    pub fn resize(&self, size: TerminalSize) -> bool {
+        let resized = lock(&self.capture).resize(size);
+        if resized {
+            self.changes.send_modify(|_| {});
+        }
+        resized
     }
 
     /// Retained lines, without consuming anything. `pattern` is the compiled
-    /// search pattern of a [`LineQuery::Search`].
+    /// search pattern of a [`LineQuery::Search`]. A query of the raw stream
+    /// of a job without a terminal finds nothing.
     pub fn lines(&self, query: &LineQuery, pattern: Option<&regex::Regex>) -> LinePage {
-        let retained = {
-            let capture = lock(&self.capture);
-            [
-                Retained::of(capture.stream(OutputStream::Stdout), OutputStream::Stdout),
-                Retained::of(capture.stream(OutputStream::Stderr), OutputStream::Stderr),
-            ]
+        let raw = matches!(
+            query,
+            LineQuery::Range {
+                stream: OutputStream::Raw,
+                ..
+            } | LineQuery::Last {
+                stream: OutputStream::Raw,
+                ..
+            } | LineQuery::Search {
+                stream: Some(OutputStream::Raw),
+                ..
+            }
+        );
+        let retained: Vec<Retained> = {
+            let mut capture = lock(&self.capture);
+            capture.settle();
+            let streams: &[OutputStream] = if raw {
+                &[OutputStream::Raw]
+            } else {
+                &[OutputStream::Stdout, OutputStream::Stderr]
+            };
+            streams
+                .iter()
+                .filter_map(|s| capture.stream(*s).map(|b| Retained::of(b, *s)))
+                .collect()
         };
         // Spill files are read after the lock, so the job's output keeps
         // flowing, and off the async workers, so a slow pattern holds no
@@ -115,18 +196,11 @@ impl SharedCapture {
         // workers): a slow pattern neither stalls the job's output nor the
         // server's other calls.
         let (stdout, stderr) = {
-            let capture = lock(&self.capture);
+            let mut capture = lock(&self.capture);
+            capture.settle();
             (
-                lines::unread(
-                    capture.stream(OutputStream::Stdout),
-                    OutputStream::Stdout,
-                    scan.stdout,
-                ),
-                lines::unread(
-                    capture.stream(OutputStream::Stderr),
-                    OutputStream::Stderr,
-                    scan.stderr,
-                ),
+                lines::unread(&capture.stdout, OutputStream::Stdout, scan.stdout),
+                lines::unread(&capture.stderr, OutputStream::Stderr, scan.stderr),
             )
         };
         let (line, at) = heavy(|| {
@@ -134,13 +208,9 @@ impl SharedCapture {
                 .or_else(|| lines::scan_unread(&stderr, pattern, &mut scan.stderr))
         })?;
         let capture = lock(&self.capture);
+        let stream = capture.stream(line.stream)?;
         Some(LineMatch {
-            before: lines::context_before(
-                capture.stream(line.stream),
-                line.stream,
-                line.number,
-                at,
-            ),
+            before: lines::context_before(stream, line.stream, line.number, at),
             line,
         })
     }

@@ -85,6 +85,7 @@ impl From<registry::RegistryError> for wit::RegistryError {
             registry::RegistryError::NoInput => wit::RegistryError::NoInput,
             registry::RegistryError::InputClosed => wit::RegistryError::InputClosed,
             registry::RegistryError::Unsupported(m) => wit::RegistryError::Unsupported(m),
+            registry::RegistryError::NoTerminal => wit::RegistryError::NoTerminal,
         }
     }
 }
@@ -113,6 +114,7 @@ impl From<control::OutputStream> for wit::OutputStream {
         match stream {
             control::OutputStream::Stdout => wit::OutputStream::Stdout,
             control::OutputStream::Stderr => wit::OutputStream::Stderr,
+            control::OutputStream::Raw => wit::OutputStream::Raw,
         }
     }
 }
@@ -122,6 +124,7 @@ impl From<wit::OutputStream> for control::OutputStream {
         match stream {
             wit::OutputStream::Stdout => control::OutputStream::Stdout,
             wit::OutputStream::Stderr => control::OutputStream::Stderr,
+            wit::OutputStream::Raw => control::OutputStream::Raw,
         }
     }
 }
@@ -152,6 +155,7 @@ impl From<control::WaitEnd> for wit::WaitEnd {
             control::WaitEnd::TimedOut => wit::WaitEnd::TimedOut,
             control::WaitEnd::Matched => wit::WaitEnd::Matched,
             control::WaitEnd::Quiet => wit::WaitEnd::Quiet,
+            control::WaitEnd::Prompt => wit::WaitEnd::Prompt,
         }
     }
 }
@@ -248,6 +252,7 @@ impl From<&tools_wit::Config> for MountConfig {
                     tools_wit::Extension::Ports => Extension::Ports,
                     tools_wit::Extension::Yield => Extension::Yield,
                     tools_wit::Extension::Sandbox => Extension::Sandbox,
+                    tools_wit::Extension::Terminal => Extension::Terminal,
                 })
                 .collect(),
             limits: crate::bash::JobLimits {

@@ -245,6 +245,57 @@ impl bindings::harness::jobs::registry::HostOwnerScope for CallState {
             .map_err(wit::RegistryError::from))
     }
 
+    fn resize(
+        &mut self,
+        scope: Resource<ScopeHandle>,
+        job_id: String,
+        size: wit::TerminalSize,
+    ) -> wasmtime::Result<Result<(), wit::RegistryError>> {
+        let caller = self.caller(&scope)?;
+        // A guest's size outside the bounds is refused here too.
+        let range = crate::capture::TERMINAL_DIMENSIONS;
+        if !range.contains(&size.rows) || !range.contains(&size.cols) {
+            return Ok(Err(wit::RegistryError::ProducerFailed(format!(
+                "invalid terminal size: {} rows × {} columns (each must be {} to {})",
+                size.rows,
+                size.cols,
+                range.start(),
+                range.end()
+            ))));
+        }
+        let size = crate::capture::TerminalSize {
+            rows: size.rows,
+            cols: size.cols,
+        };
+        Ok(self
+            .registry()?
+            .resize(&job_id, caller.as_ref(), size)
+            .map_err(wit::RegistryError::from))
+    }
+
+    fn screen(
+        &mut self,
+        scope: Resource<ScopeHandle>,
+        job_id: String,
+    ) -> wasmtime::Result<Result<wit::TerminalScreen, wit::RegistryError>> {
+        let caller = self.caller(&scope)?;
+        Ok(self
+            .registry()?
+            .screen(&job_id, caller.as_ref())
+            .map(|(screen, job)| wit::TerminalScreen {
+                size: wit::TerminalSize {
+                    rows: screen.size.rows,
+                    cols: screen.size.cols,
+                },
+                lines: screen.lines,
+                cursor_row: screen.cursor_row,
+                cursor_col: screen.cursor_col,
+                alternate: screen.alternate,
+                job: wit::JobSnapshot::from(&job),
+            })
+            .map_err(wit::RegistryError::from))
+    }
+
     fn drop(&mut self, scope: Resource<ScopeHandle>) -> wasmtime::Result<()> {
         self.table.delete(scope)?;
         Ok(())

@@ -293,16 +293,23 @@ impl Mount {
                 pattern: u.pattern.clone(),
                 // Held like the timeout: at least 1 ms.
                 quiet_ms: u.quiet_ms.map(|ms| ms.max(1)),
+                prompt_quiet_ms: u.prompt_quiet_ms.map(|ms| ms.max(1)),
             })
             .unwrap_or_default();
         self.registry
             .wait_held(&request.job_id, timeout_ms, caller, abort, &until)
             .await
             .map(|(job, end, matched, hold)| {
+                // A prompt travels as its own text, not as a match.
+                let (matched, prompt) = match end {
+                    registry::control::WaitEnd::Prompt => (None, matched.map(|m| m.line.text)),
+                    _ => (matched.map(Into::into), None),
+                };
                 let waited = wit::Waited {
                     job: wit::JobSnapshot::from(&job),
                     end: end.into(),
-                    matched: matched.map(Into::into),
+                    matched,
+                    prompt,
                 };
                 (waited, hold)
             })

@@ -28,6 +28,9 @@ pub struct StartRequest {
     /// The sandbox the guest asked for (extension `sandbox`); the host runs
     /// the job in it only if it is no wider than the session's.
     pub sandbox: Option<crate::fence::Sandbox>,
+    /// Run the job on a terminal of this size (extension `terminal`); its
+    /// stdin is then open.
+    pub tty: Option<crate::capture::TerminalSize>,
 }
 
 /// What a start did.
@@ -128,6 +131,17 @@ fn request_from(r: &wit::StartRequest) -> StartRequest {
             output_bytes: r.limits.output_bytes,
         },
         sandbox: r.sandbox.as_ref().map(crate::fence::Sandbox::from),
+        // The guest holds the sizes to 2..=1000; the host again, whoever asks.
+        tty: r.tty.map(|t| crate::capture::TerminalSize {
+            rows: t.rows.clamp(
+                *crate::capture::TERMINAL_DIMENSIONS.start(),
+                *crate::capture::TERMINAL_DIMENSIONS.end(),
+            ),
+            cols: t.cols.clamp(
+                *crate::capture::TERMINAL_DIMENSIONS.start(),
+                *crate::capture::TERMINAL_DIMENSIONS.end(),
+            ),
+        }),
     }
 }
 

@@ -65,6 +65,9 @@ pub enum Extension {
     Yield,
     /// Narrower sandboxes on start, and each job's in its status.
     Sandbox,
+    /// Jobs on a terminal, rendered output, keys, resizes, the screen and
+    /// waits that end at a prompt.
+    Terminal,
 }
 
 /// How a mount's completion notices reach their owner.

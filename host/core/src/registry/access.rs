@@ -223,6 +223,7 @@ impl JobRegistry {
         let key = self.shared.next_listener.fetch_add(1, Ordering::Relaxed);
         let counted = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let ready = until.pattern.is_some() || until.quiet_ms.is_some();
+        let prompt = until.prompt_quiet_ms;
         let pattern = until
             .pattern
             .as_deref()
@@ -235,8 +236,9 @@ impl JobRegistry {
             }
             let pattern = pattern?;
             let capture = match (&r.capture, ready) {
-                (_, false) => None,
                 (Some(capture), true) => Some(capture.clone()),
+                (Some(capture), false) if prompt.is_some() => Some(capture.clone()),
+                (_, false) => None,
                 (None, true) => return Err(RegistryError::Unsupported("ready".to_owned())),
             };
             if r.status.is_terminal() {
@@ -266,6 +268,10 @@ impl JobRegistry {
             let deadline = start + Duration::from_millis(timeout_ms);
             let mut changes = capture.as_ref().map(SharedCapture::changes);
             let mut scan = ScanState::default();
+            // A terminal job's quiet moment when its cursor was not at a
+            // prompt: not looked at again until it writes.
+            let mut no_prompt_at: Option<Option<std::time::Instant>> = None;
+            let terminal = capture.as_ref().is_some_and(SharedCapture::has_terminal);
             loop {
                 if let (Some(capture), Some(pattern)) = (capture.as_ref(), pattern.as_ref())
                     && let Some(found) = capture.find_unread(pattern, &mut scan)
@@ -283,6 +289,19 @@ impl JobRegistry {
                         last.map_or(start, |l| l.max(start)) + Duration::from_millis(u64::from(ms)),
                     )
                 });
+                let last = capture.as_ref().and_then(SharedCapture::last_output);
+                let prompt_at = prompt
+                    .filter(|_| terminal && no_prompt_at != Some(last))
+                    .map(|ms| {
+                        let last = last.map(tokio::time::Instant::from_std);
+                        last.map_or(start, |l| l.max(start)) + Duration::from_millis(u64::from(ms))
+                    });
+                let prompt_quiet = async {
+                    match prompt_at {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 let output = async {
                     if let Some(rx) = changes.as_mut()
                         && rx.changed().await.is_ok()
@@ -312,6 +331,14 @@ impl JobRegistry {
                     () = quiet => {
                         end = WaitEnd::Quiet;
                         break;
+                    }
+                    () = prompt_quiet => {
+                        if let Some(found) = capture.as_ref().and_then(SharedCapture::prompt_line) {
+                            end = WaitEnd::Prompt;
+                            matched = Some(found);
+                            break;
+                        }
+                        no_prompt_at = Some(last);
                     }
                 }
             }
@@ -348,7 +375,7 @@ impl JobRegistry {
         } else {
             WaitHold::none()
         };
-        if job.status.is_terminal() && end != WaitEnd::Matched {
+        if job.status.is_terminal() && !matches!(end, WaitEnd::Matched | WaitEnd::Prompt) {
             end = WaitEnd::Settled;
         }
         Ok((job, end, matched, hold))
@@ -455,6 +482,47 @@ impl JobRegistry {
             return Ok(Vec::new());
         }
         Ok(control.ports())
+    }
+
+    /// Gives a live job's terminal a new size (extension `terminal`); the
+    /// job gets `SIGWINCH`.
+    ///
+    /// # Errors
+    ///
+    /// Unknown or foreign job; a job without a terminal; a job that has
+    /// finished.
+    pub fn resize(
+        &self,
+        id: &str,
+        caller: Option<&Owner>,
+        size: crate::capture::TerminalSize,
+    ) -> Result<(), RegistryError> {
+        let (control, job) = self.control(id, caller, "terminal")?;
+        if job.status.is_terminal() {
+            return Err(RegistryError::ProducerFailed(format!(
+                "job {id} has already finished"
+            )));
+        }
+        control.resize(size).map_err(RegistryError::from)
+    }
+
+    /// What a job's terminal shows now, without consuming anything
+    /// (extension `terminal`).
+    ///
+    /// # Errors
+    ///
+    /// Unknown or foreign job; a job without a terminal.
+    pub fn screen(
+        &self,
+        id: &str,
+        caller: Option<&Owner>,
+    ) -> Result<(crate::capture::Screen, JobSnapshot), RegistryError> {
+        let capture = self.with_visible(id, caller, |r| Ok(r.capture.clone()))?;
+        let screen = capture
+            .and_then(|c| c.screen())
+            .ok_or(RegistryError::NoTerminal)?;
+        let job = self.with_visible(id, caller, |r| Ok(r.snapshot()))?;
+        Ok((screen, job))
     }
 
     /// Returns once job `id` has settled and every completion listener has heard

@@ -33,6 +33,10 @@ pub struct WaitUntil {
     pub pattern: Option<String>,
     /// Quiet output for this many milliseconds.
     pub quiet_ms: Option<u32>,
+    /// A job on a terminal: quiet output for this many milliseconds with its
+    /// cursor after a prompt ([`crate::capture::is_prompt`]). Ignored for a
+    /// job without a terminal.
+    pub prompt_quiet_ms: Option<u32>,
 }
 
 /// Why a wait ended.
@@ -46,6 +50,9 @@ pub enum WaitEnd {
     Matched,
     /// The job was quiet long enough.
     Quiet,
+    /// The job waits at a prompt; the wait's line is the prompt, numbered as
+    /// the stdout line it is part of.
+    Prompt,
 }
 
 /// A listening TCP socket.
@@ -66,6 +73,9 @@ pub enum ControlError {
     /// The input is closed.
     #[error("the input of the job is closed")]
     InputClosed,
+    /// The job was started without a terminal.
+    #[error("the job was started without a terminal")]
+    NoTerminal,
     /// Anything else, as the model should read it.
     #[error("{0}")]
     Failed(String),
@@ -89,6 +99,15 @@ pub trait JobControl: Send + Sync {
     fn signal(&self, signal: JobSignal) -> Result<(), ControlError>;
     /// Listening TCP ports of the job's live processes.
     fn ports(&self) -> Vec<ListeningPort>;
+    /// Gives the job's terminal a new size.
+    ///
+    /// # Errors
+    ///
+    /// A job without a terminal ([`ControlError::NoTerminal`]), or one that
+    /// has finished.
+    fn resize(&self, _size: crate::capture::TerminalSize) -> Result<(), ControlError> {
+        Err(ControlError::NoTerminal)
+    }
 }
 
 /// Compiles a model's pattern with bounds on its size, so a hostile pattern

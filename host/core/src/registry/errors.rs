@@ -64,6 +64,9 @@ pub enum RegistryError {
     /// The producer does not offer this extension.
     #[error("this host does not support the \"{0}\" extension")]
     Unsupported(String),
+    /// The job was started without a terminal.
+    #[error("the job was started without a terminal")]
+    NoTerminal,
 }
 
 impl From<super::control::ControlError> for RegistryError {
@@ -72,6 +75,7 @@ impl From<super::control::ControlError> for RegistryError {
         match e {
             ControlError::NoInput => RegistryError::NoInput,
             ControlError::InputClosed => RegistryError::InputClosed,
+            ControlError::NoTerminal => RegistryError::NoTerminal,
             ControlError::Failed(m) => RegistryError::ProducerFailed(m),
         }
     }

@@ -97,6 +97,9 @@ pub struct BashRequest {
     /// A sandbox for this job narrower than the session's; `None`: the
     /// session's (a wider one is refused).
     pub sandbox: Option<crate::fence::Sandbox>,
+    /// Run the job on a pseudo-terminal of this size (its stdin is then
+    /// open, whatever `stdin` says); `None`: pipes.
+    pub tty: Option<crate::capture::TerminalSize>,
 }
 
 /// Limits on one job; `None` is no limit.

@@ -18,6 +18,7 @@ impl BashProducer {
         dir: Option<PathBuf>,
         container: &JobContainer,
         fence: Option<&crate::fence::JobFence>,
+        tty: Option<vfork::Pty>,
     ) -> Result<vfork::Spec, String> {
         let config = &self.inner.config;
         let c = |bytes: &[u8]| {
@@ -40,6 +41,14 @@ impl BashProducer {
         .collect::<Result<Vec<_>, _>>()?;
         let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> =
             job_env(std::env::vars_os(), &config.pass_env);
+        // On a terminal, programs draw as for a person (their output is
+        // rendered before the model reads it), but nothing may page or open
+        // an editor that waits for keys the model never sends.
+        let terminal: &[(&str, &str)] = if tty.is_some() {
+            &[("TERM", "xterm-256color"), ("GIT_EDITOR", "true")]
+        } else {
+            &[]
+        };
         let more = [
             ("NO_COLOR", "1"),
             ("TERM", "dumb"),
@@ -47,6 +56,7 @@ impl BashProducer {
             ("GIT_PAGER", "cat"),
         ]
         .into_iter()
+        .chain(terminal.iter().copied())
         .chain(config.set_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .chain(request.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .chain([container.marker_env()]);
@@ -105,6 +115,7 @@ impl BashProducer {
             rlimits,
             setup: vfork::ChildSetup {
                 new_session: true,
+                controlling_terminal: tty.is_some(),
                 die_with_parent: Some(std::process::id() as libc::pid_t),
                 join_cgroup: container.cgroup_procs().map(ToOwned::to_owned),
                 close_inherited_fds: true,
@@ -112,6 +123,7 @@ impl BashProducer {
             },
             hold: None,
             hold_shared: None,
+            tty,
         })
     }
 }

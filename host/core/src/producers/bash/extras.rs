@@ -15,6 +15,15 @@ use crate::sync::lock;
 pub(super) struct BashControl {
     pub(super) process: Arc<ProcessControl>,
     pub(super) input: Mutex<InputState>,
+    /// The job's terminal, if it runs on one.
+    pub(super) terminal: Option<TerminalControl>,
+}
+
+/// What a resize of a job's terminal reaches: the terminal itself (the job
+/// gets `SIGWINCH`) and the screen model its output is rendered on.
+pub(super) struct TerminalControl {
+    pub(super) master: std::os::fd::OwnedFd,
+    pub(super) capture: crate::capture::SharedCapture,
 }
 
 impl JobControl for BashControl {
@@ -72,5 +81,21 @@ impl JobControl for BashControl {
     fn ports(&self) -> Vec<ListeningPort> {
         let pids = lock(&self.process.container).pids();
         crate::producers::ports::listening_ports(&pids)
+    }
+
+    fn resize(&self, size: crate::capture::TerminalSize) -> Result<(), ControlError> {
+        let Some(terminal) = &self.terminal else {
+            return Err(ControlError::NoTerminal);
+        };
+        if lock(&self.process.state).exited {
+            return Err(ControlError::Failed(
+                "the job has already finished".to_owned(),
+            ));
+        }
+        // The screen model first: what the program draws for the new size
+        // lands on a screen of that size.
+        terminal.capture.resize(size);
+        super::vfork::set_size(&terminal.master, size.rows, size.cols)
+            .map_err(|e| ControlError::Failed(format!("cannot resize the job's terminal: {e}")))
     }
 }

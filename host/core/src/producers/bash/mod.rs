@@ -352,17 +352,34 @@ impl BashProducer {
             Some(job) => Some(inner.fence().prepare(dir.as_deref(), job)?),
             None => None,
         };
-        let mut spec = self.spec(request, dir, &container, fence.as_ref())?;
+        // The terminal is made here, before the spawn is handed over, so a
+        // resize has its controlling side from the start.
+        let pty = request
+            .tty
+            .map(|size| vfork::Pty::open(size.rows, size.cols))
+            .transpose()
+            .map_err(|e| {
+                crate::words::spawn_failed(&format!("cannot make the job's terminal: {e}"))
+            })?;
+        let master = pty
+            .as_ref()
+            .map(|p| p.master.try_clone())
+            .transpose()
+            .map_err(|e| {
+                crate::words::spawn_failed(&format!("cannot make the job's terminal: {e}"))
+            })?;
+        let mut spec = self.spec(request, dir, &container, fence.as_ref(), pty)?;
         // The ruleset lives until the spawn is done, not as long as the job.
         spec.hold = fence.as_mut().and_then(|f| f.ruleset.take());
         spec.hold_shared = fence.as_mut().and_then(|f| f.mount_ns.take());
         let create = container.creator();
 
-        let capture = SharedCapture::new(
-            &inner.spill_dir.path().join(format!("spawn-{n}")),
-            inner.config.limits,
-            Some(inner.budget.clone()),
-        );
+        let stem = inner.spill_dir.path().join(format!("spawn-{n}"));
+        let budget = Some(inner.budget.clone());
+        let capture = match request.tty {
+            Some(size) => SharedCapture::with_terminal(&stem, inner.config.limits, budget, size),
+            None => SharedCapture::new(&stem, inner.config.limits, budget),
+        };
         let (exited, _) = watch::channel(false);
         let control = Arc::new(ProcessControl {
             state: Mutex::new(ControlState::default()),
@@ -375,14 +392,19 @@ impl BashProducer {
         let (stdin_tx, stdin_rx) = tokio::sync::oneshot::channel();
         let extras = Arc::new(BashControl {
             process: control.clone(),
-            input: Mutex::new(if request.stdin {
+            input: Mutex::new(if request.stdin || request.tty.is_some() {
                 InputState::Open(InputWriter::start(
                     stdin_rx,
                     control.exited.subscribe(),
                     &inner.handle,
+                    request.tty.is_some(),
                 ))
             } else {
                 InputState::None
+            }),
+            terminal: master.map(|master| extras::TerminalControl {
+                master,
+                capture: capture.clone(),
             }),
         });
 

@@ -39,13 +39,15 @@ pub(super) struct InputWriter {
 
 impl InputWriter {
     /// A writer for the stdin whose write end `pipe` brings once the job is
-    /// spawned; what is written before waits for it.
+    /// spawned; what is written before waits for it. On a `terminal`, `pipe`
+    /// is its controlling side, and closing the input types the end-of-file
+    /// character (`^D`) instead, which is what a person does.
     pub(super) fn start(
         pipe: tokio::sync::oneshot::Receiver<OwnedFd>,
         mut exited: watch::Receiver<bool>,
         handle: &tokio::runtime::Handle,
+        terminal: bool,
     ) -> InputWriter {
-        use tokio::io::AsyncWriteExt;
         let (queue, mut chunks) = tokio::sync::mpsc::unbounded_channel();
         let pending = Arc::new(AtomicU64::new(0));
         let broken = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -54,7 +56,7 @@ impl InputWriter {
             let pipe = pipe
                 .await
                 .map_err(|_| std::io::Error::other("the job did not start"))
-                .and_then(tokio::net::unix::pipe::Sender::from_owned_fd);
+                .and_then(|fd| Sink::new(fd, terminal));
             let mut pipe = match pipe {
                 Ok(pipe) => pipe,
                 Err(e) => {
@@ -81,7 +83,12 @@ impl InputWriter {
                         }
                     }
                     // Dropping the pipe is the job's EOF.
-                    InputChunk::Close => return,
+                    InputChunk::Close => {
+                        if terminal {
+                            let _ = pipe.write_all(&[0x04]).await;
+                        }
+                        return;
+                    }
                 }
             }
         });
@@ -89,6 +96,47 @@ impl InputWriter {
             queue,
             pending,
             broken,
+        }
+    }
+}
+
+/// Where a job's input goes: a pipe, or a terminal's controlling side (which
+/// is no pipe, so tokio's pipe type refuses it).
+enum Sink {
+    Pipe(tokio::net::unix::pipe::Sender),
+    Terminal(tokio::io::unix::AsyncFd<OwnedFd>),
+}
+
+impl Sink {
+    fn new(fd: OwnedFd, terminal: bool) -> std::io::Result<Sink> {
+        if terminal {
+            let flags = rustix::fs::fcntl_getfl(&fd)?;
+            rustix::fs::fcntl_setfl(&fd, flags | rustix::fs::OFlags::NONBLOCK)?;
+            // SAFETY: an OwnedFd stays open, on the same terminal, for as
+            // long as the AsyncFd owns it.
+            Ok(Sink::Terminal(unsafe {
+                tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::WRITABLE)
+            }?))
+        } else {
+            tokio::net::unix::pipe::Sender::from_owned_fd(fd).map(Sink::Pipe)
+        }
+    }
+
+    async fn write_all(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
+        use tokio::io::AsyncWriteExt;
+        match self {
+            Sink::Pipe(pipe) => pipe.write_all(bytes).await,
+            Sink::Terminal(fd) => {
+                while !bytes.is_empty() {
+                    let mut ready = fd.writable().await?;
+                    match ready.try_io(|fd| Ok(rustix::io::write(fd.get_ref(), bytes)?)) {
+                        Ok(Ok(n)) => bytes = &bytes[n..],
+                        Ok(Err(e)) => return Err(e),
+                        Err(_would_block) => {}
+                    }
+                }
+                Ok(())
+            }
         }
     }
 }

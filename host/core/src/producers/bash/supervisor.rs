@@ -73,14 +73,27 @@ impl Supervisor {
     pub(super) async fn run(self, started: vfork::Started) -> JobOutcome {
         let pid = started.pid as u32;
         let mut readers = Vec::new();
-        for (fd, stream) in [
-            (started.stdout, OutputStream::Stdout),
-            (started.stderr, OutputStream::Stderr),
-        ] {
-            match tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
-                Ok(pipe) => readers.push(self.pump(pipe, stream)),
-                Err(e) => tracing::warn!("jobs: cannot read a job's {stream:?}: {e}"),
+        match started.stderr {
+            Some(stderr) => {
+                for (fd, stream) in [
+                    (started.stdout, OutputStream::Stdout),
+                    (stderr, OutputStream::Stderr),
+                ] {
+                    match tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
+                        Ok(pipe) => readers.push(self.pump(pipe, stream)),
+                        Err(e) => tracing::warn!("jobs: cannot read a job's {stream:?}: {e}"),
+                    }
+                }
             }
+            // On a terminal: one descriptor carries both streams.
+            // SAFETY: an OwnedFd stays open, on the same terminal, for as
+            // long as the AsyncFd owns it.
+            None => match unsafe {
+                AsyncFd::register_with_interest(started.stdout, tokio::io::Interest::READABLE)
+            } {
+                Ok(terminal) => readers.push(self.pump_terminal(terminal)),
+                Err(e) => tracing::warn!("jobs: cannot read a job's terminal: {e}"),
+            },
         }
         // SAFETY: an OwnedFd stays open, on the same pidfd, for as long as the
         // AsyncFd owns it.
@@ -241,6 +254,48 @@ impl Supervisor {
                     // job that never stops writing would keep this worker from
                     // every other task; the budget makes the loop yield in turn.
                     tokio::task::coop::consume_budget().await;
+                }
+            }
+        })
+    }
+}
+
+impl Supervisor {
+    /// Reads a job's terminal into its capture until every process of the
+    /// job has closed its side (the kernel then answers `EIO`).
+    fn pump_terminal(&self, terminal: AsyncFd<std::os::fd::OwnedFd>) -> JoinHandle<()> {
+        let capture = self.capture.clone();
+        let control = self.control.clone();
+        let ceiling = self.limits.output_bytes;
+        tokio::spawn(async move {
+            loop {
+                let Ok(mut ready) = terminal.readable().await else {
+                    return;
+                };
+                // A terminal passes at most 4 KiB per read.
+                let mut buf = vec![0u8; 16 * 1024];
+                loop {
+                    match rustix::io::read(terminal.get_ref(), &mut buf[..]) {
+                        Ok(0) => return,
+                        Ok(n) => {
+                            let written = capture.push(OutputStream::Stdout, &buf[..n]);
+                            if let Some(limit) = ceiling
+                                && written > limit
+                            {
+                                control.stop_for_limit(format!(
+                                    "output limit reached ({limit} bytes)"
+                                ));
+                            }
+                            tokio::task::coop::consume_budget().await;
+                        }
+                        Err(rustix::io::Errno::AGAIN) => {
+                            ready.clear_ready();
+                            break;
+                        }
+                        Err(rustix::io::Errno::INTR) => {}
+                        // EIO: no process holds the terminal any more.
+                        Err(_) => return,
+                    }
                 }
             }
         })

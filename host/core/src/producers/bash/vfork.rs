@@ -37,6 +37,8 @@ pub(crate) struct Spec {
     pub cwd: Option<CString>,
     /// A pipe for stdin whose write end the host keeps; else `/dev/null`.
     pub open_stdin: bool,
+    /// A pseudo-terminal for stdin, stdout and stderr instead of pipes.
+    pub tty: Option<Pty>,
     /// Resource limits set in the child before `execve`: `RLIMIT_*`, soft and
     /// hard limit.
     pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t)>,
@@ -49,6 +51,55 @@ pub(crate) struct Spec {
     pub hold_shared: Option<std::sync::Arc<OwnedFd>>,
 }
 
+/// A pseudo-terminal made for a job: the host keeps the controller, the job
+/// gets the other side as its stdin, stdout, stderr and controlling terminal.
+pub(crate) struct Pty {
+    /// The controlling side (close-on-exec), where the host reads and writes.
+    pub master: OwnedFd,
+    /// The job's side (close-on-exec; the child's 0-2 are its duplicates).
+    pub slave: OwnedFd,
+}
+
+impl Pty {
+    /// A new pseudo-terminal of `rows` by `cols`.
+    pub(crate) fn open(rows: u16, cols: u16) -> std::io::Result<Pty> {
+        use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+        let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
+        grantpt(&master)?;
+        unlockpt(&master)?;
+        let name = ptsname(&master, Vec::new())?;
+        let slave = rustix::fs::open(
+            name.as_c_str(),
+            OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?;
+        let pty = Pty { master, slave };
+        pty.resize(rows, cols)?;
+        Ok(pty)
+    }
+
+    /// Sets the terminal's size (the job's foreground group gets `SIGWINCH`).
+    pub(crate) fn resize(&self, rows: u16, cols: u16) -> std::io::Result<()> {
+        set_size(&self.master, rows, cols)
+    }
+}
+
+/// Sets the size of the terminal whose controlling side is `master`.
+pub(crate) fn set_size(
+    master: &impl std::os::fd::AsFd,
+    rows: u16,
+    cols: u16,
+) -> std::io::Result<()> {
+    let size = rustix::termios::Winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    rustix::termios::tcsetwinsize(master, size)?;
+    Ok(())
+}
+
 /// The steps of a job's setup the child takes between the clone and the
 /// `execve`, in this order, as plain data.
 #[derive(Debug, Clone, Default)]
@@ -57,6 +108,9 @@ pub(crate) struct ChildSetup {
     /// signal reaches it all, and no controlling terminal, so a job can
     /// neither read nor write the host's terminal.
     pub new_session: bool,
+    /// Makes stdin (a terminal) the new session's controlling terminal
+    /// (`TIOCSCTTY`), right after `setsid`.
+    pub controlling_terminal: bool,
     /// `PR_SET_PDEATHSIG(SIGKILL)`: the child dies with the thread that cloned
     /// it. With the host's pid, which the child checks is still its parent
     /// afterwards (the host may have died between the clone and the `prctl`).
@@ -138,12 +192,14 @@ pub(crate) enum MountStep {
 }
 
 /// A started leader: its pid, a pidfd to wait on, and the read ends of its
-/// stdout and stderr (non-blocking, close-on-exec).
+/// stdout and stderr (non-blocking, close-on-exec). On a terminal, `stdout`
+/// is the terminal's controlling side, `stderr` is absent and `stdin` is
+/// another descriptor of the controlling side.
 pub(crate) struct Started {
     pub pid: i32,
     pub pidfd: OwnedFd,
     pub stdout: OwnedFd,
-    pub stderr: OwnedFd,
+    pub stderr: Option<OwnedFd>,
     /// The write end of stdin, when [`Spec::open_stdin`] (non-blocking).
     pub stdin: Option<OwnedFd>,
 }
@@ -230,6 +286,9 @@ fn nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
 /// Creating the pipes, the stack or the pidfd, or any step in the child
 /// (setup, `chdir`, limits, `execve`), with that step's errno.
 pub(crate) fn spawn(spec: &Spec) -> std::io::Result<Started> {
+    if let Some(pty) = &spec.tty {
+        return spawn_on_terminal(spec, pty);
+    }
     let pipe = || rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC);
     let (out_read, out_write) = pipe()?;
     let (err_read, err_write) = pipe()?;
@@ -241,6 +300,50 @@ pub(crate) fn spawn(spec: &Spec) -> std::io::Result<Started> {
         (OwnedFd::from(std::fs::File::open("/dev/null")?), None)
     };
 
+    let (pid, pidfd) = clone_child(
+        spec,
+        [
+            stdin_read.as_raw_fd(),
+            out_write.as_raw_fd(),
+            err_write.as_raw_fd(),
+        ],
+    )?;
+    drop((out_write, err_write, stdin_read));
+    for fd in [Some(&out_read), Some(&err_read), stdin_write.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        nonblocking(fd)?;
+    }
+    Ok(Started {
+        pid,
+        pidfd,
+        stdout: out_read,
+        stderr: Some(err_read),
+        stdin: stdin_write,
+    })
+}
+
+/// [`spawn`] on the pseudo-terminal `pty`: the job's 0-2 are its side; the
+/// host reads and writes the controlling side.
+fn spawn_on_terminal(spec: &Spec, pty: &Pty) -> std::io::Result<Started> {
+    let reader = pty.master.try_clone()?;
+    let writer = pty.master.try_clone()?;
+    let slave = pty.slave.as_raw_fd();
+    let (pid, pidfd) = clone_child(spec, [slave, slave, slave])?;
+    nonblocking(&reader)?;
+    Ok(Started {
+        pid,
+        pidfd,
+        stdout: reader,
+        stderr: None,
+        stdin: Some(writer),
+    })
+}
+
+/// Clones the child with `stdio` as its 0-2 and runs `spec` in it; its pid
+/// and pidfd once it has exec'd.
+fn clone_child(spec: &Spec, stdio: [libc::c_int; 3]) -> std::io::Result<(i32, OwnedFd)> {
     let mut argv: Vec<*const libc::c_char> = spec.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = spec.envp.iter().map(|e| e.as_ptr()).collect();
@@ -250,9 +353,9 @@ pub(crate) fn spawn(spec: &Spec) -> std::io::Result<Started> {
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
         cwd: spec.cwd.as_ref().map(|c| c.as_ptr()),
-        stdin: stdin_read.as_raw_fd(),
-        stdout: out_write.as_raw_fd(),
-        stderr: err_write.as_raw_fd(),
+        stdin: stdio[0],
+        stdout: stdio[1],
+        stderr: stdio[2],
         rlimits: &spec.rlimits,
         setup: &spec.setup,
         error: AtomicI32::new(0),
@@ -296,29 +399,15 @@ pub(crate) fn spawn(spec: &Spec) -> std::io::Result<Started> {
         let _ = waitpid(Some(child), WaitOptions::empty());
         return Err(std::io::Error::from_raw_os_error(failed));
     }
-    drop((out_write, err_write, stdin_read));
-    let pidfd = match pidfd_open(child, PidfdFlags::empty()) {
-        Ok(pidfd) => pidfd,
+    match pidfd_open(child, PidfdFlags::empty()) {
+        Ok(pidfd) => Ok((pid, pidfd)),
         Err(e) => {
             // Without a pidfd our child cannot be supervised.
             let _ = kill_process(child, Signal::KILL);
             let _ = waitpid(Some(child), WaitOptions::empty());
-            return Err(e.into());
+            Err(e.into())
         }
-    };
-    for fd in [Some(&out_read), Some(&err_read), stdin_write.as_ref()]
-        .into_iter()
-        .flatten()
-    {
-        nonblocking(fd)?;
     }
-    Ok(Started {
-        pid,
-        pidfd,
-        stdout: out_read,
-        stderr: err_read,
-        stdin: stdin_write,
-    })
 }
 
 /// Aborts the child if anything unwinds through [`child_main`]: an unwind
@@ -429,6 +518,10 @@ unsafe fn reset_signals() {
 fn job_setup(setup: &ChildSetup) -> Result<(), i32> {
     // SAFETY: setsid takes no arguments.
     if setup.new_session && unsafe { libc::setsid() } < 0 {
+        return Err(errno());
+    }
+    // SAFETY: an ioctl on our own stdin with an integer argument.
+    if setup.controlling_terminal && unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } < 0 {
         return Err(errno());
     }
     if let Some(parent) = setup.die_with_parent {
@@ -704,6 +797,7 @@ mod tests {
             envp: Vec::new(),
             cwd: None,
             open_stdin: false,
+            tty: None,
             rlimits: Vec::new(),
             setup: ChildSetup::default(),
             hold: None,

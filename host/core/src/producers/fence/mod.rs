@@ -423,6 +423,7 @@ fn spawn_briefly(
         cwd: None,
         // A pipe the caller holds: `read` waits on it until it is closed.
         open_stdin: true,
+        tty: None,
         rlimits: Vec::new(),
         setup: super::bash::vfork::ChildSetup {
             // Its own process group, away from the host's.
