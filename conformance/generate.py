@@ -1243,12 +1243,16 @@ def extensions():
                            "then": {"stay": True}}]),
         ], config=cfg(p, extensions=term), jobs=[quiet])
     j = job("bash-1", pending="")
-    vec("extensions", "c-terminal-prompt", "README Extensions: terminal (profile c)", [
-        invoke("job_wait", {"id": "bash-1"},
-               c_text("Job bash-1 is waiting for input after 5s: >>>\nAnswer it with job_input, or job_cancel it."),
-               waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 120000, "until": prompt_until},
-                       "then": {"stay": True, "end": "prompt", "prompt": ">>>"}}]),
-    ], config=cfg("c", extensions=term), jobs=[j])
+    for name, ext, next_step in (
+        ("c-terminal-prompt", term, f"It keeps running {EM} job_cancel it when done."),
+        ("c-terminal-input-prompt", term + ["input"], "Answer it with job_input, or job_cancel it."),
+    ):
+        vec("extensions", name, "README Extensions: terminal (profile c)", [
+            invoke("job_wait", {"id": "bash-1"},
+                   c_text(f"Job bash-1 is waiting for input after 5s: >>>\n{next_step}"),
+                   waits=[{"expect": {"job_id": "bash-1", "timeout_ms": 120000, "until": prompt_until},
+                           "then": {"stay": True, "end": "prompt", "prompt": ">>>"}}]),
+        ], config=cfg("c", extensions=ext), jobs=[j])
     ports = [{"address": "0.0.0.0", "port": 5173}]
     page = {"lines": [], "hits": [], "total_matches": 0,
             "extents": [{"stream": "stdout", "total_bytes": 0, "dropped_bytes": 0, "first_line": 1, "last_line": 0}]}

@@ -578,14 +578,20 @@ pub fn resumed(view: &dyn JobsView, config: &Config, waited: &Waited) -> ToolRes
     let text = match Surface::of(config.profile) {
         Surface::Worded(w) => {
             let shown = read(w.output_tool, json!({w.id_param: id}));
-            if ended {
-                shown
-            } else {
-                format!("{started}\n{shown}")
+            // A start that stopped at a prompt says so before the question.
+            match (ended, crate::extensions::prompt_note(w, outcome)) {
+                (true, _) => shown,
+                (false, Some(note)) => format!("{started}\n{note}\n{shown}"),
+                (false, None) => format!("{started}\n{shown}"),
             }
         }
         Surface::GoStyle if ended => read(go::STATUS, json!({"id": id})),
-        Surface::GoStyle => started,
+        Surface::GoStyle => match &outcome.prompt {
+            Some(prompt) if outcome.end == crate::model::WaitEnd::Prompt => {
+                format!("{started}; it is waiting for input: {prompt}")
+            }
+            _ => started,
+        },
     };
     ToolResult {
         text,

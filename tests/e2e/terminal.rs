@@ -134,7 +134,9 @@ async fn a_python_repl_is_driven_through_its_terminal() {
     assert!(rows.contains("row 0\nrow 1\n"), "{rows}");
     // ctrl-d is the REPL's end of input.
     text(&s, "job_input", json!({"job_id": id, "keys": ["ctrl-d"]})).await;
-    read_until(&s, &id, "[status: completed, exit code: 0]").await;
+    // The last prompt's line ends; it is not told again.
+    let end = read_until(&s, &id, "[status: completed, exit code: 0]").await;
+    assert_eq!(end, "\n[status: completed, exit code: 0]");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -180,6 +182,67 @@ async fn a_progress_bar_is_read_once_in_its_final_state() {
     assert_eq!(
         out,
         "downloading 100%\nerror: disk full\nwarning: retrying\n[status: completed, exit code: 0]"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ready_wait_over_a_progress_bar_tells_its_frames_once() {
+    let s = session().await;
+    let id = start(
+        &s,
+        json!({"command": "for i in $(seq 1 100); do printf '\\rbuilding %3d%%' $i; sleep 0.005; done; printf '\\ndone\\n'; sleep 30", "tty": true}),
+    )
+    .await;
+    let out = text(
+        &s,
+        "job_output",
+        json!({"job_id": id, "until": "^done", "timeout_ms": 60000}),
+    )
+    .await;
+    // The wait looked at each frame without telling it: the read has the
+    // bar once, in its last state.
+    assert_eq!(
+        out,
+        "[wait ended: stdout line 2 matched]\n1-building 100%\n2:done\nbuilding 100%\ndone\n[status: running]"
+    );
+    text(&s, "job_kill", json!({"job_id": id})).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_that_yields_stops_at_the_prompt() {
+    let s = session().await;
+    let out = text(
+        &s,
+        "bash",
+        json!({"command": "read -p 'Name? ' n; echo \"hi $n\"", "tty": true, "yield_ms": 30000}),
+    )
+    .await;
+    assert_eq!(
+        out,
+        "started background job bash-1\n[wait ended: the job is waiting for input: Name?]\nName? \n[status: running]"
+    );
+    // Ending the input types ctrl-d; the terminal stays open for more.
+    text(&s, "job_input", json!({"job_id": "bash-1", "close": true})).await;
+    // `read` saw the end of its input, so the greeting follows the prompt.
+    let end = read_until(&s, "bash-1", "[status: completed").await;
+    assert_eq!(end, "hi\n[status: completed, exit code: 0]");
+    // A finished job keeps its last screen, and its terminal is gone.
+    let screen = text(
+        &s,
+        "job_output",
+        json!({"job_id": "bash-1", "view": "screen"}),
+    )
+    .await;
+    assert!(screen.contains("\nName? hi\n"), "{screen}");
+    let (resized, is_error) = call(
+        &s,
+        "job_resize",
+        json!({"job_id": "bash-1", "rows": 10, "cols": 10}),
+    )
+    .await;
+    assert!(
+        is_error && resized.starts_with("Error: job bash-1 has already finished"),
+        "{resized}"
     );
 }
 
@@ -252,6 +315,14 @@ async fn bad_terminal_input_is_refused_and_changes_nothing() {
             json!({"job_id": pipe, "rows": 10, "cols": 10})
         )
         .await,
+        (
+            "Error: job bash-1 was not started on a terminal (start it with \"tty\": true)"
+                .to_owned(),
+            true
+        )
+    );
+    assert_eq!(
+        call(&s, "job_log", json!({"job_id": pipe, "raw": true})).await,
         (
             "Error: job bash-1 was not started on a terminal (start it with \"tty\": true)"
                 .to_owned(),

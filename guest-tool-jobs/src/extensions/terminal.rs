@@ -172,7 +172,8 @@ pub fn wants_screen(config: &Config, args: &Map<String, Value>) -> Result<bool, 
 }
 
 /// The screen as the model reads it: a header with its size and cursor,
-/// then its rows down to the last one with anything on it (or the cursor's).
+/// then its rows down to the last one with anything on it (or the cursor's),
+/// within [`MAX_SCREEN_BYTES`].
 pub fn screen_text(screen: &TerminalScreen) -> String {
     let used = screen
         .lines
@@ -193,12 +194,20 @@ pub fn screen_text(screen: &TerminalScreen) -> String {
         u32::from(screen.cursor_row) + 1,
         u32::from(screen.cursor_col) + 1,
     );
-    for line in &screen.lines[..used] {
+    for (i, line) in screen.lines[..used].iter().enumerate() {
+        if text.len() + line.len() >= MAX_SCREEN_BYTES {
+            text.push_str(&format!("[{} more rows not shown]\n", used - i));
+            break;
+        }
         text.push_str(line);
         text.push('\n');
     }
     text
 }
+
+/// The most bytes of rows one screen view shows: a screen may be 1000 by
+/// 1000, far more than a model should be handed at once.
+pub const MAX_SCREEN_BYTES: usize = 64 * 1024;
 
 /// The resize tool's schema.
 pub fn resize_schema(d: &dyn Dialect) -> Value {

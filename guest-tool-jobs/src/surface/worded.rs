@@ -368,12 +368,6 @@ fn job_output(
             Some(Ok(outcome)) => ended = Some((outcome, timeout_ms)),
         }
     }
-    if screen {
-        return screen_result(view, config, w, id, cap, ended.map(|(o, _)| o));
-    }
-    let (text, job) = view.read(id).map_err(|e| registry_error_message(&e, w))?;
-    let shown = with_ports(view, config, &job);
-    let sandbox = extensions::sandbox_of(config, &job);
     let note = match (&ready, ended) {
         (Some(ready), Some((outcome, timeout_ms))) => {
             Some(extensions::wait_note(w, outcome, timeout_ms, ready))
@@ -381,6 +375,12 @@ fn job_output(
         (None, Some((outcome, _))) => extensions::prompt_note(w, outcome),
         _ => None,
     };
+    if screen {
+        return screen_result(view, config, w, id, cap, note);
+    }
+    let (text, job) = view.read(id).map_err(|e| registry_error_message(&e, w))?;
+    let shown = with_ports(view, config, &job);
+    let sandbox = extensions::sandbox_of(config, &job);
     let rendered = match note {
         Some(note) => {
             let budget = cap.map(|c| c.saturating_sub(note.len() as u64 + 1));
@@ -402,29 +402,29 @@ fn job_output(
 }
 
 /// A `view: "screen"` read (extension `terminal`): what the job's terminal
-/// shows, after the wait's note when it ended at a prompt, then the status
-/// line. Consumes nothing.
+/// shows, after the wait's note (when there is one), then the status line.
+/// Consumes nothing.
 fn screen_result(
     view: &dyn JobsView,
     config: &Config,
     w: &Wording,
     id: &str,
     cap: Option<u64>,
-    ended: Option<&crate::model::WaitOutcome>,
+    note: Option<String>,
 ) -> Result<Step<ToolResult>, String> {
     let screen = view
         .screen(id)
         .map_err(|e| extensions::error_message(&e, w, id))?;
     let shown = with_ports(view, config, &screen.job);
     let sandbox = extensions::sandbox_of(config, &screen.job);
-    let mut text = ended
-        .and_then(|o| extensions::prompt_note(w, o))
-        .map(|note| format!("{note}\n"))
-        .unwrap_or_default();
-    text.push_str(&extensions::screen_text(&screen));
+    let mut text = note.map(|note| format!("{note}\n")).unwrap_or_default();
+    let drawn = extensions::screen_text(&screen);
+    text.push_str(&drawn);
     let rendered = read_text_noted(&text, &shown, cap, sandbox.as_deref());
+    // The read's own value shape (its output schema), with the screen as its
+    // text: a client that shows the model the structured value shows it that.
     Ok(Step::Done(ToolResult {
-        value: Some(json!({"screen": screen.lines, w.value_key: screen.job.public()})),
+        value: Some(json!({"text": drawn, w.value_key: screen.job.public()})),
         text: rendered,
         is_error: false,
     }))

@@ -206,6 +206,18 @@ fn the_corpus_meets_the_terminal_goals() {
                 eager * 100.0
             ));
         }
+        // A reader that reads at every pause reads what one reading at the
+        // end does, line for line, where nothing was redrawn: nothing told
+        // twice (the blanks before a prompt's cursor aside).
+        if s.interactive && !s.redraws && s.name != "git_rebase_i_vim" {
+            let trimmed = |t: &str| t.lines().map(str::trim_end).collect::<Vec<_>>().join("\n");
+            if trimmed(&r.read_when_quiet) != trimmed(&r.read_at_end) {
+                failures.push(format!(
+                    "{}: read at every pause {:?}, read once {:?}",
+                    s.name, r.read_when_quiet, r.read_at_end
+                ));
+            }
+        }
         let flagged = flagged_lines(&s.raw);
         let kept = flagged
             .iter()

@@ -138,10 +138,10 @@ class Connection:
 
 
 @asynccontextmanager
-async def connect() -> AsyncIterator[Connection]:
-    """A fresh `jobs-host mcp` and an initialized SDK session; closing it ends the server's jobs."""
+async def connect(*flags: str) -> AsyncIterator[Connection]:
+    """A fresh `jobs-host mcp` (with `flags`) and an initialized SDK session; closing it ends the server's jobs."""
     notices = Notices()
-    params = StdioServerParameters(command=JOBS_HOST_BIN, args=["mcp"], env=server_env())
+    params = StdioServerParameters(command=JOBS_HOST_BIN, args=["mcp", *flags], env=server_env())
     try:
         async with stdio_client(params) as (read, write):
             wire = RecordingWriteStream(write)
@@ -245,6 +245,41 @@ class SdkClientTest(ClientTestCase):
 
                 # Each job was announced exactly once.
                 self.assertEqual(conn.notices.texts(), [notice("bash-1", "echo hi"), notice("bash-2", "echo built")])
+
+    async def test_a_terminal_job_is_read_as_a_person_sees_it(self) -> None:
+        # The terminal extension through the SDK: a REPL's prompt ends the wait and is
+        # named, what is typed comes back rendered, and no escape sequence reaches the
+        # model (the REPL colours nothing here, the shell's prompt does).
+        with anyio.fail_after(TEST_BOUND_S):
+            async with connect("--extensions", "all") as conn:
+                command = "printf '\\033[1;32mready\\033[0m\\n'; exec python3 -q"
+                result = await conn.call("bash", {"command": command, "tty": True})
+                self.assertEqual(texts(self, result), [started("bash-1")])
+                wait = {"job_id": "bash-1", "wait": True, "timeout_ms": 60000}
+                result = await conn.call("job_output", wait)
+                self.assertEqual(
+                    texts(self, result),
+                    ["[wait ended: the job is waiting for input: >>>]\nready\n>>> \n[status: running]"],
+                )
+                result = await conn.call("job_input", {"job_id": "bash-1", "text": "6*7"})
+                self.assertEqual(texts(self, result), ["wrote 4 bytes to job bash-1\n[status: running]"])
+                result = await conn.call("job_output", wait)
+                self.assertEqual(
+                    texts(self, result),
+                    ["[wait ended: the job is waiting for input: >>>]\n6*7\n42\n>>> \n[status: running]"],
+                )
+                result = await conn.call("job_output", {"job_id": "bash-1", "view": "screen"})
+                self.assertEqual(
+                    texts(self, result),
+                    [
+                        "[screen: 30 rows \u00d7 120 columns, cursor at row 4, column 5]\n"
+                        "ready\n>>> 6*7\n42\n>>>\n[status: running]"
+                    ],
+                )
+                result = await conn.call("job_input", {"job_id": "bash-1", "keys": ["ctrl-d"]})
+                self.assertEqual(texts(self, result)[0].split("\n")[0], "wrote 1 byte to job bash-1")
+                result = await conn.call("job_output", wait)
+                self.assertEqual(texts(self, result), [f"\n{COMPLETED}"])
 
     async def test_cancelled_wait_loses_nothing(self) -> None:
         with anyio.fail_after(TEST_BOUND_S), tempfile.TemporaryDirectory() as tmp:

@@ -430,8 +430,14 @@ fn job_wait(
     }
     let now = view.now_ms();
     if let (crate::model::WaitEnd::Prompt, Some(prompt)) = (end, prompt) {
+        // Only a mount with the input extension has a tool to answer with.
+        let next = if config.extensions.input {
+            "Answer it with job_input, or job_cancel it."
+        } else {
+            "It keeps running \u{2014} job_cancel it when done."
+        };
         return Ok(Step::Done(format!(
-            "Job {id} is waiting for input after {}: {prompt}\nAnswer it with job_input, or job_cancel it.",
+            "Job {id} is waiting for input after {}: {prompt}\n{next}",
             duration(job, now)
         )));
     }

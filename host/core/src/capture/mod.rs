@@ -52,8 +52,15 @@ pub enum OutputStream {
 
 /// A terminal job's screen model and the bytes it was fed.
 struct TerminalCapture {
-    terminal: Terminal,
+    drawn: Drawn,
     raw: StreamBuffer,
+}
+
+/// A terminal while its job writes, then only what it showed last: a
+/// finished job keeps no screen model (up to a 1000 by 1000 grid).
+enum Drawn {
+    Live(Box<Terminal>),
+    Ended(Screen),
 }
 
 /// Both streams of one job.
@@ -104,7 +111,7 @@ impl Capture {
         let raw = StreamBuffer::new(PathBuf::from(path), self.stdout.limits())
             .with_budget(self.stdout.budget());
         self.terminal = Some(Box::new(TerminalCapture {
-            terminal: Terminal::new(size),
+            drawn: Drawn::Live(Box::new(Terminal::new(size))),
             raw,
         }));
         self
@@ -126,10 +133,12 @@ impl Capture {
         match (stream, self.terminal.as_mut()) {
             (OutputStream::Stdout | OutputStream::Raw, Some(t)) => {
                 t.raw.push(bytes);
-                t.terminal.feed(bytes);
-                let done = t.terminal.take_final();
-                if !done.is_empty() {
-                    self.stdout.push(done.as_bytes());
+                if let Drawn::Live(terminal) = &mut t.drawn {
+                    terminal.feed(bytes);
+                    let done = terminal.take_final();
+                    if !done.is_empty() {
+                        self.stdout.push(done.as_bytes());
+                    }
                 }
             }
             (OutputStream::Stdout | OutputStream::Raw, None) => self.stdout.push(bytes),
@@ -140,26 +149,66 @@ impl Capture {
     /// Brings a terminal job's rendered stream up to what its screen shows
     /// (see [`terminal`]); before anything reads it.
     pub(crate) fn settle(&mut self) {
-        if let Some(t) = self.terminal.as_mut() {
-            let text = t.terminal.flush();
+        if let Some(TerminalCapture {
+            drawn: Drawn::Live(terminal),
+            ..
+        }) = self.terminal.as_deref_mut()
+        {
+            let text = terminal.flush();
             if !text.is_empty() {
                 self.stdout.push(text.as_bytes());
             }
         }
     }
 
-    /// The job's terminal, if it has one.
-    pub(crate) fn terminal(&self) -> Option<&Terminal> {
-        self.terminal.as_ref().map(|t| &t.terminal)
+    /// The job's terminal while it writes.
+    fn live_terminal(&self) -> Option<&Terminal> {
+        match self.terminal.as_deref() {
+            Some(TerminalCapture {
+                drawn: Drawn::Live(terminal),
+                ..
+            }) => Some(terminal),
+            _ => None,
+        }
     }
 
-    /// A new size for the job's terminal; false when it has none.
+    /// Whether the job writes (or wrote) to a terminal.
+    pub(crate) fn has_terminal(&self) -> bool {
+        self.terminal.is_some()
+    }
+
+    /// What the job's terminal shows (or showed last, once the job is done).
+    pub(crate) fn screen(&self) -> Option<Screen> {
+        self.terminal.as_deref().map(|t| match &t.drawn {
+            Drawn::Live(terminal) => terminal.screen(),
+            Drawn::Ended(screen) => screen.clone(),
+        })
+    }
+
+    /// The prompt the job's cursor sits after, while it writes.
+    pub(crate) fn prompt(&self) -> Option<String> {
+        self.live_terminal().and_then(Terminal::prompt)
+    }
+
+    /// The rows a settle would tell now (see [`Terminal::pending_lines`]).
+    pub(crate) fn pending_lines(&self) -> Vec<String> {
+        self.live_terminal()
+            .map(Terminal::pending_lines)
+            .unwrap_or_default()
+    }
+
+    /// A new size for the job's terminal; false when it has none (or the
+    /// job is done).
     pub(crate) fn resize(&mut self, size: TerminalSize) -> bool {
-        let Some(t) = self.terminal.as_mut() else {
+        let Some(TerminalCapture {
+            drawn: Drawn::Live(terminal),
+            ..
+        }) = self.terminal.as_deref_mut()
+        else {
             return false;
         };
-        t.terminal.resize(size);
-        let done = t.terminal.take_final();
+        terminal.resize(size);
+        let done = terminal.take_final();
         if !done.is_empty() {
             self.stdout.push(done.as_bytes());
         }
@@ -178,6 +227,11 @@ impl Capture {
     /// character at the end.
     pub(crate) fn close(&mut self) {
         self.settle();
+        if let Some(t) = self.terminal.as_deref_mut()
+            && let Drawn::Live(terminal) = &t.drawn
+        {
+            t.drawn = Drawn::Ended(terminal.screen());
+        }
         self.closed = true;
     }
 

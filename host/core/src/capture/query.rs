@@ -59,6 +59,25 @@ pub enum LineQuery {
     },
 }
 
+impl LineQuery {
+    /// Whether it asks for a terminal job's raw stream.
+    pub fn reads_raw(&self) -> bool {
+        matches!(
+            self,
+            LineQuery::Range {
+                stream: OutputStream::Raw,
+                ..
+            } | LineQuery::Last {
+                stream: OutputStream::Raw,
+                ..
+            } | LineQuery::Search {
+                stream: Some(OutputStream::Raw),
+                ..
+            }
+        )
+    }
+}
+
 /// How much of one stream is retained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamExtent {

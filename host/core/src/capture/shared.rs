@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use super::lines::{self, Retained};
 use super::{
     Capture, Excerpt, ExcerptWindow, LineMatch, LinePage, LineQuery, OutputLimits, OutputStream,
-    ScanState, Screen, SpillBudget, Terminal, TerminalSize,
+    ScanState, Screen, SpillBudget, TerminalSize,
 };
 use crate::sync::lock;
 
@@ -100,20 +100,21 @@ impl SharedCapture {
         SharedCapture::of(capture.with_terminal(spill_stem, size), budget)
     }
 
-    /// Whether the job writes to a terminal.
+    /// Whether the job writes (or wrote) to a terminal.
     pub fn has_terminal(&self) -> bool {
-        lock(&self.capture).terminal().is_some()
+        lock(&self.capture).has_terminal()
     }
 
-    /// What the job's terminal shows now; `None` for a job without one.
+    /// What the job's terminal shows now (or showed last, once the job is
+    /// done); `None` for a job without one.
     pub fn screen(&self) -> Option<Screen> {
-        lock(&self.capture).terminal().map(Terminal::screen)
+        lock(&self.capture).screen()
     }
 
-    /// The prompt the job's cursor sits after (see [`Terminal::prompt`]);
-    /// `None` for a job without a terminal.
+    /// The prompt the job's cursor sits after (see [`crate::capture::Terminal::prompt`]);
+    /// `None` for a job without a terminal, or one that is done.
     pub fn prompt(&self) -> Option<String> {
-        lock(&self.capture).terminal().and_then(Terminal::prompt)
+        lock(&self.capture).prompt()
     }
 
     /// The prompt the job's cursor sits after, as a line of its rendered
@@ -121,7 +122,7 @@ impl SharedCapture {
     /// a terminal or not at a prompt.
     pub fn prompt_line(&self) -> Option<LineMatch> {
         let mut capture = lock(&self.capture);
-        let text = capture.terminal().and_then(Terminal::prompt)?;
+        let text = capture.prompt()?;
         capture.settle();
         let number = capture.stdout.newlines() + 1;
         Some(LineMatch {
@@ -147,19 +148,7 @@ impl SharedCapture {
     /// search pattern of a [`LineQuery::Search`]. A query of the raw stream
     /// of a job without a terminal finds nothing.
     pub fn lines(&self, query: &LineQuery, pattern: Option<&regex::Regex>) -> LinePage {
-        let raw = matches!(
-            query,
-            LineQuery::Range {
-                stream: OutputStream::Raw,
-                ..
-            } | LineQuery::Last {
-                stream: OutputStream::Raw,
-                ..
-            } | LineQuery::Search {
-                stream: Some(OutputStream::Raw),
-                ..
-            }
-        );
+        let raw = query.reads_raw();
         let retained: Vec<Retained> = {
             let mut capture = lock(&self.capture);
             capture.settle();
@@ -192,12 +181,27 @@ impl SharedCapture {
     /// The first unread line, from where `scan` left off, that `pattern`
     /// matches; advances `scan` past the complete lines it tried.
     pub fn find_unread(&self, pattern: &regex::Regex, scan: &mut ScanState) -> Option<LineMatch> {
+        if let Some(found) = self.find_told(pattern, scan) {
+            return Some(found);
+        }
+        // A terminal job's rows not told yet are tried without telling them:
+        // telling them at every wake of a wait would make each frame of a
+        // progress bar a line. Only a row that matches is told, then found.
+        let pending = lock(&self.capture).pending_lines();
+        if pending.is_empty() || !heavy(|| pending.iter().any(|line| pattern.is_match(line))) {
+            return None;
+        }
+        lock(&self.capture).settle();
+        self.find_told(pattern, scan)
+    }
+
+    /// [`SharedCapture::find_unread`] over what the streams hold now.
+    fn find_told(&self, pattern: &regex::Regex, scan: &mut ScanState) -> Option<LineMatch> {
         // Copied under the lock, matched without it (and off the async
         // workers): a slow pattern neither stalls the job's output nor the
         // server's other calls.
         let (stdout, stderr) = {
-            let mut capture = lock(&self.capture);
-            capture.settle();
+            let capture = lock(&self.capture);
             (
                 lines::unread(&capture.stdout, OutputStream::Stdout, scan.stdout),
                 lines::unread(&capture.stderr, OutputStream::Stderr, scan.stderr),

@@ -63,6 +63,9 @@ struct Row {
     cells: Vec<char>,
     /// The program wrote past the last column: the line goes on in the next row.
     wrapped: bool,
+    /// Changed since it was last emitted: only such rows cost a look when
+    /// the stream is brought up to date.
+    dirty: bool,
 }
 
 impl Row {
@@ -70,7 +73,16 @@ impl Row {
         Row {
             cells: vec![' '; cols],
             wrapped: false,
+            dirty: false,
         }
+    }
+
+    /// Blank again, keeping its allocation (a row that scrolled off comes
+    /// back as the new bottom row).
+    fn clear(&mut self) {
+        self.cells.fill(' ');
+        self.wrapped = false;
+        self.dirty = false;
     }
 
     /// The row's text: without trailing blanks, unless it goes on in the next row.
@@ -150,8 +162,10 @@ struct ScreenState {
 }
 
 impl Terminal {
-    /// A blank terminal of `size`.
+    /// A blank terminal of `size` (each dimension held to
+    /// [`TERMINAL_DIMENSIONS`]).
     pub fn new(size: TerminalSize) -> Terminal {
+        let size = clamped(size);
         Terminal {
             parser: vte::Parser::new(),
             screen: ScreenState {
@@ -192,7 +206,13 @@ impl Terminal {
     /// A new size: rows beyond it leave the screen (the top ones, as a
     /// terminal does when it shrinks under its cursor), columns beyond it are cut.
     pub fn resize(&mut self, size: TerminalSize) {
-        self.screen.resize(size);
+        self.screen.resize(clamped(size));
+    }
+
+    /// The text of the rows a flush would tell now, without telling them:
+    /// what a ready wait tries its pattern on before anything is read.
+    pub fn pending_lines(&self) -> Vec<String> {
+        self.screen.pending_lines()
     }
 
     /// What the screen shows now.
@@ -276,6 +296,15 @@ pub fn is_prompt(line: &str) -> bool {
     }
 }
 
+/// `size` with each dimension held to [`TERMINAL_DIMENSIONS`].
+fn clamped(size: TerminalSize) -> TerminalSize {
+    let (lo, hi) = (*TERMINAL_DIMENSIONS.start(), *TERMINAL_DIMENSIONS.end());
+    TerminalSize {
+        rows: size.rows.clamp(lo, hi),
+        cols: size.cols.clamp(lo, hi),
+    }
+}
+
 fn trim_end(text: &str) -> String {
     text.trim_end_matches(' ').to_owned()
 }
@@ -293,28 +322,83 @@ impl ScreenState {
         self.main.is_none()
     }
 
-    /// Emits row `r` of the main screen as it stands; `complete` ends its line.
-    fn emit_row(&mut self, r: usize, complete: bool) {
+    /// Row `r`'s text as it would be told, `complete` or not. The cursor's
+    /// own row, told before it is done, keeps the blanks before the cursor:
+    /// what is typed there continues the line as the screen shows it
+    /// (`Continue? [Y/n] y`).
+    fn row_text(&self, r: usize, complete: bool) -> String {
         let row = &self.grid.rows[r];
-        let mut text = row.text();
-        // The cursor's own row, told before it is done, keeps the blanks
-        // before the cursor: what is typed there continues the line as the
-        // screen shows it (`Continue? [Y/n] y`).
+        let text = row.text();
         if !complete && r == self.grid.cursor.0 && !self.grid.pending_wrap {
             let col = self.grid.cursor.1.min(row.cells.len());
             if text.chars().count() < col {
-                text = row.cells[..col].iter().collect();
+                return row.cells[..col].iter().collect();
             }
         }
-        let wrapped = row.wrapped;
+        text
+    }
+
+    /// The last row a flush tells, and whether it is told empty (the
+    /// cursor waits at the start of an empty row); `None`: nothing to tell.
+    fn bottom(&self) -> Option<(usize, bool)> {
+        let grid = &self.grid;
+        let last_content = grid.rows.iter().rposition(|r| !r.is_blank());
+        let cursor_row = grid.cursor.0;
+        let bottom = match last_content {
+            Some(last) => last.max(cursor_row),
+            None if cursor_row == 0 => return None,
+            None => cursor_row,
+        };
+        Some((bottom, grid.rows[bottom].is_blank()))
+    }
+
+    /// Whether a flush has anything to say about row `r` (told `complete`
+    /// or not): it changed, was never told, or its line ends now.
+    fn needs_telling(&self, r: usize, complete: bool) -> bool {
+        self.grid.rows[r].dirty
+            || match &self.emitted[r] {
+                None => true,
+                Some(e) => complete && !e.complete,
+            }
+    }
+
+    fn pending_lines(&self) -> Vec<String> {
+        if !self.emitting() {
+            return Vec::new();
+        }
+        let Some((bottom, bottom_blank)) = self.bottom() else {
+            return Vec::new();
+        };
+        let last = if bottom_blank { bottom } else { bottom + 1 };
+        (0..last)
+            .filter(|&r| self.needs_telling(r, r < bottom))
+            .map(|r| trim_end(&self.row_text(r, r < bottom)))
+            .collect()
+    }
+
+    /// Emits row `r` of the main screen as it stands; `complete` ends its line.
+    fn emit_row(&mut self, r: usize, complete: bool) {
+        let text = self.row_text(r, complete);
+        let wrapped = self.grid.rows[r].wrapped;
+        self.grid.rows[r].dirty = false;
         let before = self.emitted[r].take();
         match before {
             Some(e) if e.complete && e.text == text => {
                 self.emitted[r] = Some(e);
                 return;
             }
-            Some(e) if !e.complete && self.open == Some(r) && text.starts_with(&e.text) => {
-                self.out.push_str(&text[e.text.len()..]);
+            // Only grown, or only lost the blanks it was told with before
+            // the cursor (`>>> ` that ends as `>>>`): it continues its line.
+            Some(e)
+                if !e.complete
+                    && self.open == Some(r)
+                    && (text.starts_with(&e.text)
+                        || (e.text.starts_with(&text)
+                            && e.text[text.len()..].trim().is_empty())) =>
+            {
+                if let Some(grown) = text.get(e.text.len()..) {
+                    self.out.push_str(grown);
+                }
             }
             Some(e) if text.trim().is_empty() => {
                 // A row cleared after it was shown says nothing new.
@@ -324,6 +408,13 @@ impl ScreenState {
             _ => {
                 if self.mid_line && self.continues_into != Some(r) {
                     self.out.push('\n');
+                    // The line that was open is ended now: unchanged, it
+                    // is not told again.
+                    if let Some(open) = self.open
+                        && let Some(e) = self.emitted[open].as_mut()
+                    {
+                        e.complete = true;
+                    }
                 }
                 self.out.push_str(&text);
             }
@@ -356,59 +447,73 @@ impl ScreenState {
         if !self.emitting() {
             return;
         }
-        let grid = &self.grid;
-        let last_content = grid.rows.iter().rposition(|r| !r.is_blank());
-        let cursor_row = grid.cursor.0;
-        let bottom = match last_content {
-            Some(last) => last.max(cursor_row),
-            None if cursor_row == 0 => return,
-            None => cursor_row,
-        };
         // The bottom row with nothing on it and the cursor at its start is
         // where the next line will go: the rows above it are complete.
-        let bottom_blank = grid.rows[bottom].is_blank();
-        for r in 0..=bottom {
-            if r == bottom && bottom_blank {
-                break;
-            }
+        let Some((bottom, bottom_blank)) = self.bottom() else {
+            return;
+        };
+        let last = if bottom_blank { bottom } else { bottom + 1 };
+        for r in 0..last {
             let complete = r < bottom;
-            self.emit_row(r, complete);
+            if self.needs_telling(r, complete) {
+                self.emit_row(r, complete);
+            }
         }
     }
 
-    /// Scrolls the region up by one: its top row leaves the screen.
-    fn scroll_up(&mut self) {
+    /// Scrolls the region up by `n`: its top `n` rows leave the screen
+    /// (told first), and blank rows come in at its bottom.
+    fn scroll_up(&mut self, n: usize) {
         let (top, bottom) = (self.grid.top, self.grid.bottom);
+        let n = n.min(bottom + 1 - top);
         if self.emitting() {
-            self.emit_row(top, true);
-            self.emitted.remove(top);
-            self.emitted.insert(bottom, None);
-            self.open = self.open.and_then(|r| shift_up(r, top, bottom));
-            self.continues_into = self.continues_into.and_then(|r| shift_up(r, top, bottom));
+            for r in top..top + n {
+                if self.needs_telling(r, true) {
+                    self.emit_row(r, true);
+                }
+            }
+            self.emitted[top..=bottom].rotate_left(n);
+            self.emitted[bottom + 1 - n..=bottom].fill(None);
+            let shift = |r: usize| match r {
+                r if r < top || r > bottom => Some(r),
+                r if r < top + n => None,
+                r => Some(r - n),
+            };
+            self.open = self.open.and_then(shift);
+            self.continues_into = self.continues_into.and_then(shift);
         }
-        let cols = self.cols();
-        self.grid.rows.remove(top);
-        self.grid.rows.insert(bottom, Row::blank(cols));
+        let rows = &mut self.grid.rows[top..=bottom];
+        rows.rotate_left(n);
+        let len = rows.len();
+        rows[len - n..].iter_mut().for_each(Row::clear);
     }
 
-    /// Scrolls the region down by one: its bottom row is lost.
-    fn scroll_down(&mut self) {
+    /// Scrolls the region down by `n`: blank rows come in at its top and its
+    /// bottom `n` rows are lost (what the screen showed is told first).
+    fn scroll_down(&mut self, n: usize) {
         let (top, bottom) = (self.grid.top, self.grid.bottom);
+        let n = n.min(bottom + 1 - top);
         if self.emitting() {
-            self.emitted.remove(bottom);
-            self.emitted.insert(top, None);
-            self.open = self.open.and_then(|r| shift_down(r, top, bottom));
-            self.continues_into = self.continues_into.and_then(|r| shift_down(r, top, bottom));
+            self.flush();
+            self.emitted[top..=bottom].rotate_right(n);
+            self.emitted[top..top + n].fill(None);
+            let shift = |r: usize| match r {
+                r if r < top || r > bottom => Some(r),
+                r if r + n > bottom => None,
+                r => Some(r + n),
+            };
+            self.open = self.open.and_then(shift);
+            self.continues_into = self.continues_into.and_then(shift);
         }
-        let cols = self.cols();
-        self.grid.rows.remove(bottom);
-        self.grid.rows.insert(top, Row::blank(cols));
+        let rows = &mut self.grid.rows[top..=bottom];
+        rows.rotate_right(n);
+        rows[..n].iter_mut().for_each(Row::clear);
     }
 
     fn line_feed(&mut self) {
         self.grid.pending_wrap = false;
         if self.grid.cursor.0 == self.grid.bottom {
-            self.scroll_up();
+            self.scroll_up(1);
         } else if self.grid.cursor.0 + 1 < self.rows() {
             self.grid.cursor.0 += 1;
         }
@@ -417,7 +522,7 @@ impl ScreenState {
     fn reverse_index(&mut self) {
         self.grid.pending_wrap = false;
         if self.grid.cursor.0 == self.grid.top {
-            self.scroll_down();
+            self.scroll_down(1);
         } else {
             self.grid.cursor.0 = self.grid.cursor.0.saturating_sub(1);
         }
@@ -432,8 +537,9 @@ impl ScreenState {
             self.line_feed();
         }
         let (row, col) = self.grid.cursor;
-        let cells = &mut self.grid.rows[row].cells;
-        cells[col] = c;
+        let line = &mut self.grid.rows[row];
+        line.cells[col] = c;
+        line.dirty = true;
         if col + 1 >= cols {
             self.grid.pending_wrap = true;
         } else {
@@ -456,6 +562,7 @@ impl ScreenState {
         };
         let line = &mut self.grid.rows[row];
         line.cells[range].fill(' ');
+        line.dirty = true;
         if mode != 1 {
             line.wrapped = false;
         }
@@ -463,20 +570,21 @@ impl ScreenState {
 
     fn erase_in_display(&mut self, mode: u16) {
         let (row, _) = self.grid.cursor;
-        let cols = self.cols();
         match mode {
             0 => {
                 self.erase_in_line(0);
                 for r in row + 1..self.rows() {
-                    self.grid.rows[r] = Row::blank(cols);
+                    self.grid.rows[r].clear();
                 }
             }
             1 => {
                 self.erase_in_line(1);
                 for r in 0..row {
-                    self.grid.rows[r] = Row::blank(cols);
+                    self.grid.rows[r].clear();
                 }
             }
+            // The scrollback only, which this screen does not keep.
+            3 => {}
             _ => {
                 // What was on the screen was shown already (or is shown
                 // now, before it is gone).
@@ -484,7 +592,7 @@ impl ScreenState {
                     self.flush();
                 }
                 for r in 0..self.rows() {
-                    self.grid.rows[r] = Row::blank(cols);
+                    self.grid.rows[r].clear();
                 }
                 if self.emitting() {
                     self.forget_rows();
@@ -538,33 +646,23 @@ impl ScreenState {
         let emitted_leave = leaving.min(self.emitted.len());
         self.emitted.drain(..emitted_leave);
         self.emitted.resize(rows, None);
-        // Rows whose width changed are told again only if they change.
         self.open = self
             .open
             .and_then(|r| r.checked_sub(emitted_leave))
             .filter(|r| *r < rows);
         self.continues_into = None;
         self.size = size;
-    }
-}
-
-fn shift_up(r: usize, top: usize, bottom: usize) -> Option<usize> {
-    if r < top || r > bottom {
-        Some(r)
-    } else if r == top {
-        None
-    } else {
-        Some(r - 1)
-    }
-}
-
-fn shift_down(r: usize, top: usize, bottom: usize) -> Option<usize> {
-    if r < top || r > bottom {
-        Some(r)
-    } else if r == bottom {
-        None
-    } else {
-        Some(r + 1)
+        // A row cut or widened was told as it stood: it is told again only
+        // when it changes. A wrap at the old width is none at the new one.
+        for row in &mut self.grid.rows {
+            row.wrapped = false;
+        }
+        for r in 0..rows {
+            if let Some(complete) = self.emitted[r].as_ref().map(|e| e.complete) {
+                let text = self.row_text(r, complete);
+                self.emitted[r] = Some(Emitted { text, complete });
+            }
+        }
     }
 }
 
@@ -657,44 +755,38 @@ impl vte::Perform for ScreenState {
             ),
             'X' => {
                 let end = (col + n).min(cols);
-                self.grid.rows[row].cells[col..end].fill(' ');
+                let line = &mut self.grid.rows[row];
+                line.cells[col..end].fill(' ');
+                line.dirty = true;
             }
-            'P' => {
-                let cells = &mut self.grid.rows[row].cells;
-                let k = n.min(cols - col);
-                cells.drain(col..col + k);
-                cells.extend(std::iter::repeat_n(' ', k));
-            }
-            '@' => {
-                let cells = &mut self.grid.rows[row].cells;
-                let k = n.min(cols - col);
-                for _ in 0..k {
-                    cells.insert(col, ' ');
+            // Deleting or inserting characters: one move of the rest of the
+            // row, however many are asked for.
+            'P' | '@' => {
+                let line = &mut self.grid.rows[row];
+                let rest = &mut line.cells[col..];
+                let k = n.min(rest.len());
+                if action == 'P' {
+                    rest.rotate_left(k);
+                    let len = rest.len();
+                    rest[len - k..].fill(' ');
+                } else {
+                    rest.rotate_right(k);
+                    rest[..k].fill(' ');
                 }
-                cells.truncate(cols);
+                line.dirty = true;
             }
             'L' | 'M' if row >= self.grid.top && row <= self.grid.bottom => {
                 let saved_top = self.grid.top;
                 self.grid.top = row;
-                for _ in 0..n.min(self.grid.bottom - row + 1) {
-                    if action == 'L' {
-                        self.scroll_down();
-                    } else {
-                        self.scroll_up();
-                    }
+                if action == 'L' {
+                    self.scroll_down(n);
+                } else {
+                    self.scroll_up(n);
                 }
                 self.grid.top = saved_top;
             }
-            'S' => {
-                for _ in 0..n.min(self.rows()) {
-                    self.scroll_up();
-                }
-            }
-            'T' => {
-                for _ in 0..n.min(self.rows()) {
-                    self.scroll_down();
-                }
-            }
+            'S' => self.scroll_up(n),
+            'T' => self.scroll_down(n),
             'r' => {
                 let top = usize::from(param(params, 0, 1)) - 1;
                 let bottom = usize::from(param(params, 1, self.size.rows)) - 1;
@@ -793,6 +885,77 @@ mod tests {
         t.feed(b"y\r\nok\r\n");
         assert_eq!(t.flush(), "y\nok\n");
         assert_eq!(t.prompt(), None);
+    }
+
+    #[test]
+    fn a_prompt_told_with_its_blank_ends_without_it() {
+        let mut t = Terminal::new(TerminalSize::default());
+        t.feed(b">>> ");
+        assert_eq!(t.flush(), ">>> ");
+        t.feed(b"\r\n");
+        assert_eq!(t.flush(), "\n");
+    }
+
+    #[test]
+    fn a_resize_tells_no_row_again() {
+        let mut t = Terminal::new(TerminalSize { rows: 5, cols: 20 });
+        t.feed(b"hello world\r\nContinue? [Y/n] ");
+        assert_eq!(t.flush(), "hello world\nContinue? [Y/n] ");
+        t.resize(TerminalSize { rows: 5, cols: 8 });
+        assert_eq!(t.flush(), "");
+        t.resize(TerminalSize { rows: 5, cols: 40 });
+        assert_eq!(t.flush(), "");
+        t.feed(b"\r\ndone\r\n");
+        assert_eq!(t.flush(), "\ndone\n");
+    }
+
+    #[test]
+    fn an_open_line_ended_by_another_row_is_not_told_again() {
+        let mut t = Terminal::new(TerminalSize { rows: 5, cols: 20 });
+        t.feed(b"a\r\nb");
+        assert_eq!(t.flush(), "a\nb");
+        // The cursor goes back up and redraws the first row only.
+        t.feed(b"\x1b[A\rA");
+        assert_eq!(t.flush(), "\nA\n");
+        t.feed(b"\x1b[B\r\n");
+        assert_eq!(t.flush(), "");
+    }
+
+    #[test]
+    fn clearing_the_scrollback_keeps_the_screen() {
+        let mut t = Terminal::new(TerminalSize { rows: 5, cols: 20 });
+        t.feed(b"kept\x1b[3J");
+        assert_eq!(t.screen().lines[0], "kept");
+    }
+
+    #[test]
+    fn pending_lines_peek_without_telling() {
+        let mut t = Terminal::new(TerminalSize { rows: 5, cols: 20 });
+        t.feed(b"one\r\ntw");
+        assert_eq!(t.pending_lines(), vec!["one".to_owned(), "tw".to_owned()]);
+        assert_eq!(t.pending_lines(), vec!["one".to_owned(), "tw".to_owned()]);
+        assert_eq!(t.flush(), "one\ntw");
+        assert!(t.pending_lines().is_empty());
+        t.feed(b"o\r\n");
+        assert_eq!(t.pending_lines(), vec!["two".to_owned()]);
+    }
+
+    #[test]
+    fn sizes_out_of_bounds_are_held_to_them() {
+        let mut t = Terminal::new(TerminalSize { rows: 0, cols: 0 });
+        assert_eq!(t.size(), TerminalSize { rows: 2, cols: 2 });
+        t.resize(TerminalSize {
+            rows: 5000,
+            cols: 1,
+        });
+        assert_eq!(
+            t.size(),
+            TerminalSize {
+                rows: 1000,
+                cols: 2
+            }
+        );
+        t.feed(b"xyz");
     }
 
     #[test]

@@ -237,7 +237,10 @@ impl JobRegistry {
             let pattern = pattern?;
             let capture = match (&r.capture, ready) {
                 (Some(capture), true) => Some(capture.clone()),
-                (Some(capture), false) if prompt.is_some() => Some(capture.clone()),
+                // Only a job on a terminal can sit at a prompt.
+                (Some(capture), false) if prompt.is_some() && capture.has_terminal() => {
+                    Some(capture.clone())
+                }
                 (_, false) => None,
                 (None, true) => return Err(RegistryError::Unsupported("ready".to_owned())),
             };
@@ -375,7 +378,11 @@ impl JobRegistry {
         } else {
             WaitHold::none()
         };
-        if job.status.is_terminal() && !matches!(end, WaitEnd::Matched | WaitEnd::Prompt) {
+        if job.status.is_terminal() && end != WaitEnd::Matched {
+            // A job that ended meanwhile waits for nobody's input.
+            if end == WaitEnd::Prompt {
+                matched = None;
+            }
             end = WaitEnd::Settled;
         }
         Ok((job, end, matched, hold))
@@ -460,6 +467,9 @@ impl JobRegistry {
             Some(capture) => Ok(capture.clone()),
             None => Err(RegistryError::Unsupported("log".to_owned())),
         })?;
+        if query.reads_raw() && !capture.has_terminal() {
+            return Err(RegistryError::NoTerminal);
+        }
         let page = capture.lines(query, pattern.as_ref());
         // The snapshot after the page, so a job that ended meanwhile says so.
         let job = self.with_visible(id, caller, |r| Ok(r.snapshot()))?;

@@ -22,8 +22,19 @@ pub(super) struct BashControl {
 /// What a resize of a job's terminal reaches: the terminal itself (the job
 /// gets `SIGWINCH`) and the screen model its output is rendered on.
 pub(super) struct TerminalControl {
-    pub(super) master: std::os::fd::OwnedFd,
+    /// Let go of when the job ends: a finished job's record may be kept
+    /// long, and pseudo-terminals are a machine-wide resource.
+    pub(super) master: Mutex<Option<std::os::fd::OwnedFd>>,
     pub(super) capture: crate::capture::SharedCapture,
+}
+
+impl BashControl {
+    /// The job has ended: its terminal is let go of.
+    pub(super) fn ended(&self) {
+        if let Some(terminal) = &self.terminal {
+            lock(&terminal.master).take();
+        }
+    }
 }
 
 impl JobControl for BashControl {
@@ -55,7 +66,11 @@ impl JobControl for BashControl {
         }
         if close {
             let _ = writer.queue.send(InputChunk::Close);
-            *input = InputState::Closed;
+            // A terminal's end of input is a `^D` typed on it; the terminal
+            // stays open for what comes next.
+            if self.terminal.is_none() {
+                *input = InputState::Closed;
+            }
         }
         Ok(data.len() as u64)
     }
@@ -92,10 +107,17 @@ impl JobControl for BashControl {
                 "the job has already finished".to_owned(),
             ));
         }
-        // The screen model first: what the program draws for the new size
-        // lands on a screen of that size.
+        let master = lock(&terminal.master);
+        let Some(master) = master.as_ref() else {
+            return Err(ControlError::Failed(
+                "the job has already finished".to_owned(),
+            ));
+        };
+        super::vfork::set_size(master, size.rows, size.cols)
+            .map_err(|e| ControlError::Failed(format!("cannot resize the job's terminal: {e}")))?;
+        // What the program draws for the new size lands on a screen of that
+        // size (it is told after the kernel took the size).
         terminal.capture.resize(size);
-        super::vfork::set_size(&terminal.master, size.rows, size.cols)
-            .map_err(|e| ControlError::Failed(format!("cannot resize the job's terminal: {e}")))
+        Ok(())
     }
 }

@@ -403,7 +403,7 @@ impl BashProducer {
                 InputState::None
             }),
             terminal: master.map(|master| extras::TerminalControl {
-                master,
+                master: Mutex::new(Some(master)),
                 capture: capture.clone(),
             }),
         });
@@ -447,12 +447,14 @@ impl BashProducer {
         };
         let fenced = inner.fence.get().cloned().zip(fence);
         let ended_control = control.clone();
+        let ended_extras = extras.clone();
         let done = Box::pin(async move {
             let mut outcome = match started_rx.await {
                 Ok(Ok(started)) => supervisor.run(started).await,
                 Ok(Err(why)) => supervisor.not_started(&why).await,
                 Err(_) => supervisor.not_started("the spawner threads are gone").await,
             };
+            ended_extras.ended();
             if let Some((fence, job)) = fenced {
                 // What the fence could not cover (a repository the job made
                 // itself, a part this kernel lacks) is named in the job's

@@ -82,13 +82,16 @@ impl InputWriter {
                             return;
                         }
                     }
-                    // Dropping the pipe is the job's EOF.
-                    InputChunk::Close => {
-                        if terminal {
-                            let _ = pipe.write_all(&[0x04]).await;
+                    // A terminal stays: its end of input is the character
+                    // a person types (and may type again).
+                    InputChunk::Close if terminal => {
+                        if pipe.write_all(&[0x04]).await.is_err() {
+                            failed.store(true, Ordering::SeqCst);
+                            return;
                         }
-                        return;
                     }
+                    // Dropping the pipe is the job's EOF.
+                    InputChunk::Close => return,
                 }
             }
         });
