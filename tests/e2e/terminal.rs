@@ -209,6 +209,18 @@ async fn a_ready_wait_over_a_progress_bar_tells_its_frames_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_that_asks_where_its_cursor_is_is_answered() {
+    let s = session().await;
+    let id = start(
+        &s,
+        json!({"command": "printf ab; printf '\\033[6n'; IFS= read -rs -d R pos; echo; echo \"at ${pos#*[}\"", "tty": true}),
+    )
+    .await;
+    let out = read_until(&s, &id, "[status: completed").await;
+    assert_eq!(out, "ab\nat 1;3\n[status: completed, exit code: 0]");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_that_yields_stops_at_the_prompt() {
     let s = session().await;
     let out = text(

@@ -190,6 +190,17 @@ impl Capture {
         self.live_terminal().and_then(Terminal::prompt)
     }
 
+    /// What the job's terminal answers it (see [`Terminal::take_replies`]).
+    pub(crate) fn take_replies(&mut self) -> Vec<u8> {
+        match self.terminal.as_deref_mut() {
+            Some(TerminalCapture {
+                drawn: Drawn::Live(terminal),
+                ..
+            }) => terminal.take_replies(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The rows a settle would tell now (see [`Terminal::pending_lines`]).
     pub(crate) fn pending_lines(&self) -> Vec<String> {
         self.live_terminal()

@@ -100,6 +100,12 @@ impl SharedCapture {
         SharedCapture::of(capture.with_terminal(spill_stem, size), budget)
     }
 
+    /// What the job's terminal answers it, to be written to the terminal
+    /// (see [`crate::capture::Terminal::take_replies`]).
+    pub fn take_replies(&self) -> Vec<u8> {
+        lock(&self.capture).take_replies()
+    }
+
     /// Whether the job writes (or wrote) to a terminal.
     pub fn has_terminal(&self) -> bool {
         lock(&self.capture).has_terminal()

@@ -40,6 +40,10 @@ impl Default for TerminalSize {
     }
 }
 
+/// The most bytes of answers the terminal holds for its program: a job that
+/// asks without reading gets no more.
+pub const MAX_REPLY_BYTES: usize = 4096;
+
 /// The smallest and largest rows or columns a job's terminal may have.
 pub const TERMINAL_DIMENSIONS: std::ops::RangeInclusive<u16> = 2..=1000;
 
@@ -157,6 +161,9 @@ struct ScreenState {
     continues_into: Option<usize>,
     /// The stream does not end with a line ending.
     mid_line: bool,
+    /// What the terminal answers the program (status and cursor reports),
+    /// not sent yet; at most [`MAX_REPLY_BYTES`].
+    replies: Vec<u8>,
     /// Rendered text not yet taken.
     out: String,
 }
@@ -176,6 +183,7 @@ impl Terminal {
                 open: None,
                 continues_into: None,
                 mid_line: false,
+                replies: Vec::new(),
                 out: String::new(),
             },
         }
@@ -191,6 +199,13 @@ impl Terminal {
     pub fn flush(&mut self) -> String {
         self.screen.flush();
         std::mem::take(&mut self.screen.out)
+    }
+
+    /// What the terminal answers the program since the last call: a
+    /// program that asks where its cursor is (`ESC [ 6 n`) may wait for
+    /// the answer, as on any terminal.
+    pub fn take_replies(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.screen.replies)
     }
 
     /// Rendered text of rows that left the screen, without emitting the rest.
@@ -796,6 +811,17 @@ impl vte::Perform for ScreenState {
                     self.move_to(0, 0);
                 }
             }
+            // Device status reports: "all is well", and where the cursor is.
+            'n' if self.replies.len() < MAX_REPLY_BYTES => match param(params, 0, 0) {
+                5 => self.replies.extend_from_slice(b"\x1b[0n"),
+                6 => {
+                    let (r, c) = self.grid.cursor;
+                    let c = if self.grid.pending_wrap { c + 1 } else { c };
+                    self.replies
+                        .extend_from_slice(format!("\x1b[{};{}R", r + 1, c + 1).as_bytes());
+                }
+                _ => {}
+            },
             's' => self.grid.saved = self.grid.cursor,
             'u' => {
                 let (r, c) = self.grid.saved;
@@ -919,6 +945,16 @@ mod tests {
         assert_eq!(t.flush(), "\nA\n");
         t.feed(b"\x1b[B\r\n");
         assert_eq!(t.flush(), "");
+    }
+
+    #[test]
+    fn the_cursor_position_is_answered_within_a_bound() {
+        let mut t = Terminal::new(TerminalSize { rows: 5, cols: 20 });
+        t.feed(b"ab\r\ncd\x1b[6n\x1b[5n");
+        assert_eq!(t.take_replies(), b"\x1b[2;3R\x1b[0n");
+        assert!(t.take_replies().is_empty());
+        t.feed(&b"\x1b[6n".repeat(10_000));
+        assert!(t.take_replies().len() <= MAX_REPLY_BYTES + 16);
     }
 
     #[test]
