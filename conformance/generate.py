@@ -1410,7 +1410,7 @@ def start_tool(p, ext, session=None):
             "annotations": ann("Run a background shell command", False, True, False, True)}
 
 
-def start_check(args, ext, maxima, max_command=65536, session=None):
+def start_check(args, ext, maxima, max_command=65536, session=None, render_output=False):
     """The start tool's argument check, in its documented order: an ok request or the error text."""
     if not isinstance(args, dict):
         return "invalid arguments: expected an object"
@@ -1425,7 +1425,7 @@ def start_check(args, ext, maxima, max_command=65536, session=None):
     req = {"command": args["command"], "workdir": args.get("workdir"), "description": args.get("description"),
            "stdin": False, "name": None,
            "limits": {"timeout_ms": None, "cpu_seconds": None, "memory_bytes": None, "output_bytes": None},
-           "yield_ms": None, "sandbox": None, "tty": None}
+           "yield_ms": None, "sandbox": None, "tty": None, "render": False}
     if "input" in ext and args.get("stdin") is not None:
         if not isinstance(args["stdin"], bool):
             return 'invalid arguments: "stdin" must be a boolean'
@@ -1481,6 +1481,7 @@ def start_check(args, ext, maxima, max_command=65536, session=None):
                     size[key] = v
             req["tty"] = size
             req["stdin"] = True
+        req["render"] = render_output and req["tty"] is None
     name = req["name"]
     if name is not None:
         if not name.strip():
@@ -1576,6 +1577,22 @@ def starts():
                 vec("starts", f"{p}-check-start-{ext_name}-{name}", "README Extensions: terminal; WIT check-start",
                     [{"check_start": json.dumps(args), "max_command_bytes": 65536, "expect": expect}],
                     config=cfg(p, extensions=ext))
+        # The mount's renderOutput: every start without a terminal asks for
+        # its output rendered.
+        rendered = json.dumps({"profile": p, "extensions": ["terminal"], "renderOutput": True})
+        for name, args in (("plain", {"command": "make"}), ("tty", {"command": "make", "tty": True})):
+            got = start_check(args, ["terminal"], {}, render_output=True)
+            vec("starts", f"{p}-check-start-render-output-{name}", "README Extensions: terminal (renderOutput); WIT check-start",
+                [{"check_start": json.dumps(args), "max_command_bytes": 65536, "expect": {"ok": got}}],
+                config=rendered)
+        plugin_name = {"a": "tool-jobs", "b": "tool-tasks", "c": "jobs"}[p]
+        vec("configs", f"{p}-config-render-output", "README Extensions: terminal (renderOutput)", [
+            {"configure": rendered, "expect": {"ok": {"render_output": True}}},
+            {"configure": json.dumps({"profile": p, "renderOutput": True}),
+             "expect": {"err": f'{plugin_name}: renderOutput needs the "terminal" extension ("extensions": ["terminal"])'}},
+            {"configure": json.dumps({"profile": p, "extensions": ["terminal"], "renderOutput": "yes"}),
+             "expect": {"err": f'{plugin_name}: renderOutput must be true or false, got "yes"'}},
+        ])
         # The host's bound on a command, in bytes as written (README: bounded input).
         for name, command, bound in (("at-bound", "x" * 16, 16), ("over-bound", "x" * 17, 16),
                                      ("over-bound-utf8", "\u00e9" * 9, 16), ("blank-over-bound", " " * 40, 16),
@@ -1590,7 +1607,7 @@ def starts():
               "expect": {"err_prefix": "Error: invalid arguments: "}}], config=cfg(p))
         request = {"command": "npm run dev", "workdir": None, "description": None, "stdin": False, "name": "web",
                    "limits": {"timeout_ms": None, "cpu_seconds": None, "memory_bytes": None, "output_bytes": None},
-                   "yield_ms": None, "sandbox": None, "tty": None}
+                   "yield_ms": None, "sandbox": None, "tty": None, "render": False}
         answers = [
             ("new", {"new": "bash-1"}, {"text": "started background job bash-1", "is_error": False,
                                         "value": {"kind": "background", "jobId": "bash-1"}}),

@@ -154,7 +154,7 @@ const limitsJson = (l) => Object.fromEntries(['timeoutMs', 'cpuSeconds', 'memory
 const requestJson = (r) => ({
   command: r.command, workdir: r.workdir ?? null, description: r.description ?? null, stdin: r.stdin,
   name: r.name ?? null, limits: limitsJson(r.limits), yield_ms: r.yieldMs ?? null,
-  sandbox: fromWitSandbox(r.sandbox), tty: r.tty ?? null,
+  sandbox: fromWitSandbox(r.sandbox), tty: r.tty ?? null, render: r.render,
 });
 const requestFrom = (v) => ({
   command: v.command, workdir: v.workdir ?? undefined, description: v.description ?? undefined, stdin: v.stdin,
@@ -165,6 +165,7 @@ const requestFrom = (v) => ({
   yieldMs: v.yield_ms ?? undefined,
   sandbox: toWitSandbox(v.sandbox),
   tty: v.tty ?? undefined,
+  render: v.render ?? false,
 });
 // `{new: id}`, `{existing: id}` or `{error: {<start-error case>: payload}}`, as jco lowers a result.
 const madeFrom = (m) => {
@@ -188,6 +189,7 @@ const configJson = (c) => ({
   notice_transport: c.noticeTransport,
   disposed_owner: c.disposedOwner,
   sandbox: fromWitSandbox(c.sandbox),
+  render_output: c.renderOutput,
 });
 const noticeJson = (n) => ({ text: n.text, summary: n.summary ?? null, plugin: n.plugin, form: n.form ?? null });
 

@@ -174,7 +174,8 @@ def request_from(v):
     return _record(command=v["command"], workdir=v["workdir"], description=v["description"], stdin=v["stdin"],
                    name=v["name"], limits=limits, yield_ms=v.get("yield_ms"),
                    sandbox=sandbox_record(v.get("sandbox")),
-                   tty=None if v.get("tty") is None else _record(rows=v["tty"]["rows"], cols=v["tty"]["cols"]))
+                   tty=None if v.get("tty") is None else _record(rows=v["tty"]["rows"], cols=v["tty"]["cols"]),
+                   render=bool(v.get("render", False)))
 
 
 def made_from(m):

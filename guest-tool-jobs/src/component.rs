@@ -117,6 +117,7 @@ fn stream_from(stream: OutputStream) -> model::OutputStream {
         OutputStream::Stdout => model::OutputStream::Stdout,
         OutputStream::Stderr => model::OutputStream::Stderr,
         OutputStream::Raw => model::OutputStream::Raw,
+        OutputStream::RawStderr => model::OutputStream::RawStderr,
     }
 }
 
@@ -125,6 +126,7 @@ fn stream_to(stream: model::OutputStream) -> OutputStream {
         model::OutputStream::Stdout => OutputStream::Stdout,
         model::OutputStream::Stderr => OutputStream::Stderr,
         model::OutputStream::Raw => OutputStream::Raw,
+        model::OutputStream::RawStderr => OutputStream::RawStderr,
     }
 }
 
@@ -368,6 +370,7 @@ fn config_from(config: Config) -> PlainConfig {
         },
         limits: limits_from(config.limits),
         sandbox: config.sandbox.map(sandbox_from),
+        render_output: config.render_output,
     }
 }
 
@@ -445,6 +448,7 @@ impl tools::Guest for Component {
                 PlainProfile::A | PlainProfile::C => DisposedOwner::Report,
             },
             sandbox: c.sandbox.map(sandbox_to),
+            render_output: c.render_output,
         })
     }
 
@@ -477,6 +481,7 @@ impl tools::Guest for Component {
                 yield_ms: r.yield_ms,
                 sandbox: r.sandbox.map(sandbox_to),
                 tty: r.tty.map(size_to),
+                render: r.render,
             })
             .map_err(result_to)
     }
@@ -497,6 +502,7 @@ impl tools::Guest for Component {
             yield_ms: request.yield_ms,
             sandbox: request.sandbox.map(sandbox_from),
             tty: request.tty.map(size_from),
+            render: request.render,
         };
         let made = match made {
             Ok(StartMade::New(id)) => Ok(start::StartMade::New(id)),

@@ -65,6 +65,8 @@ pub struct Config {
     pub limits: JobLimits,
     /// The session's sandbox (extension `sandbox`); `None`: full authority.
     pub sandbox: Option<Sandbox>,
+    /// Render pipe jobs' output too (extension `terminal`).
+    pub render_output: bool,
 }
 
 /// The opt-in extensions a mount enables (see the WIT `extension`).
@@ -155,7 +157,7 @@ pub struct JobLimits {
 /// The config keys of the extensions, accepted under every profile. They are
 /// left out of the `known:` list of the unknown-key error, which stays as the
 /// seed surfaces word it.
-const EXTENSION_KEYS: &[&str] = &["extensions", "limits", "sandbox"];
+const EXTENSION_KEYS: &[&str] = &["extensions", "limits", "sandbox", "renderOutput"];
 const SANDBOX_KEYS: [&str; 2] = ["files", "network"];
 
 /// The session's sandbox from the config's `"sandbox"`: `files` (default
@@ -275,6 +277,7 @@ impl Default for Config {
             extensions: Extensions::default(),
             limits: JobLimits::default(),
             sandbox: None,
+            render_output: false,
         }
     }
 }
@@ -485,6 +488,17 @@ fn parse_for(profile: Profile, map: &Map<String, Value>) -> Result<Config, Strin
         }
         // Full authority is no sandbox.
         config.sandbox = Some(parse_sandbox(v)?).filter(|s| *s != Sandbox::FULL);
+    }
+    if let Some(v) = map.get("renderOutput") {
+        if !config.extensions.terminal {
+            return Err(
+                "renderOutput needs the \"terminal\" extension (\"extensions\": [\"terminal\"])"
+                    .to_owned(),
+            );
+        }
+        config.render_output = v
+            .as_bool()
+            .ok_or_else(|| format!("renderOutput must be true or false, got {v}"))?;
     }
     // Compared as written (so the error quotes the operator's numbers), then
     // kept as whole milliseconds, the unit host and guest share.

@@ -168,8 +168,10 @@ pub enum OutputStream {
     Stdout,
     /// Standard error.
     Stderr,
-    /// A terminal job's output as written (extension `terminal`).
+    /// A terminal or rendered job's stdout as written (extension `terminal`).
     Raw,
+    /// A rendered job's stderr as written (extension `terminal`).
+    RawStderr,
 }
 
 impl OutputStream {
@@ -178,7 +180,8 @@ impl OutputStream {
         match self {
             OutputStream::Stdout => "stdout",
             OutputStream::Stderr => "stderr",
-            OutputStream::Raw => "raw output",
+            OutputStream::Raw => "raw stdout",
+            OutputStream::RawStderr => "raw stderr",
         }
     }
 }

@@ -68,6 +68,9 @@ pub struct StartRequest {
     pub sandbox: Option<Sandbox>,
     /// Run it on a terminal of this size (extension `terminal`).
     pub tty: Option<crate::model::TerminalSize>,
+    /// Render its output though it has no terminal (the config's
+    /// `renderOutput`).
+    pub render: bool,
 }
 
 /// A terminal's rows or columns, at least and at most.
@@ -323,6 +326,7 @@ fn request(
         if request.tty.is_some() {
             request.stdin = true;
         }
+        request.render = config.render_output && request.tty.is_none();
     }
     // In the order the host checked them before: the name, then the command.
     if let Some(name) = &request.name {

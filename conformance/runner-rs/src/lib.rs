@@ -462,6 +462,7 @@ fn request_json(r: &StartRequest) -> Value {
         "yield_ms": r.yield_ms,
         "sandbox": r.sandbox.as_ref().map(sandbox_json),
         "tty": r.tty.map(|t| json!({"rows": t.rows, "cols": t.cols})),
+        "render": r.render,
     })
 }
 
@@ -520,6 +521,7 @@ fn request_from(v: &Value) -> StartRequest {
         },
         yield_ms: v["yield_ms"].as_u64().and_then(|n| u32::try_from(n).ok()),
         sandbox: sandbox_from(&v["sandbox"]),
+        render: v["render"].as_bool().unwrap_or(false),
         tty: v
             .get("tty")
             .filter(|t| t.is_object())
@@ -667,6 +669,7 @@ fn config_json(c: &GuestConfig) -> Value {
             DisposedOwner::Ignore => "ignore",
         },
         "sandbox": c.sandbox.as_ref().map(sandbox_json),
+        "render_output": c.render_output,
     })
 }
 
@@ -803,6 +806,7 @@ fn stream_of(value: &Value) -> wit::OutputStream {
     match value.as_str() {
         Some("stderr") => wit::OutputStream::Stderr,
         Some("raw") => wit::OutputStream::Raw,
+        Some("raw-stderr") => wit::OutputStream::RawStderr,
         _ => wit::OutputStream::Stdout,
     }
 }
@@ -812,6 +816,7 @@ fn stream_name(stream: wit::OutputStream) -> &'static str {
         wit::OutputStream::Stdout => "stdout",
         wit::OutputStream::Stderr => "stderr",
         wit::OutputStream::Raw => "raw",
+        wit::OutputStream::RawStderr => "raw-stderr",
     }
 }
 

@@ -35,13 +35,11 @@ pub(super) fn log(
 ) -> Result<ToolResult, String> {
     let mut stream = stream_arg(args)?;
     if config.extensions.terminal && super::args::optional_bool(args, "raw")? == Some(true) {
-        if stream == Some(OutputStream::Stderr) {
-            return Err(
-                "invalid arguments: \"raw\" pages a terminal job's output, which has no stderr"
-                    .to_owned(),
-            );
-        }
-        stream = Some(OutputStream::Raw);
+        // One stream at a time: stdout unless stderr is named.
+        stream = Some(match stream {
+            Some(OutputStream::Stderr) => OutputStream::RawStderr,
+            _ => OutputStream::Raw,
+        });
     }
     let start = optional_count(args, "start_line", 1, crate::model::MAX_SAFE_LINE)?;
     let count = optional_count(args, "lines", 1, MAX_PAGE_LINES)?;

@@ -46,9 +46,14 @@ pub struct Settings {
     #[arg(long)]
     pub suppress_completion_notice: Option<bool>,
     /// Opt-in extensions: `all`, or a comma-separated list of `ready`,
-    /// `input`, `log`, `limits`, `ports`, `yield`, `sandbox` [default: none].
+    /// `input`, `log`, `limits`, `ports`, `yield`, `sandbox`, `terminal`
+    /// [default: none].
     #[arg(long, value_name = "LIST")]
     pub extensions: Option<String>,
+    /// With the `terminal` extension: render what jobs without a terminal
+    /// write too (progress drawn with `\r`, colours), keeping the raw bytes.
+    #[arg(long)]
+    pub render_output: Option<bool>,
     /// With the `limits` extension: wall-clock maximum per job, in ms.
     #[arg(long, value_name = "MS")]
     pub job_timeout_ms: Option<u64>,
@@ -212,6 +217,7 @@ impl Settings {
                 .suppress_completion_notice
                 .or(self.suppress_completion_notice),
             extensions: over.extensions.or(self.extensions),
+            render_output: over.render_output.or(self.render_output),
             job_timeout_ms: over.job_timeout_ms.or(self.job_timeout_ms),
             job_cpu_seconds: over.job_cpu_seconds.or(self.job_cpu_seconds),
             job_memory_bytes: over.job_memory_bytes.or(self.job_memory_bytes),
@@ -298,6 +304,7 @@ impl Settings {
                 names => json!(names.split(',').map(str::trim).collect::<Vec<_>>()),
             }),
         );
+        set("renderOutput", self.render_output.map(|v| json!(v)));
         let limits: serde_json::Map<String, serde_json::Value> = [
             ("timeoutMs", self.job_timeout_ms),
             ("cpuSeconds", self.job_cpu_seconds),

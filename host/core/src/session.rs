@@ -320,6 +320,7 @@ impl Session {
                         limits: request.limits,
                         sandbox: request.sandbox.clone(),
                         tty: request.tty,
+                        render: request.render,
                         ..BashRequest::default()
                     };
                     let started = self

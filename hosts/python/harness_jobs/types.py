@@ -12,7 +12,7 @@ from typing import Any, Literal, Protocol, TypedDict
 
 JobStatus = Literal["running", "stopping", "completed", "killed", "failed"]
 KillOutcome = Literal["requested", "already-finished"]
-OutputStream = Literal["stdout", "stderr", "raw"]
+OutputStream = Literal["stdout", "stderr", "raw", "raw-stderr"]
 JobSignal = Literal["int", "term", "hup", "kill", "stop", "cont"]
 WaitEnd = Literal["settled", "timed-out", "matched", "quiet", "prompt"]
 Lane = Literal["inject", "followup"]

@@ -95,6 +95,7 @@ impl tools::Guest for Rogue {
                 output_bytes: None,
             },
             sandbox: None,
+            render_output: false,
         })
     }
 
@@ -141,6 +142,7 @@ impl tools::Guest for Rogue {
             yield_ms: None,
             sandbox: None,
             tty: None,
+            render: false,
         })
     }
 

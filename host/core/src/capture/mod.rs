@@ -45,10 +45,20 @@ pub enum OutputStream {
     Stdout,
     /// Standard error.
     Stderr,
-    /// A terminal job's bytes as the program wrote them (its stdout is the
-    /// rendered text).
+    /// A terminal or rendered job's stdout as the program wrote it (its
+    /// stdout is the rendered text); any other job's stdout.
     Raw,
+    /// A rendered job's stderr as the program wrote it; any other job's stderr.
+    RawStderr,
 }
+
+/// The screen each stream of a job without a terminal is rendered on, when
+/// its output is rendered: wide enough that a progress line redrawn with
+/// `\r` stays on one row (a longer line wraps, and is joined back).
+pub const RENDER_SIZE: TerminalSize = TerminalSize {
+    rows: 30,
+    cols: 250,
+};
 
 /// A terminal job's screen model and the bytes it was fed.
 struct TerminalCapture {
@@ -67,8 +77,13 @@ enum Drawn {
 pub(crate) struct Capture {
     stdout: StreamBuffer,
     stderr: StreamBuffer,
-    /// For a job on a terminal: what stdout is rendered from.
+    /// For a job on a terminal, or one whose output is rendered: what
+    /// stdout is rendered from.
     terminal: Option<Box<TerminalCapture>>,
+    /// For a job whose output is rendered: what stderr is rendered from.
+    stderr_terminal: Option<Box<TerminalCapture>>,
+    /// The job writes to a terminal (it has a screen, a cursor, a size).
+    tty: bool,
     /// Whether the job is done writing (no more bytes will arrive).
     closed: bool,
     /// When the job last wrote anything.
@@ -97,6 +112,8 @@ impl Capture {
             stdout: StreamBuffer::new(with_ext(".stdout"), limits).with_budget(budget.clone()),
             stderr: StreamBuffer::new(with_ext(".stderr"), limits).with_budget(budget),
             terminal: None,
+            stderr_terminal: None,
+            tty: false,
             closed: false,
             last_output: None,
         }
@@ -106,79 +123,114 @@ impl Capture {
     /// writes to stdout is kept as written (spilling to `<spill_stem>.raw`)
     /// and rendered into stdout.
     pub(crate) fn with_terminal(mut self, spill_stem: &Path, size: TerminalSize) -> Capture {
-        let mut path = spill_stem.as_os_str().to_owned();
-        path.push(".raw");
-        let raw = StreamBuffer::new(PathBuf::from(path), self.stdout.limits())
-            .with_budget(self.stdout.budget());
-        self.terminal = Some(Box::new(TerminalCapture {
-            drawn: Drawn::Live(Box::new(Terminal::new(size))),
-            raw,
-        }));
+        self.terminal = Some(self.rendered(spill_stem, ".raw", size));
+        self.tty = true;
         self
     }
 
-    /// One stream; `None` for the raw stream of a job without a terminal.
+    /// Makes this the capture of a job without a terminal whose output is
+    /// rendered: each stream through a screen model of its own
+    /// ([`RENDER_SIZE`]), kept as written in `<spill_stem>.raw` and
+    /// `<spill_stem>.raw-stderr`.
+    pub(crate) fn with_rendering(mut self, spill_stem: &Path) -> Capture {
+        self.terminal = Some(self.rendered(spill_stem, ".raw", RENDER_SIZE));
+        self.stderr_terminal = Some(self.rendered(spill_stem, ".raw-stderr", RENDER_SIZE));
+        self
+    }
+
+    fn rendered(&self, spill_stem: &Path, ext: &str, size: TerminalSize) -> Box<TerminalCapture> {
+        let mut path = spill_stem.as_os_str().to_owned();
+        path.push(ext);
+        let raw = StreamBuffer::new(PathBuf::from(path), self.stdout.limits())
+            .with_budget(self.stdout.budget());
+        Box::new(TerminalCapture {
+            drawn: Drawn::Live(Box::new(Terminal::new(size))),
+            raw,
+        })
+    }
+
+    /// One stream. The raw streams of a job whose output is not rendered
+    /// are its streams themselves (its output is as it was written).
     pub(crate) fn stream(&self, stream: OutputStream) -> Option<&StreamBuffer> {
-        match stream {
-            OutputStream::Stdout => Some(&self.stdout),
-            OutputStream::Stderr => Some(&self.stderr),
-            OutputStream::Raw => self.terminal.as_ref().map(|t| &t.raw),
-        }
+        Some(match stream {
+            OutputStream::Stdout => &self.stdout,
+            OutputStream::Stderr => &self.stderr,
+            OutputStream::Raw => self.terminal.as_ref().map_or(&self.stdout, |t| &t.raw),
+            OutputStream::RawStderr => self
+                .stderr_terminal
+                .as_ref()
+                .map_or(&self.stderr, |t| &t.raw),
+        })
     }
 
     /// Appends to one stream. A terminal job's stdout goes through its
     /// terminal; the rows that left the screen reach the rendered stream now.
     pub(crate) fn push(&mut self, stream: OutputStream, bytes: &[u8]) {
         self.last_output = Some(Instant::now());
-        match (stream, self.terminal.as_mut()) {
-            (OutputStream::Stdout | OutputStream::Raw, Some(t)) => {
+        let (rendered, plain) = match stream {
+            OutputStream::Stdout | OutputStream::Raw => {
+                (self.terminal.as_deref_mut(), &mut self.stdout)
+            }
+            OutputStream::Stderr | OutputStream::RawStderr => {
+                (self.stderr_terminal.as_deref_mut(), &mut self.stderr)
+            }
+        };
+        match rendered {
+            Some(t) => {
                 t.raw.push(bytes);
                 if let Drawn::Live(terminal) = &mut t.drawn {
                     terminal.feed(bytes);
                     let done = terminal.take_final();
                     if !done.is_empty() {
-                        self.stdout.push(done.as_bytes());
+                        plain.push(done.as_bytes());
                     }
                 }
             }
-            (OutputStream::Stdout | OutputStream::Raw, None) => self.stdout.push(bytes),
-            (OutputStream::Stderr, _) => self.stderr.push(bytes),
+            None => plain.push(bytes),
         }
     }
 
     /// Brings a terminal job's rendered stream up to what its screen shows
     /// (see [`terminal`]); before anything reads it.
     pub(crate) fn settle(&mut self) {
-        if let Some(TerminalCapture {
-            drawn: Drawn::Live(terminal),
-            ..
-        }) = self.terminal.as_deref_mut()
-        {
-            let text = terminal.flush();
-            if !text.is_empty() {
-                self.stdout.push(text.as_bytes());
+        for (rendered, plain) in [
+            (self.terminal.as_deref_mut(), &mut self.stdout),
+            (self.stderr_terminal.as_deref_mut(), &mut self.stderr),
+        ] {
+            if let Some(TerminalCapture {
+                drawn: Drawn::Live(terminal),
+                ..
+            }) = rendered
+            {
+                let text = terminal.flush();
+                if !text.is_empty() {
+                    plain.push(text.as_bytes());
+                }
             }
         }
     }
 
-    /// The job's terminal while it writes.
+    /// The job's terminal while it writes (only a job on a terminal has one).
     fn live_terminal(&self) -> Option<&Terminal> {
         match self.terminal.as_deref() {
             Some(TerminalCapture {
                 drawn: Drawn::Live(terminal),
                 ..
-            }) => Some(terminal),
+            }) if self.tty => Some(terminal),
             _ => None,
         }
     }
 
     /// Whether the job writes (or wrote) to a terminal.
     pub(crate) fn has_terminal(&self) -> bool {
-        self.terminal.is_some()
+        self.tty
     }
 
     /// What the job's terminal shows (or showed last, once the job is done).
     pub(crate) fn screen(&self) -> Option<Screen> {
+        if !self.tty {
+            return None;
+        }
         self.terminal.as_deref().map(|t| match &t.drawn {
             Drawn::Live(terminal) => terminal.screen(),
             Drawn::Ended(screen) => screen.clone(),
@@ -196,21 +248,31 @@ impl Capture {
             Some(TerminalCapture {
                 drawn: Drawn::Live(terminal),
                 ..
-            }) => terminal.take_replies(),
+            }) if self.tty => terminal.take_replies(),
             _ => Vec::new(),
         }
     }
 
-    /// The rows a settle would tell now (see [`Terminal::pending_lines`]).
+    /// The rows a settle would tell now, of both streams (see
+    /// [`Terminal::pending_lines`]).
     pub(crate) fn pending_lines(&self) -> Vec<String> {
-        self.live_terminal()
-            .map(Terminal::pending_lines)
-            .unwrap_or_default()
+        [self.terminal.as_deref(), self.stderr_terminal.as_deref()]
+            .into_iter()
+            .flatten()
+            .filter_map(|t| match &t.drawn {
+                Drawn::Live(terminal) => Some(terminal.pending_lines()),
+                Drawn::Ended(_) => None,
+            })
+            .flatten()
+            .collect()
     }
 
     /// A new size for the job's terminal; false when it has none (or the
     /// job is done).
     pub(crate) fn resize(&mut self, size: TerminalSize) -> bool {
+        if !self.tty {
+            return false;
+        }
         let Some(TerminalCapture {
             drawn: Drawn::Live(terminal),
             ..
@@ -228,20 +290,28 @@ impl Capture {
 
     /// Bytes the job ever wrote to both streams (a terminal job's as written).
     pub(crate) fn total(&self) -> u64 {
-        match &self.terminal {
-            Some(t) => t.raw.total() + self.stderr.total(),
-            None => self.stdout.total() + self.stderr.total(),
-        }
+        let out = self.terminal.as_ref().map_or(&self.stdout, |t| &t.raw);
+        let err = self
+            .stderr_terminal
+            .as_ref()
+            .map_or(&self.stderr, |t| &t.raw);
+        out.total() + err.total()
     }
 
     /// No more bytes will arrive: reads no longer hold back an incomplete
     /// character at the end.
     pub(crate) fn close(&mut self) {
         self.settle();
-        if let Some(t) = self.terminal.as_deref_mut()
-            && let Drawn::Live(terminal) = &t.drawn
+        for t in [
+            self.terminal.as_deref_mut(),
+            self.stderr_terminal.as_deref_mut(),
+        ]
+        .into_iter()
+        .flatten()
         {
-            t.drawn = Drawn::Ended(terminal.screen());
+            if let Drawn::Live(terminal) = &t.drawn {
+                t.drawn = Drawn::Ended(terminal.screen());
+            }
         }
         self.closed = true;
     }
@@ -255,7 +325,10 @@ impl Capture {
     pub(crate) fn discard_spills(&mut self) {
         self.stdout.discard_spill();
         self.stderr.discard_spill();
-        if let Some(t) = self.terminal.as_mut() {
+        for t in [self.terminal.as_mut(), self.stderr_terminal.as_mut()]
+            .into_iter()
+            .flatten()
+        {
             t.raw.discard_spill();
         }
     }

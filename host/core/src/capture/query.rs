@@ -60,21 +60,13 @@ pub enum LineQuery {
 }
 
 impl LineQuery {
-    /// Whether it asks for a terminal job's raw stream.
-    pub fn reads_raw(&self) -> bool {
-        matches!(
-            self,
-            LineQuery::Range {
-                stream: OutputStream::Raw,
-                ..
-            } | LineQuery::Last {
-                stream: OutputStream::Raw,
-                ..
-            } | LineQuery::Search {
-                stream: Some(OutputStream::Raw),
-                ..
-            }
-        )
+    /// The raw stream it asks for, if it asks for one.
+    pub fn raw_stream(&self) -> Option<OutputStream> {
+        let stream = match self {
+            LineQuery::Range { stream, .. } | LineQuery::Last { stream, .. } => Some(*stream),
+            LineQuery::Search { stream, .. } => *stream,
+        };
+        stream.filter(|s| matches!(s, OutputStream::Raw | OutputStream::RawStderr))
     }
 }
 

@@ -106,6 +106,18 @@ impl SharedCapture {
         lock(&self.capture).take_replies()
     }
 
+    /// A capture for a job without a terminal whose output is rendered:
+    /// each stream through a screen model of its own, the bytes as written
+    /// kept in the raw streams.
+    pub fn rendered(
+        spill_stem: &Path,
+        limits: OutputLimits,
+        budget: Option<Arc<SpillBudget>>,
+    ) -> SharedCapture {
+        let capture = Capture::with_budget(spill_stem, limits, budget.clone());
+        SharedCapture::of(capture.with_rendering(spill_stem), budget)
+    }
+
     /// Whether the job writes (or wrote) to a terminal.
     pub fn has_terminal(&self) -> bool {
         lock(&self.capture).has_terminal()
@@ -151,17 +163,20 @@ impl SharedCapture {
     }
 
     /// Retained lines, without consuming anything. `pattern` is the compiled
-    /// search pattern of a [`LineQuery::Search`]. A query of the raw stream
-    /// of a job without a terminal finds nothing.
+    /// search pattern of a [`LineQuery::Search`]. A query of a raw stream
+    /// looks at that stream alone.
     pub fn lines(&self, query: &LineQuery, pattern: Option<&regex::Regex>) -> LinePage {
-        let raw = query.reads_raw();
+        let raw = query.raw_stream();
         let retained: Vec<Retained> = {
             let mut capture = lock(&self.capture);
             capture.settle();
-            let streams: &[OutputStream] = if raw {
-                &[OutputStream::Raw]
-            } else {
-                &[OutputStream::Stdout, OutputStream::Stderr]
+            let one;
+            let streams: &[OutputStream] = match raw {
+                Some(stream) => {
+                    one = [stream];
+                    &one
+                }
+                None => &[OutputStream::Stdout, OutputStream::Stderr],
             };
             streams
                 .iter()

@@ -115,6 +115,7 @@ impl From<control::OutputStream> for wit::OutputStream {
             control::OutputStream::Stdout => wit::OutputStream::Stdout,
             control::OutputStream::Stderr => wit::OutputStream::Stderr,
             control::OutputStream::Raw => wit::OutputStream::Raw,
+            control::OutputStream::RawStderr => wit::OutputStream::RawStderr,
         }
     }
 }
@@ -125,6 +126,7 @@ impl From<wit::OutputStream> for control::OutputStream {
             wit::OutputStream::Stdout => control::OutputStream::Stdout,
             wit::OutputStream::Stderr => control::OutputStream::Stderr,
             wit::OutputStream::Raw => control::OutputStream::Raw,
+            wit::OutputStream::RawStderr => control::OutputStream::RawStderr,
         }
     }
 }

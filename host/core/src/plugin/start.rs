@@ -31,6 +31,9 @@ pub struct StartRequest {
     /// Run the job on a terminal of this size (extension `terminal`); its
     /// stdin is then open.
     pub tty: Option<crate::capture::TerminalSize>,
+    /// Render the output of a job without a terminal (the mount's
+    /// `renderOutput`).
+    pub render: bool,
 }
 
 /// What a start did.
@@ -142,6 +145,7 @@ fn request_from(r: &wit::StartRequest) -> StartRequest {
                 *crate::capture::TERMINAL_DIMENSIONS.end(),
             ),
         }),
+        render: r.render,
     }
 }
 

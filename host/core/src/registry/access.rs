@@ -467,9 +467,6 @@ impl JobRegistry {
             Some(capture) => Ok(capture.clone()),
             None => Err(RegistryError::Unsupported("log".to_owned())),
         })?;
-        if query.reads_raw() && !capture.has_terminal() {
-            return Err(RegistryError::NoTerminal);
-        }
         let page = capture.lines(query, pattern.as_ref());
         // The snapshot after the page, so a job that ended meanwhile says so.
         let job = self.with_visible(id, caller, |r| Ok(r.snapshot()))?;

@@ -100,6 +100,10 @@ pub struct BashRequest {
     /// Run the job on a pseudo-terminal of this size (its stdin is then
     /// open, whatever `stdin` says); `None`: pipes.
     pub tty: Option<crate::capture::TerminalSize>,
+    /// Render what a job without a terminal writes, each stream through a
+    /// screen model ([`crate::capture::RENDER_SIZE`]); the bytes as written
+    /// stay in the raw streams.
+    pub render: bool,
 }
 
 /// Limits on one job; `None` is no limit.

@@ -376,9 +376,12 @@ impl BashProducer {
 
         let stem = inner.spill_dir.path().join(format!("spawn-{n}"));
         let budget = Some(inner.budget.clone());
-        let capture = match request.tty {
-            Some(size) => SharedCapture::with_terminal(&stem, inner.config.limits, budget, size),
-            None => SharedCapture::new(&stem, inner.config.limits, budget),
+        let capture = match (request.tty, request.render) {
+            (Some(size), _) => {
+                SharedCapture::with_terminal(&stem, inner.config.limits, budget, size)
+            }
+            (None, true) => SharedCapture::rendered(&stem, inner.config.limits, budget),
+            (None, false) => SharedCapture::new(&stem, inner.config.limits, budget),
         };
         let (exited, _) = watch::channel(false);
         let control = Arc::new(ProcessControl {
