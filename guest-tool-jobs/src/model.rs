@@ -175,12 +175,12 @@ pub enum OutputStream {
 }
 
 impl OutputStream {
-    /// `stdout`, `stderr` or `raw output`.
+    /// `stdout`, `stderr`, `raw output` or `raw stderr`.
     pub fn as_str(self) -> &'static str {
         match self {
             OutputStream::Stdout => "stdout",
             OutputStream::Stderr => "stderr",
-            OutputStream::Raw => "raw stdout",
+            OutputStream::Raw => "raw output",
             OutputStream::RawStderr => "raw stderr",
         }
     }

@@ -235,7 +235,11 @@ async fn a_start_that_yields_stops_at_the_prompt() {
         "started background job bash-1\n[wait ended: the job is waiting for input: Name?]\nName? \n[status: running]"
     );
     // Ending the input types ctrl-d; the terminal stays open for more.
-    text(&s, "job_input", json!({"job_id": "bash-1", "close": true})).await;
+    let typed = text(&s, "job_input", json!({"job_id": "bash-1", "close": true})).await;
+    assert!(
+        typed.starts_with("typed ctrl-d on the terminal of job bash-1\n[status: "),
+        "{typed}"
+    );
     // `read` saw the end of its input, so the greeting follows the prompt.
     let end = read_until(&s, "bash-1", "[status: completed").await;
     assert_eq!(end, "hi\n[status: completed, exit code: 0]");
@@ -336,7 +340,7 @@ async fn bad_terminal_input_is_refused_and_changes_nothing() {
     );
     // A pipe job's output is as it was written: its raw output is its output.
     let raw = text(&s, "job_log", json!({"job_id": pipe, "raw": true})).await;
-    assert!(raw.starts_with("[raw stdout"), "{raw}");
+    assert!(raw.starts_with("[raw output"), "{raw}");
     assert_eq!(
         call(&s, "job_output", json!({"job_id": pipe, "view": "screen"})).await,
         (
@@ -392,13 +396,13 @@ async fn a_mount_that_asks_gets_pipe_output_rendered_too() {
     // colours its result.
     let id = start(
         &s,
-        json!({"command": "test -t 2 || for i in $(seq 1 100); do printf '\\rfetching %3d%%' $i >&2; done; printf '\\n' >&2; printf '\\033[32mok\\033[0m\\n'"}),
+        json!({"command": "test -t 2 || for i in $(seq 1 100); do printf '\\rfetching %3d%%' $i >&2; done; printf '\\nwarning: slow mirror\\n' >&2; printf '\\033[32mok\\033[0m\\nsecond\\nthird\\n'"}),
     )
     .await;
     let out = read_until(&s, &id, "[status: completed").await;
     assert_eq!(
         out,
-        "ok\n[stderr]\nfetching 100%\n[status: completed, exit code: 0]"
+        "ok\nsecond\nthird\n[stderr]\nfetching 100%\nwarning: slow mirror\n[status: completed, exit code: 0]"
     );
     // The bytes as written stay for people, stream by stream.
     let raw = text(
@@ -408,7 +412,7 @@ async fn a_mount_that_asks_gets_pipe_output_rendered_too() {
     )
     .await;
     assert!(
-        raw.starts_with("[raw stderr lines 1-1 of 1]\n1:\rfetching   1%\rfetching   2%"),
+        raw.starts_with("[raw stderr lines 1-2 of 2]\n1:\rfetching   1%\rfetching   2%"),
         "{raw}"
     );
     let raw = text(&s, "job_log", json!({"job_id": id, "raw": true})).await;

@@ -54,10 +54,19 @@ pub(super) fn input(
     let job = view.get(id).map_err(|e| error_message(&e, d, id))?;
     let noun = d.words().noun;
     let plural = if written == 1 { "" } else { "s" };
-    let said = match (text.is_some() || keys.is_some(), close) {
-        (true, true) => format!("wrote {written} byte{plural} to {noun} {id} and closed its input"),
-        (true, false) => format!("wrote {written} byte{plural} to {noun} {id}"),
-        _ => format!("closed the input of {noun} {id}"),
+    // On a terminal a close is the end-of-file character typed, and the
+    // terminal stays open: the answer says what happened.
+    let on_terminal = close && config.extensions.terminal && view.screen(id).is_ok();
+    let said = match (text.is_some() || keys.is_some(), close, on_terminal) {
+        (true, true, true) => {
+            format!("wrote {written} byte{plural} to {noun} {id} and typed ctrl-d on its terminal")
+        }
+        (true, true, false) => {
+            format!("wrote {written} byte{plural} to {noun} {id} and closed its input")
+        }
+        (true, false, _) => format!("wrote {written} byte{plural} to {noun} {id}"),
+        (false, _, true) => format!("typed ctrl-d on the terminal of {noun} {id}"),
+        (false, _, false) => format!("closed the input of {noun} {id}"),
     };
     Ok(done(d, said, &job, cap))
 }

@@ -123,7 +123,7 @@ impl Capture {
     /// writes to stdout is kept as written (spilling to `<spill_stem>.raw`)
     /// and rendered into stdout.
     pub(crate) fn with_terminal(mut self, spill_stem: &Path, size: TerminalSize) -> Capture {
-        self.terminal = Some(self.rendered(spill_stem, ".raw", size));
+        self.terminal = Some(self.rendered(spill_stem, ".raw", Terminal::new(size)));
         self.tty = true;
         self
     }
@@ -133,18 +133,19 @@ impl Capture {
     /// ([`RENDER_SIZE`]), kept as written in `<spill_stem>.raw` and
     /// `<spill_stem>.raw-stderr`.
     pub(crate) fn with_rendering(mut self, spill_stem: &Path) -> Capture {
-        self.terminal = Some(self.rendered(spill_stem, ".raw", RENDER_SIZE));
-        self.stderr_terminal = Some(self.rendered(spill_stem, ".raw-stderr", RENDER_SIZE));
+        self.terminal = Some(self.rendered(spill_stem, ".raw", Terminal::for_pipe(RENDER_SIZE)));
+        self.stderr_terminal =
+            Some(self.rendered(spill_stem, ".raw-stderr", Terminal::for_pipe(RENDER_SIZE)));
         self
     }
 
-    fn rendered(&self, spill_stem: &Path, ext: &str, size: TerminalSize) -> Box<TerminalCapture> {
+    fn rendered(&self, spill_stem: &Path, ext: &str, terminal: Terminal) -> Box<TerminalCapture> {
         let mut path = spill_stem.as_os_str().to_owned();
         path.push(ext);
         let raw = StreamBuffer::new(PathBuf::from(path), self.stdout.limits())
             .with_budget(self.stdout.budget());
         Box::new(TerminalCapture {
-            drawn: Drawn::Live(Box::new(Terminal::new(size))),
+            drawn: Drawn::Live(Box::new(terminal)),
             raw,
         })
     }
@@ -192,7 +193,9 @@ impl Capture {
 
     /// Brings a terminal job's rendered stream up to what its screen shows
     /// (see [`terminal`]); before anything reads it.
-    pub(crate) fn settle(&mut self) {
+    /// Answers whether it told anything.
+    pub(crate) fn settle(&mut self) -> bool {
+        let mut told = false;
         for (rendered, plain) in [
             (self.terminal.as_deref_mut(), &mut self.stdout),
             (self.stderr_terminal.as_deref_mut(), &mut self.stderr),
@@ -205,9 +208,11 @@ impl Capture {
                 let text = terminal.flush();
                 if !text.is_empty() {
                     plain.push(text.as_bytes());
+                    told = true;
                 }
             }
         }
+        told
     }
 
     /// The job's terminal while it writes (only a job on a terminal has one).

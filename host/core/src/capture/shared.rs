@@ -74,17 +74,28 @@ impl SharedCapture {
     /// The consuming read the model sees: new stdout, then `[stderr]` and new
     /// stderr, then a note when unread bytes were lost from memory.
     pub fn read_delta(&self) -> String {
-        let mut capture = lock(&self.capture);
-        capture.settle();
-        capture.render_delta()
+        self.settled(Capture::render_delta)
+    }
+
+    /// Runs `f` on the capture once a terminal's untold rows are told; the
+    /// waits hear of rows told, as of any output (a wait that looked at
+    /// them untold a moment ago looks again).
+    fn settled<T>(&self, f: impl FnOnce(&mut Capture) -> T) -> T {
+        let (done, told) = {
+            let mut capture = lock(&self.capture);
+            let told = capture.settle();
+            (f(&mut capture), told)
+        };
+        if told {
+            self.changes.send_modify(|_| {});
+        }
+        done
     }
 
     /// The whole output so far (stdout, then `[stderr]` and stderr, as reads
     /// show them), or its two ends, without consuming anything.
     pub fn excerpt(&self, window: ExcerptWindow) -> Excerpt {
-        let mut capture = lock(&self.capture);
-        capture.settle();
-        capture.excerpt(window)
+        self.settled(|capture| capture.excerpt(window))
     }
 
     /// A capture for a job on a terminal of `size` (see
@@ -139,10 +150,8 @@ impl SharedCapture {
     /// stdout (numbered as the line it is part of); `None` for a job without
     /// a terminal or not at a prompt.
     pub fn prompt_line(&self) -> Option<LineMatch> {
-        let mut capture = lock(&self.capture);
-        let text = capture.prompt()?;
-        capture.settle();
-        let number = capture.stdout.newlines() + 1;
+        let text = lock(&self.capture).prompt()?;
+        let number = self.settled(|capture| capture.stdout.newlines() + 1);
         Some(LineMatch {
             line: super::OutputLine {
                 stream: OutputStream::Stdout,
@@ -155,11 +164,33 @@ impl SharedCapture {
 
     /// A new size for the job's terminal; false when it has none.
     pub fn resize(&self, size: TerminalSize) -> bool {
-        let resized = lock(&self.capture).resize(size);
+        self.resize_with(size, || Ok(())).unwrap_or(false)
+    }
+
+    /// [`SharedCapture::resize`] once `apply` (the kernel's resize, which
+    /// tells the program) succeeded, both under the capture's lock: what the
+    /// program draws for the new size cannot reach the old screen.
+    ///
+    /// # Errors
+    ///
+    /// `apply`'s error; nothing changed then.
+    pub fn resize_with(
+        &self,
+        size: TerminalSize,
+        apply: impl FnOnce() -> std::io::Result<()>,
+    ) -> std::io::Result<bool> {
+        let resized = {
+            let mut capture = lock(&self.capture);
+            if !capture.has_terminal() {
+                return Ok(false);
+            }
+            apply()?;
+            capture.resize(size)
+        };
         if resized {
             self.changes.send_modify(|_| {});
         }
-        resized
+        Ok(resized)
     }
 
     /// Retained lines, without consuming anything. `pattern` is the compiled
@@ -167,9 +198,7 @@ impl SharedCapture {
     /// looks at that stream alone.
     pub fn lines(&self, query: &LineQuery, pattern: Option<&regex::Regex>) -> LinePage {
         let raw = query.raw_stream();
-        let retained: Vec<Retained> = {
-            let mut capture = lock(&self.capture);
-            capture.settle();
+        let retained: Vec<Retained> = self.settled(|capture| {
             let one;
             let streams: &[OutputStream] = match raw {
                 Some(stream) => {
@@ -182,7 +211,7 @@ impl SharedCapture {
                 .iter()
                 .filter_map(|s| capture.stream(*s).map(|b| Retained::of(b, *s)))
                 .collect()
-        };
+        });
         // Spill files are read after the lock, so the job's output keeps
         // flowing, and off the async workers, so a slow pattern holds no
         // other call.
@@ -212,7 +241,7 @@ impl SharedCapture {
         if pending.is_empty() || !heavy(|| pending.iter().any(|line| pattern.is_match(line))) {
             return None;
         }
-        lock(&self.capture).settle();
+        self.settled(|_| ());
         self.find_told(pattern, scan)
     }
 

@@ -70,6 +70,8 @@ struct Row {
     /// Changed since it was last emitted: only such rows cost a look when
     /// the stream is brought up to date.
     dirty: bool,
+    /// Whether it is blank, once looked at since it last changed.
+    blank: std::cell::Cell<Option<bool>>,
 }
 
 impl Row {
@@ -78,6 +80,7 @@ impl Row {
             cells: vec![' '; cols],
             wrapped: false,
             dirty: false,
+            blank: std::cell::Cell::new(Some(true)),
         }
     }
 
@@ -87,6 +90,13 @@ impl Row {
         self.cells.fill(' ');
         self.wrapped = false;
         self.dirty = false;
+        self.blank.set(Some(true));
+    }
+
+    /// It changed: told again when the stream is brought up to date.
+    fn touch(&mut self) {
+        self.dirty = true;
+        self.blank.set(None);
     }
 
     /// The row's text: without trailing blanks, unless it goes on in the next row.
@@ -103,7 +113,12 @@ impl Row {
     }
 
     fn is_blank(&self) -> bool {
-        self.cells.iter().all(|c| *c == ' ')
+        if let Some(blank) = self.blank.get() {
+            return blank;
+        }
+        let blank = self.cells.iter().all(|c| *c == ' ');
+        self.blank.set(Some(blank));
+        blank
     }
 }
 
@@ -161,6 +176,10 @@ struct ScreenState {
     continues_into: Option<usize>,
     /// The stream does not end with a line ending.
     mid_line: bool,
+    /// A line feed also returns the cursor to the first column: what a
+    /// terminal's driver adds on the way to a terminal (`ONLCR`), which
+    /// output sent down a pipe never had.
+    newline_mode: bool,
     /// What the terminal answers the program (status and cursor reports),
     /// not sent yet; at most [`MAX_REPLY_BYTES`].
     replies: Vec<u8>,
@@ -183,10 +202,19 @@ impl Terminal {
                 open: None,
                 continues_into: None,
                 mid_line: false,
+                newline_mode: false,
                 replies: Vec::new(),
                 out: String::new(),
             },
         }
+    }
+
+    /// A screen for output that was written to a pipe, not a terminal: a
+    /// line feed starts its line at the first column.
+    pub fn for_pipe(size: TerminalSize) -> Terminal {
+        let mut terminal = Terminal::new(size);
+        terminal.screen.newline_mode = true;
+        terminal
     }
 
     /// Feeds what the program wrote.
@@ -342,15 +370,7 @@ impl ScreenState {
     /// what is typed there continues the line as the screen shows it
     /// (`Continue? [Y/n] y`).
     fn row_text(&self, r: usize, complete: bool) -> String {
-        let row = &self.grid.rows[r];
-        let text = row.text();
-        if !complete && r == self.grid.cursor.0 && !self.grid.pending_wrap {
-            let col = self.grid.cursor.1.min(row.cells.len());
-            if text.chars().count() < col {
-                return row.cells[..col].iter().collect();
-            }
-        }
-        text
+        row_text_in(&self.grid, r, complete)
     }
 
     /// The last row a flush tells, and whether it is told empty (the
@@ -385,10 +405,27 @@ impl ScreenState {
             return Vec::new();
         };
         let last = if bottom_blank { bottom } else { bottom + 1 };
-        (0..last)
-            .filter(|&r| self.needs_telling(r, r < bottom))
-            .map(|r| trim_end(&self.row_text(r, r < bottom)))
-            .collect()
+        // Rows joined by a wrap are one line, as the stream tells them: a
+        // pattern may span the wrap.
+        let mut lines = Vec::new();
+        let mut line = String::new();
+        let mut untold = false;
+        for r in 0..last {
+            let complete = r < bottom;
+            line.push_str(&self.row_text(r, complete));
+            untold |= self.needs_telling(r, complete);
+            if !(self.grid.rows[r].wrapped && complete) {
+                if untold {
+                    lines.push(trim_end(&line));
+                }
+                line.clear();
+                untold = false;
+            }
+        }
+        if untold && !line.is_empty() {
+            lines.push(trim_end(&line));
+        }
+        lines
     }
 
     /// Emits row `r` of the main screen as it stands; `complete` ends its line.
@@ -482,7 +519,9 @@ impl ScreenState {
         let (top, bottom) = (self.grid.top, self.grid.bottom);
         let n = n.min(bottom + 1 - top);
         if self.emitting() {
-            for r in top..top + n {
+            // Rows above the region (a header it scrolls under) come first,
+            // in the order the screen shows them.
+            for r in 0..top + n {
                 if self.needs_telling(r, true) {
                     self.emit_row(r, true);
                 }
@@ -554,7 +593,7 @@ impl ScreenState {
         let (row, col) = self.grid.cursor;
         let line = &mut self.grid.rows[row];
         line.cells[col] = c;
-        line.dirty = true;
+        line.touch();
         if col + 1 >= cols {
             self.grid.pending_wrap = true;
         } else {
@@ -577,7 +616,7 @@ impl ScreenState {
         };
         let line = &mut self.grid.rows[row];
         line.cells[range].fill(' ');
-        line.dirty = true;
+        line.touch();
         if mode != 1 {
             line.wrapped = false;
         }
@@ -636,18 +675,26 @@ impl ScreenState {
         if size == self.size {
             return;
         }
-        // The rows above the cursor that do not fit leave the screen.
+        // The rows above each screen's cursor that do not fit leave it.
         let rows = usize::from(size.rows);
         let cols = usize::from(size.cols);
-        let leaving = (self.grid.cursor.0 + 1).saturating_sub(rows);
         self.flush();
+        // The main screen is the one told; with a full-screen program up it
+        // waits in `main`.
+        let main_leave = {
+            let main = self.main.as_ref().unwrap_or(&self.grid);
+            (main.cursor.0 + 1).saturating_sub(rows)
+        };
         for grid in std::iter::once(&mut self.grid).chain(self.main.as_mut()) {
-            let leave = leaving.min(grid.rows.len());
+            let leave = (grid.cursor.0 + 1)
+                .saturating_sub(rows)
+                .min(grid.rows.len());
             grid.rows.drain(..leave);
             grid.rows.resize(rows, Row::blank(cols));
             grid.rows.truncate(rows);
             for row in &mut grid.rows {
                 row.cells.resize(cols, ' ');
+                row.blank.set(None);
             }
             grid.cursor = (
                 grid.cursor.0.saturating_sub(leave).min(rows - 1),
@@ -658,7 +705,7 @@ impl ScreenState {
             grid.bottom = rows - 1;
             grid.pending_wrap = false;
         }
-        let emitted_leave = leaving.min(self.emitted.len());
+        let emitted_leave = main_leave.min(self.emitted.len());
         self.emitted.drain(..emitted_leave);
         self.emitted.resize(rows, None);
         self.open = self
@@ -669,16 +716,32 @@ impl ScreenState {
         self.size = size;
         // A row cut or widened was told as it stood: it is told again only
         // when it changes. A wrap at the old width is none at the new one.
-        for row in &mut self.grid.rows {
-            row.wrapped = false;
+        for grid in std::iter::once(&mut self.grid).chain(self.main.as_mut()) {
+            for row in &mut grid.rows {
+                row.wrapped = false;
+            }
         }
+        let main = self.main.as_ref().unwrap_or(&self.grid);
         for r in 0..rows {
             if let Some(complete) = self.emitted[r].as_ref().map(|e| e.complete) {
-                let text = self.row_text(r, complete);
+                let text = row_text_in(main, r, complete);
                 self.emitted[r] = Some(Emitted { text, complete });
             }
         }
     }
+}
+
+/// Row `r` of `grid` as it would be told (see [`ScreenState::row_text`]).
+fn row_text_in(grid: &Grid, r: usize, complete: bool) -> String {
+    let row = &grid.rows[r];
+    let text = row.text();
+    if !complete && r == grid.cursor.0 && !grid.pending_wrap {
+        let col = grid.cursor.1.min(row.cells.len());
+        if text.chars().count() < col {
+            return row.cells[..col].iter().collect();
+        }
+    }
+    text
 }
 
 fn param(params: &vte::Params, index: usize, default: u16) -> u16 {
@@ -697,7 +760,12 @@ impl vte::Perform for ScreenState {
 
     fn execute(&mut self, byte: u8) {
         match byte {
-            b'\n' | 0x0b | 0x0c => self.line_feed(),
+            b'\n' | 0x0b | 0x0c => {
+                if self.newline_mode {
+                    self.grid.cursor.1 = 0;
+                }
+                self.line_feed();
+            }
             b'\r' => {
                 self.grid.pending_wrap = false;
                 self.grid.cursor.1 = 0;
@@ -772,7 +840,7 @@ impl vte::Perform for ScreenState {
                 let end = (col + n).min(cols);
                 let line = &mut self.grid.rows[row];
                 line.cells[col..end].fill(' ');
-                line.dirty = true;
+                line.touch();
             }
             // Deleting or inserting characters: one move of the rest of the
             // row, however many are asked for.
@@ -788,7 +856,7 @@ impl vte::Perform for ScreenState {
                     rest.rotate_right(k);
                     rest[..k].fill(' ');
                 }
-                line.dirty = true;
+                line.touch();
             }
             'L' | 'M' if row >= self.grid.top && row <= self.grid.bottom => {
                 let saved_top = self.grid.top;
@@ -955,6 +1023,34 @@ mod tests {
         assert!(t.take_replies().is_empty());
         t.feed(&b"\x1b[6n".repeat(10_000));
         assert!(t.take_replies().len() <= MAX_REPLY_BYTES + 16);
+    }
+
+    #[test]
+    fn pipe_output_starts_each_line_at_the_first_column() {
+        let mut t = Terminal::for_pipe(TerminalSize { rows: 3, cols: 20 });
+        t.feed(b"one\ntwo\nthree\nfour\n\rfive 1%\rfive 99%\n");
+        assert_eq!(t.flush(), "one\ntwo\nthree\nfour\nfive 99%\n");
+    }
+
+    #[test]
+    fn a_wrapped_line_is_peeked_whole() {
+        let mut t = Terminal::new(TerminalSize { rows: 5, cols: 10 });
+        t.feed(b"Tomcat started on port 8080");
+        assert_eq!(
+            t.pending_lines(),
+            vec!["Tomcat started on port 8080".to_owned()]
+        );
+    }
+
+    #[test]
+    fn a_resize_under_a_full_screen_program_keeps_the_main_screen() {
+        let mut t = Terminal::new(TerminalSize { rows: 5, cols: 20 });
+        t.feed(b"before\r\n$ ");
+        assert_eq!(t.flush(), "before\n$ ");
+        t.feed(b"\x1b[?1049h\x1b[Hfull\x1b[5;1Hbottom");
+        t.resize(TerminalSize { rows: 3, cols: 20 });
+        t.feed(b"\x1b[?1049lls\r\n");
+        assert_eq!(t.flush(), "ls\n");
     }
 
     #[test]

@@ -113,11 +113,15 @@ impl JobControl for BashControl {
                 "the job has already finished".to_owned(),
             ));
         };
-        super::vfork::set_size(master, size.rows, size.cols)
-            .map_err(|e| ControlError::Failed(format!("cannot resize the job's terminal: {e}")))?;
-        // What the program draws for the new size lands on a screen of that
-        // size (it is told after the kernel took the size).
-        terminal.capture.resize(size);
-        Ok(())
+        // The kernel's size (which tells the program) and the screen
+        // model's change together: what it draws next lands on a screen of
+        // the new size, and a failed resize changes neither.
+        terminal
+            .capture
+            .resize_with(size, || {
+                super::vfork::set_size(master, size.rows, size.cols)
+            })
+            .map(|_| ())
+            .map_err(|e| ControlError::Failed(format!("cannot resize the job's terminal: {e}")))
     }
 }

@@ -105,6 +105,11 @@ impl Supervisor {
             Err(e) => {
                 tracing::warn!("jobs: cannot watch job leader {pid}: {e}");
                 self.kill_all().await;
+                // The job's end as every end is: its input writer (and with
+                // it a terminal's last descriptor) goes, its output is done.
+                lock(&self.control.state).exited = true;
+                self.control.exited.send_replace(true);
+                self.capture.close();
                 return process_outcome(None, true);
             }
         };
