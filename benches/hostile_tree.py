@@ -3,17 +3,19 @@
 `jobs-host mcp`: job_kill, then SIGTERM, SIGINT and SIGKILL to the host; prints
 what survives (ps) and what is left in the host's TMPDIR.
 
-Usage: python3 benches/hostile_tree.py target/release/jobs-host
+Usage: python3 benches/hostile_tree.py target/release/jobs-host [--tty]
+(--tty: the tree runs on a pseudo-terminal, through the terminal extension)
 """
 import json, os, signal, subprocess, sys, tempfile, time
 BIN = sys.argv[1]
+TTY = "--tty" in sys.argv[2:]
 TREE = ("setsid sh -c 'sleep 3001' & (set -m; sleep 3002 & sh -c 'sleep 3003' &) ; "
         "sh -c 'trap \"\" TERM; sleep 3004' & trap '' TERM; sleep 3005")
 def survivors():
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
     return [l.strip() for l in out.splitlines() if "sleep 300" in l and "ps -eo" not in l]
 def host(tmp):
-    p = subprocess.Popen([BIN, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    p = subprocess.Popen([BIN, "mcp", *(["--extensions", "all"] if TTY else [])], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                          env=dict(os.environ, TMPDIR=tmp), stderr=subprocess.DEVNULL)
     n = [0]
     def rpc(method, params=None):
@@ -37,7 +39,8 @@ def wait_for(cond, s=10):
 # 1. job_kill on the hostile tree
 tmp = tempfile.mkdtemp()
 p, rpc = host(tmp)
-print("start:", call(rpc, "bash", {"command": TREE}))
+START = {"command": TREE, **({"tty": True} if TTY else {})}
+print("start:", call(rpc, "bash", START))
 wait_for(lambda: len(survivors()) >= 5)
 print("tree:", len(survivors()), "processes")
 print("kill:", call(rpc, "job_kill", {"job_id": "bash-1"}))
@@ -49,7 +52,7 @@ print("spill left in TMPDIR:", os.listdir(tmp))
 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL):
     tmp = tempfile.mkdtemp()
     p, rpc = host(tmp)
-    call(rpc, "bash", {"command": TREE})
+    call(rpc, "bash", START)
     wait_for(lambda: len(survivors()) >= 5)
     n = len(survivors())
     p.send_signal(sig)

@@ -45,8 +45,7 @@ pub fn sandbox_of(
 }
 pub use ready::{matched_lines, matched_note, ready_args, ready_properties, wait_note};
 pub use terminal::{
-    PROMPT_QUIET_MS, is_ready, output_properties, prompt_note, screen_text, wants_screen,
-    with_prompt,
+    PROMPT_QUIET_MS, output_properties, prompt_note, screen_text, wants_screen, with_prompt,
 };
 
 /// The most bytes one `*_input` call writes.

@@ -115,13 +115,6 @@ pub fn with_prompt(
     Ok(Some(until))
 }
 
-/// Whether a wait request asks for more than a plain wait (a ready line or
-/// quiet output): only those name their end in the answer, unless it ended
-/// at a prompt.
-pub fn is_ready(until: Option<&WaitUntil>) -> bool {
-    until.is_some_and(|u| u.pattern.is_some() || u.quiet_ms.is_some())
-}
-
 /// `[wait ended: the job is waiting for input: <prompt>]` for a wait that
 /// ended at a prompt (profiles A and B).
 pub fn prompt_note(d: &dyn Dialect, outcome: &WaitOutcome) -> Option<String> {

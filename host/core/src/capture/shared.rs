@@ -59,6 +59,19 @@ impl SharedCapture {
         written
     }
 
+    /// [`SharedCapture::push`], with what the job's terminal answers the
+    /// bytes (a cursor report), to be written back to the terminal (see
+    /// [`crate::capture::Terminal::take_replies`]); empty without one.
+    pub fn push_answered(&self, stream: OutputStream, bytes: &[u8]) -> (u64, Vec<u8>) {
+        let (written, replies) = {
+            let mut capture = lock(&self.capture);
+            capture.push(stream, bytes);
+            (capture.total(), capture.take_replies())
+        };
+        self.changes.send_replace(written);
+        (written, replies)
+    }
+
     /// The job is done writing: the last incomplete line is complete now (the
     /// ready waits are woken for it), and the budget may drop the spill files
     /// for running jobs.
@@ -111,12 +124,6 @@ impl SharedCapture {
         SharedCapture::of(capture.with_terminal(spill_stem, size), budget)
     }
 
-    /// What the job's terminal answers it, to be written to the terminal
-    /// (see [`crate::capture::Terminal::take_replies`]).
-    pub fn take_replies(&self) -> Vec<u8> {
-        lock(&self.capture).take_replies()
-    }
-
     /// A capture for a job without a terminal whose output is rendered:
     /// each stream through a screen model of its own, the bytes as written
     /// kept in the raw streams.
@@ -140,12 +147,6 @@ impl SharedCapture {
         lock(&self.capture).screen()
     }
 
-    /// The prompt the job's cursor sits after (see [`crate::capture::Terminal::prompt`]);
-    /// `None` for a job without a terminal, or one that is done.
-    pub fn prompt(&self) -> Option<String> {
-        lock(&self.capture).prompt()
-    }
-
     /// The prompt the job's cursor sits after, as a line of its rendered
     /// stdout (numbered as the line it is part of); `None` for a job without
     /// a terminal or not at a prompt.
@@ -162,14 +163,10 @@ impl SharedCapture {
         })
     }
 
-    /// A new size for the job's terminal; false when it has none.
-    pub fn resize(&self, size: TerminalSize) -> bool {
-        self.resize_with(size, || Ok(())).unwrap_or(false)
-    }
-
-    /// [`SharedCapture::resize`] once `apply` (the kernel's resize, which
-    /// tells the program) succeeded, both under the capture's lock: what the
-    /// program draws for the new size cannot reach the old screen.
+    /// A new size for the job's terminal (false when it has none), once
+    /// `apply` (the kernel's resize, which tells the program) succeeded, both
+    /// under the capture's lock: what the program draws for the new size
+    /// cannot reach the old screen.
     ///
     /// # Errors
     ///
@@ -199,12 +196,8 @@ impl SharedCapture {
     pub fn lines(&self, query: &LineQuery, pattern: Option<&regex::Regex>) -> LinePage {
         let raw = query.raw_stream();
         let retained: Vec<Retained> = self.settled(|capture| {
-            let one;
-            let streams: &[OutputStream] = match raw {
-                Some(stream) => {
-                    one = [stream];
-                    &one
-                }
+            let streams: &[OutputStream] = match &raw {
+                Some(stream) => std::slice::from_ref(stream),
                 None => &[OutputStream::Stdout, OutputStream::Stderr],
             };
             streams

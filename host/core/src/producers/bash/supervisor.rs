@@ -283,11 +283,11 @@ impl Supervisor {
                     match rustix::io::read(terminal.get_ref(), &mut buf[..]) {
                         Ok(0) => return,
                         Ok(n) => {
-                            let written = capture.push(OutputStream::Stdout, &buf[..n]);
+                            let (written, replies) =
+                                capture.push_answered(OutputStream::Stdout, &buf[..n]);
                             // The terminal's answers (a cursor report) go
                             // back in as the job's input, as on any terminal;
                             // a few bytes, so a full input is not waited for.
-                            let replies = capture.take_replies();
                             if !replies.is_empty() {
                                 let _ = rustix::io::write(terminal.get_ref(), &replies);
                             }
