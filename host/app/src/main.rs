@@ -1,7 +1,10 @@
 //! `jobs-host`: background jobs for LLM agents, through the tool-jobs component.
 //!
-//! - `mcp`: an MCP server over stdio (one connection, one owner);
+//! - `mcp`: an MCP server over stdio (one connection, one owner), or with
+//!   `--session` a durable session of the user's daemon;
 //! - `shell`: type tool calls and see exactly what the model would see;
+//! - `daemon`, `ps`, `logs`, `kill`, `wait`: the daemon of durable sessions
+//!   and a person's view of their jobs;
 //! - `tools`: the tool definitions, UI cards and prompt section as JSON;
 //! - `check`: whether this host can run a given plugin component.
 
@@ -11,6 +14,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 mod console;
+mod daemon;
 mod mcp;
 mod settings;
 
@@ -77,12 +81,68 @@ enum Command {
         /// before the agent counts as idle.
         #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
         claude_channel_idle_ms: u64,
+        #[command(flatten)]
+        durable: Durable,
     },
     /// An interactive console: type tool calls, see what the model sees. Reads a
     /// script from stdin when it is not a terminal.
     Shell {
         #[command(flatten)]
         settings: Settings,
+        #[command(flatten)]
+        durable: Durable,
+    },
+    /// The daemon of durable sessions (one per user). `mcp --session` and
+    /// `shell --session` start it when it is not running.
+    Daemon {
+        /// Stop the running daemon: every session ends and its jobs are killed.
+        #[arg(long)]
+        stop: bool,
+    },
+    /// List the jobs of durable sessions.
+    Ps {
+        /// This session's jobs [default: the session of the current directory].
+        #[arg(long, value_name = "KEY")]
+        session: Option<String>,
+        /// Every session's jobs.
+        #[arg(long, conflicts_with = "session")]
+        all: bool,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a job's output (nothing the model reads is consumed).
+    Logs {
+        /// Keep printing what the job writes until it ends.
+        #[arg(short, long)]
+        follow: bool,
+        /// Its standard error instead of its standard output.
+        #[arg(long)]
+        stderr: bool,
+        /// Only the last N lines.
+        #[arg(long, value_name = "N")]
+        lines: Option<u32>,
+        /// The job's session, when its id is in more than one.
+        #[arg(long, value_name = "KEY")]
+        session: Option<String>,
+        /// The job's id (`bash-1`).
+        id: String,
+    },
+    /// Kill a job of a durable session; the session's model is told.
+    Kill {
+        /// The job's session, when its id is in more than one.
+        #[arg(long, value_name = "KEY")]
+        session: Option<String>,
+        /// The job's id.
+        id: String,
+    },
+    /// Wait for a job of a durable session to end; exits with its exit code.
+    Wait {
+        /// The job's session, when its id is in more than one.
+        #[arg(long, value_name = "KEY")]
+        session: Option<String>,
+        /// The job's id.
+        id: String,
     },
     /// Print the tool definitions, UI cards and prompt section as JSON.
     Tools {
@@ -102,6 +162,150 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+}
+
+/// `--session` and `--linger`, for `mcp` and `shell`.
+#[derive(clap::Args, Clone, Debug, Default)]
+struct Durable {
+    /// A durable session of this user's daemon, which keeps its jobs when
+    /// the client goes (see the README's "Durable sessions"). Without KEY,
+    /// or with `JOBS_HOST_SESSION` set, the key is that variable or else the
+    /// canonical working directory.
+    #[arg(long, value_name = "KEY", num_args = 0..=1, default_missing_value = "")]
+    session: Option<String>,
+    /// With a session: how long it is kept, with its jobs, when no client is
+    /// connected (`90s`, `30m`, `2h`) [default: 30m].
+    #[arg(long, value_name = "DURATION", value_parser = daemon::parse_duration)]
+    linger: Option<std::time::Duration>,
+}
+
+impl Durable {
+    /// The session key, if this is a durable session.
+    fn key(&self, workdir: Option<&Path>) -> Result<Option<String>> {
+        let from_env = std::env::var("JOBS_HOST_SESSION")
+            .ok()
+            .filter(|k| !k.is_empty());
+        let key = match (self.session.as_deref(), from_env) {
+            (Some(""), Some(key)) | (None, Some(key)) => key,
+            (Some(""), None) => daemon::default_key(workdir)?,
+            (Some(key), _) => key.to_owned(),
+            (None, None) => {
+                if self.linger.is_some() {
+                    anyhow::bail!("--linger needs --session");
+                }
+                return Ok(None);
+            }
+        };
+        daemon::check_key(&key)?;
+        Ok(Some(key))
+    }
+}
+
+/// The first line a session client sends its daemon: the session's key and
+/// settings, resolved here (relative paths against this directory).
+fn session_hello(
+    kind: daemon::Kind,
+    key: String,
+    mut settings: Settings,
+    linger: Option<std::time::Duration>,
+) -> Result<daemon::Hello> {
+    let cwd = std::env::current_dir().context("no current directory")?;
+    let workdir = settings.workdir.take().unwrap_or_else(|| cwd.clone());
+    settings.workdir = Some(cwd.join(workdir));
+    if let Some(paths) = settings.sandbox_write.as_mut() {
+        for path in paths {
+            *path = cwd.join(&*path);
+        }
+    }
+    Ok(daemon::Hello {
+        protocol: daemon::PROTOCOL,
+        kind,
+        session: Some(key),
+        settings: Some(settings),
+        env: daemon::client::client_env(),
+        linger_ms: linger.map(|l| u64::try_from(l.as_millis()).unwrap_or(u64::MAX)),
+        mcp: None,
+        interactive: false,
+        request: None,
+    })
+}
+
+/// The commands that talk to the daemon instead of running a host here.
+async fn daemon_command(cli: Cli, cache_dir: Option<PathBuf>) -> Result<u8> {
+    match cli.command {
+        Command::Daemon { stop: true } => daemon::client::stop().await,
+        Command::Daemon { stop: false } => daemon::server::run(cache_dir).await,
+        Command::Ps { session, all, json } => {
+            let session = match (session, all) {
+                (_, true) => None,
+                (Some(key), false) => Some(key),
+                (None, false) => Some(daemon::default_key(None)?),
+            };
+            daemon::client::ps(session, json).await
+        }
+        Command::Logs {
+            follow,
+            stderr,
+            lines,
+            session,
+            id,
+        } => daemon::client::logs(id, session, stderr, lines, follow).await,
+        Command::Kill { session, id } => daemon::client::kill(id, session).await,
+        Command::Wait { session, id } => daemon::client::wait(id, session).await,
+        Command::Mcp {
+            settings,
+            structured_output,
+            progress_interval_ms,
+            no_tasks,
+            claude_channel,
+            claude_channel_idle_ms,
+            durable,
+        } => {
+            let settings = settings_with_file(cli.config.as_deref(), settings)?;
+            let key = durable
+                .key(settings.workdir.as_deref())?
+                .context("not a durable session")?;
+            let mut hello = session_hello(daemon::Kind::Mcp, key, settings, durable.linger)?;
+            hello.mcp = Some(daemon::McpWire {
+                structured_output,
+                progress_interval_ms,
+                tasks: !no_tasks,
+                claude_channel_idle_ms: claude_channel.then_some(claude_channel_idle_ms),
+            });
+            daemon::client::mcp(hello, cache_dir.as_deref()).await
+        }
+        Command::Shell { settings, durable } => {
+            let settings = settings_with_file(cli.config.as_deref(), settings)?;
+            let key = durable
+                .key(settings.workdir.as_deref())?
+                .context("not a durable session")?;
+            let hello = session_hello(daemon::Kind::Shell, key, settings, durable.linger)?;
+            daemon::client::shell(hello, cache_dir.as_deref()).await?;
+            Ok(0)
+        }
+        Command::Check { .. } | Command::Wasm { .. } | Command::Tools { .. } => {
+            unreachable!("not a daemon command")
+        }
+    }
+}
+
+/// Whether `command` goes to the daemon: a durable session, or the
+/// daemon's own commands.
+fn is_daemon_command(command: &Command) -> Result<bool> {
+    Ok(match command {
+        Command::Daemon { .. }
+        | Command::Ps { .. }
+        | Command::Logs { .. }
+        | Command::Kill { .. }
+        | Command::Wait { .. } => true,
+        Command::Mcp {
+            durable, settings, ..
+        }
+        | Command::Shell { durable, settings } => {
+            durable.key(settings.workdir.as_deref())?.is_some()
+        }
+        _ => false,
+    })
 }
 
 fn write_wasm(out: &Path) -> ExitCode {
@@ -129,16 +333,33 @@ struct Host {
     mcp: McpOptions,
 }
 
-async fn host(cache_dir: Option<&Path>, settings: Settings) -> Result<Host> {
-    let runtime = Arc::new(
+/// The component, loaded (and compiled, or read from the cache) once.
+fn load_runtime(cache_dir: Option<&Path>) -> Result<Arc<PluginRuntime>> {
+    Ok(Arc::new(
         PluginRuntime::new(SandboxLimits::default(), cache_dir)
             .context("loading the tool-jobs component")?,
-    );
+    ))
+}
+
+async fn host(cache_dir: Option<&Path>, settings: Settings) -> Result<Host> {
+    host_on(load_runtime(cache_dir)?, cache_dir, settings, None).await
+}
+
+/// A session's host on `runtime`: its registry, mount and shell producer.
+/// `host_env` is the environment its jobs take their passed variables from
+/// (`None`: this process's).
+async fn host_on(
+    runtime: Arc<PluginRuntime>,
+    cache_dir: Option<&Path>,
+    settings: Settings,
+    host_env: Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>,
+) -> Result<Host> {
     let registry = JobRegistry::new(settings.registry_config()?, Default::default());
     let mount = Mount::new(runtime, registry.clone(), &settings.plugin_config_json())
         .await
         .context("invalid settings")?;
     let mut bash_config = settings.bash_config()?;
+    bash_config.host_env = host_env;
     // A fenced job may neither read nor replace the compiled components the
     // next start runs as native code.
     bash_config
@@ -176,6 +397,28 @@ async fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let cache_dir = cli.cache_dir.clone().or_else(default_cache_dir);
+    match is_daemon_command(&cli.command) {
+        Ok(true) => {
+            return match daemon_command(cli, cache_dir).await {
+                Ok(code) => {
+                    // Not a return: the runtime would wait for its blocking
+                    // stdin reader.
+                    use std::io::Write;
+                    let _ = std::io::stdout().flush();
+                    std::process::exit(i32::from(code));
+                }
+                Err(e) => {
+                    eprintln!("jobs-host: {e:#}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Ok(false) => {}
+        Err(e) => {
+            eprintln!("jobs-host: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    }
     let mut under_mcp = false;
     let mut mcp_options = McpOptions::default();
     let (settings, run): (Settings, fn(Host) -> RunFuture) = match cli.command {
@@ -188,6 +431,7 @@ async fn main() -> ExitCode {
             no_tasks,
             claude_channel,
             claude_channel_idle_ms,
+            durable: _,
         } => {
             under_mcp = true;
             mcp_options = McpOptions {
@@ -200,8 +444,13 @@ async fn main() -> ExitCode {
             let run: fn(Host) -> RunFuture = |h| Box::pin(mcp(h));
             (settings, run)
         }
-        Command::Shell { settings } => (settings, |h| Box::pin(shell(h))),
+        Command::Shell { settings, .. } => (settings, |h| Box::pin(shell(h))),
         Command::Tools { settings } => (settings, |h| Box::pin(tools(h))),
+        Command::Daemon { .. }
+        | Command::Ps { .. }
+        | Command::Logs { .. }
+        | Command::Kill { .. }
+        | Command::Wait { .. } => unreachable!("handled above"),
     };
     let mut signals = match Signals::new() {
         Ok(signals) => signals,
@@ -303,20 +552,48 @@ struct McpOptions {
     claude_channel: Option<std::time::Duration>,
 }
 
+/// The MCP server of `session` on `mount`, with a front end's `options`.
+async fn mcp_server(
+    mount: &Mount,
+    session: Arc<Session>,
+    options: McpOptions,
+) -> Result<JobsServer> {
+    let prompt = mount.prompt_section().await?;
+    Ok(
+        JobsServer::new(session, prompt.map(|p| p.text), options.structured_output)
+            .await?
+            .with_progress_interval(options.progress_interval)
+            .with_tasks(options.tasks)
+            .with_claude_channel(options.claude_channel),
+    )
+}
+
+/// The console's line editor, with its history, and its prompt.
+fn line_editor(
+    printer: reedline::ExternalPrinter<String>,
+) -> (reedline::Reedline, reedline::DefaultPrompt) {
+    let history = default_cache_dir().map(|d| d.join("shell-history"));
+    let mut editor = reedline::Reedline::create().with_external_printer(printer);
+    if let Some(path) = history {
+        let _ = std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")));
+        if let Ok(h) = reedline::FileBackedHistory::with_file(1000, path) {
+            editor = editor.with_history(Box::new(h));
+        }
+    }
+    let prompt = reedline::DefaultPrompt::new(
+        reedline::DefaultPromptSegment::Basic("jobs".into()),
+        reedline::DefaultPromptSegment::Empty,
+    );
+    (editor, prompt)
+}
+
 async fn mcp(host: Host) -> Result<()> {
     let options = host.mcp;
     let (session, announced) = open_session(&host, "mcp-session");
-    let prompt = host.mount.prompt_section().await?;
-    let server = JobsServer::new(
-        Arc::new(session),
-        prompt.map(|p| p.text),
-        options.structured_output,
-    )
-    .await?
-    .with_progress_interval(options.progress_interval)
-    .with_tasks(options.tasks)
-    .with_claude_channel(options.claude_channel);
-    server.serve_stdio(announced).await
+    let server = mcp_server(&host.mount, Arc::new(session), options).await?;
+    server
+        .serve_io(mcp::Io::Stdio, announced, mcp::Leave::Close)
+        .await
 }
 
 async fn shell(host: Host) -> Result<()> {
@@ -352,18 +629,7 @@ async fn shell(host: Host) -> Result<()> {
                 }
             }
         });
-        let history = default_cache_dir().map(|d| d.join("shell-history"));
-        let mut editor = reedline::Reedline::create().with_external_printer(printer);
-        if let Some(path) = history {
-            let _ = std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")));
-            if let Ok(h) = reedline::FileBackedHistory::with_file(1000, path) {
-                editor = editor.with_history(Box::new(h));
-            }
-        }
-        let prompt = reedline::DefaultPrompt::new(
-            reedline::DefaultPromptSegment::Basic("jobs".into()),
-            reedline::DefaultPromptSegment::Empty,
-        );
+        let (mut editor, prompt) = line_editor(printer);
         loop {
             let line = tokio::task::block_in_place(|| editor.read_line(&prompt))?;
             let reedline::Signal::Success(line) = line else {

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use host::bash::BashConfig;
@@ -12,7 +12,7 @@ use host::containment::ContainmentMode;
 use host::registry::{RegistryConfig, RegistryConfigError};
 
 /// Which tool surface the plugin presents.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Profile {
     /// `job_output`, `job_list`, `job_kill`.
@@ -24,7 +24,7 @@ pub enum Profile {
 }
 
 /// Every setting; `None` means the built-in default.
-#[derive(Debug, Clone, Default, Deserialize, clap::Args)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, clap::Args)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Settings {
     /// Tool surface.
@@ -125,7 +125,7 @@ pub struct Settings {
 }
 
 /// `--containment`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Containment {
     /// cgroup when the host can create one, else the fallback.

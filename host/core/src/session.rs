@@ -25,7 +25,9 @@ use crate::registry::JobRegistry;
 /// arrives, for logging notifications or a console.
 pub struct SessionAgent {
     pending: Mutex<Vec<NoticeMessage>>,
-    announce: mpsc::UnboundedSender<(Lane, NoticeMessage)>,
+    /// Replaced when a new front end takes the session over (see
+    /// [`Session::reattach`]).
+    announce: Mutex<mpsc::UnboundedSender<(Lane, NoticeMessage)>>,
     /// Since when the front end has seen no activity, if it reports it (see
     /// [`Session::set_active`]); `None` while a call runs or when it never says.
     quiet_since: Mutex<Option<std::time::Instant>>,
@@ -43,7 +45,8 @@ impl SessionAgent {
         if taken {
             // The front end delivers it (a push the client turns into the
             // model's next turn); queueing it too would show it twice.
-            match self.announce.send((lane, message)) {
+            let sent = crate::sync::lock(&self.announce).send((lane, message));
+            match sent {
                 Ok(()) => return Ok(()),
                 // Nobody takes it after all: it waits for the next result.
                 Err(mpsc::error::SendError((_, message))) => {
@@ -54,7 +57,7 @@ impl SessionAgent {
         }
         crate::sync::lock(&self.pending).push(message.clone());
         // Nobody listening is fine: the notice still waits for the next result.
-        let _ = self.announce.send((lane, message));
+        let _ = crate::sync::lock(&self.announce).send((lane, message));
         Ok(())
     }
 
@@ -107,6 +110,8 @@ pub struct Session {
     bash: BashProducer,
     /// The start tool's name, as the plugin defines it (asked once).
     start_name: OnceCell<String>,
+    /// How many front ends have attached (see [`Session::reattach`]).
+    front_end: AtomicU64,
 }
 
 impl Session {
@@ -121,7 +126,7 @@ impl Session {
         let (announce, announced) = mpsc::unbounded_channel();
         let agent = Arc::new(SessionAgent {
             pending: Mutex::new(Vec::new()),
-            announce,
+            announce: Mutex::new(announce),
             quiet_since: Mutex::new(None),
             idle_after_ms: AtomicU64::new(0),
             followups_taken: AtomicBool::new(false),
@@ -136,8 +141,45 @@ impl Session {
             mount,
             bash,
             start_name: OnceCell::new(),
+            front_end: AtomicU64::new(0),
         };
         (session, announced)
+    }
+
+    /// Hands the session to a new front end (a client that connects again
+    /// with the same session key): notices are announced on the channel
+    /// returned from now on, the previous one gets nothing more, and the new
+    /// front end starts as one that has said nothing of its agent nor taken
+    /// follow-ups. Notices queued meanwhile still wait for the next result.
+    /// Also answers the front end's number, for [`Session::detach`].
+    pub fn reattach(&self) -> (u64, mpsc::UnboundedReceiver<(Lane, NoticeMessage)>) {
+        let (announce, announced) = mpsc::unbounded_channel();
+        let mut current = crate::sync::lock(&self.agent.announce);
+        *current = announce;
+        let front_end = self.front_end.fetch_add(1, Ordering::AcqRel) + 1;
+        self.agent.followups_taken.store(false, Ordering::Release);
+        *crate::sync::lock(&self.agent.quiet_since) = None;
+        (front_end, announced)
+    }
+
+    /// Front end `front_end` (from [`Session::reattach`]) is gone (its client
+    /// disconnected) but the session stays for the next one: nothing is
+    /// announced until the next reattach, and every notice waits for the
+    /// next result. A front end that was already replaced changes nothing.
+    pub fn detach(&self, front_end: u64) {
+        let mut current = crate::sync::lock(&self.agent.announce);
+        if self.front_end.load(Ordering::Acquire) != front_end {
+            return;
+        }
+        *current = mpsc::unbounded_channel().0;
+        self.agent.followups_taken.store(false, Ordering::Release);
+        *crate::sync::lock(&self.agent.quiet_since) = None;
+    }
+
+    /// Puts back a notice that was handed to the front end (a follow-up it
+    /// took) but never reached its client: it waits for the next result.
+    pub fn requeue(&self, notice: NoticeMessage) {
+        crate::sync::lock(&self.agent.pending).push(notice);
     }
 
     /// The owner this session acts for.

@@ -335,7 +335,7 @@ impl Framer {
         self.in_flight.answered(line);
     }
 
-    /// Whether tasks are offered (`framed_stdio` sets it).
+    /// Whether tasks are offered (`framed` sets it).
     fn set_offer_tasks(&self, offer: bool) {
         self.legacy
             .0
@@ -484,11 +484,25 @@ fn write_now(line: &[u8]) -> std::io::Result<usize> {
     }
 }
 
-/// stdin and stdout behind a framing layer: each line from stdin is judged by
-/// [`Framer::judge`]; well-formed ones reach the MCP service, bad ones are
-/// answered here, and everything written to stdout goes out as whole lines, so
+/// Where a connection's bytes come from and go to.
+pub enum Io {
+    /// This process's stdin and stdout.
+    Stdio,
+    /// A stream of its own (a daemon's client on a socket).
+    Stream {
+        /// What the client sends.
+        input: Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+        /// What the client reads.
+        output: Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+    },
+}
+
+/// A connection's input and output behind a framing layer: each line of input
+/// is judged by [`Framer::judge`]; well-formed ones reach the MCP service, bad
+/// ones are answered here, and everything written goes out as whole lines, so
 /// an error reply never splits a message of the service's.
-pub(super) fn framed_stdio(
+pub(super) fn framed(
+    io: Io,
     offer_tasks: bool,
 ) -> (
     tokio::io::DuplexStream,
@@ -507,8 +521,16 @@ pub(super) fn framed_stdio(
     // Bounded: a client that writes bad lines without reading the answers is
     // held back, as its good lines are by the service's pipe.
     let (refusals, mut refused) = tokio::sync::mpsc::channel::<String>(256);
+    let (input, stream_output): (Box<dyn tokio::io::AsyncRead + Send + Unpin>, _) = match io {
+        Io::Stdio => (Box::new(tokio::io::stdin()), None),
+        Io::Stream { input, output } => (input, Some(output)),
+    };
     let output = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
+        let direct = stream_output.is_none();
+        let mut stdout: Box<dyn tokio::io::AsyncWrite + Send + Unpin> = match stream_output {
+            Some(output) => output,
+            None => Box::new(tokio::io::stdout()),
+        };
         let mut lines = BufReader::new(from_service).lines();
         loop {
             let line = tokio::select! {
@@ -522,7 +544,12 @@ pub(super) fn framed_stdio(
                 Some(line) = refused.recv() => line,
             };
             let line = format!("{line}\n");
-            let rest = match write_now(line.as_bytes()) {
+            let written = if direct {
+                write_now(line.as_bytes())
+            } else {
+                Ok(0)
+            };
+            let rest = match written {
                 Ok(written) => &line.as_bytes()[written..],
                 Err(_) => break,
             };
@@ -535,7 +562,7 @@ pub(super) fn framed_stdio(
     });
     let closed = input_closed.clone();
     tokio::spawn(async move {
-        let mut input = BufReader::new(tokio::io::stdin());
+        let mut input = BufReader::new(input);
         let mut raw = Vec::new();
         loop {
             let frame = match read_line(&mut input, &mut raw).await {

@@ -49,7 +49,8 @@ mod wire;
 use tasks::{Generation, Tasks};
 
 pub use framer::DEFAULT_PROGRESS_INTERVAL;
-use framer::framed_stdio;
+pub use framer::Io;
+use framer::framed;
 
 /// The level at or above which logging notifications go out: until the
 /// client sets one, every notice does (the revisions let the server choose).
@@ -141,6 +142,16 @@ impl Drop for OptIn {
 
 fn deprecates_logging(version: &ProtocolVersion) -> bool {
     version.as_str() >= ProtocolVersion::V_2026_07_28.as_str()
+}
+
+/// What a connection's end does to its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leave {
+    /// The session ends: its jobs are killed (one connection, one session).
+    Close,
+    /// The session stays, with its jobs, for the next connection of its key;
+    /// the number is the front end's (`Session::reattach`).
+    Detach(u64),
 }
 
 /// The MCP server for one session.
@@ -683,19 +694,22 @@ impl JobsServer {
         std::future::pending::<()>().await;
     }
 
-    /// Serves this connection over stdin and stdout until the client leaves, then
-    /// closes the session. Notices are also pushed as logging notifications.
+    /// Serves this connection over `io` until the client leaves, then closes
+    /// the session, or with [`Leave::Detach`] leaves it (and its jobs) for the
+    /// next connection. Notices are also pushed as logging notifications.
     ///
     /// # Errors
     ///
     /// When the MCP handshake or transport fails.
-    pub async fn serve_stdio(
+    pub async fn serve_io(
         self,
+        io: Io,
         mut announced: tokio::sync::mpsc::UnboundedReceiver<(Lane, NoticeMessage)>,
+        leave: Leave,
     ) -> anyhow::Result<()> {
         let session = self.session.clone();
         let closing = self.closing.clone();
-        let (reader, writer, framing, input_closed) = framed_stdio(self.offer_tasks);
+        let (reader, writer, framing, input_closed) = framed(io, self.offer_tasks);
         let channel = self.claude_channel;
         let channel_taken = self.channel_taken.clone();
         let threshold = self.log_level.clone();
@@ -726,9 +740,15 @@ impl JobsServer {
         let closer = session.clone();
         let teardown = tokio::spawn(async move {
             input_closed.cancelled().await;
-            closer.close().await;
+            match leave {
+                Leave::Close => closer.close().await,
+                // Nothing more is announced to this client; what settles
+                // from now on waits for the next connection's first result.
+                Leave::Detach(front_end) => closer.detach(front_end),
+            }
             closing.cancel();
         });
+        let forwarder = session.clone();
         let forward = tokio::spawn(async move {
             while let Some((lane, notice)) = announced.recv().await {
                 // A follow-up notice the session handed over goes out on the
@@ -743,6 +763,9 @@ impl JobsServer {
                         .await
                         .is_err()
                     {
+                        // Handed to this client only, and it never got it:
+                        // it waits for the next result instead.
+                        forwarder.requeue(notice);
                         break;
                     }
                     continue;
@@ -769,7 +792,10 @@ impl JobsServer {
         forward.abort();
         // Also when the service ended for another reason (a transport error).
         teardown.abort();
-        session.close().await;
+        match leave {
+            Leave::Close => session.close().await,
+            Leave::Detach(front_end) => session.detach(front_end),
+        }
         // The service is gone, so its output ends: what it wrote is flushed.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), framing).await;
         result?;

@@ -12,15 +12,15 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-const BIN: &str = env!("CARGO_BIN_EXE_jobs-host");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_jobs-host");
 
-fn cache_dir() -> PathBuf {
+pub(crate) fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
 }
 
 /// An MCP client that hands every logging notification to the test.
-struct Client {
-    logs: mpsc::UnboundedSender<LoggingMessageNotificationParam>,
+pub(crate) struct Client {
+    pub(crate) logs: mpsc::UnboundedSender<LoggingMessageNotificationParam>,
 }
 
 impl ClientHandler for Client {
@@ -40,13 +40,13 @@ fn args(value: Value) -> CallToolRequestParams {
     CallToolRequestParams::new("").with_arguments(map)
 }
 
-fn call(tool: &'static str, value: Value) -> CallToolRequestParams {
+pub(crate) fn call(tool: &'static str, value: Value) -> CallToolRequestParams {
     let mut params = args(value);
     params.name = tool.into();
     params
 }
 
-fn texts(result: &CallToolResult) -> Vec<String> {
+pub(crate) fn texts(result: &CallToolResult) -> Vec<String> {
     result
         .content
         .iter()
@@ -56,7 +56,7 @@ fn texts(result: &CallToolResult) -> Vec<String> {
 
 /// Whether `pid` stops running within 30 s (a kill already sent lands within
 /// moments; the bound only keeps a broken build from hanging).
-async fn gone_soon(pid: i32) -> bool {
+pub(crate) async fn gone_soon(pid: i32) -> bool {
     for _ in 0..3000 {
         let alive = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
             let state = stat
@@ -73,7 +73,7 @@ async fn gone_soon(pid: i32) -> bool {
     false
 }
 
-type Logs = mpsc::UnboundedReceiver<LoggingMessageNotificationParam>;
+pub(crate) type Logs = mpsc::UnboundedReceiver<LoggingMessageNotificationParam>;
 
 /// `jobs-host mcp` with `flags` as a child process, for an MCP client.
 pub(crate) fn mcp_transport(flags: &[&str]) -> TokioChildProcess {

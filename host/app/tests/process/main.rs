@@ -6,5 +6,6 @@
 
 mod cli;
 mod containment;
+mod durable;
 mod harnesses;
 mod tasks;

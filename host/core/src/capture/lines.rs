@@ -96,6 +96,7 @@ impl Retained {
                 dropped_bytes: dropped,
                 first_line: if last_line == 0 { 1 } else { first_line },
                 last_line,
+                whole_lines: buffer.newlines(),
             },
         }
     }

@@ -83,6 +83,9 @@ pub struct StreamExtent {
     pub first_line: u64,
     /// Number of the last line; 0 when empty.
     pub last_line: u64,
+    /// Number of the last whole line, one a newline ended: `last_line`, or
+    /// one less while the stream's last line is still being written.
+    pub whole_lines: u64,
 }
 
 /// An answer to a [`LineQuery`], before the registry adds the job.

@@ -158,6 +158,47 @@ impl JobRegistry {
         Ok(outcome)
     }
 
+    /// Cancels a live job for the embedder (a person's `kill`), not for its
+    /// owner: unlike [`JobRegistry::kill`] the job is not marked reported, so
+    /// its owner still gets the notice that it was killed. No owner fence.
+    ///
+    /// # Errors
+    ///
+    /// Unknown job, or the producer's cancel failing (nothing changes).
+    pub fn cancel(&self, id: &str, reason: Option<&str>) -> Result<KillOutcome, RegistryError> {
+        let owner = {
+            let mut state = lock(&self.shared.state);
+            let record = state
+                .records
+                .get_mut(id)
+                .ok_or_else(|| RegistryError::UnknownJob(id.to_owned()))?;
+            if record.status.is_terminal() {
+                return Ok(KillOutcome::AlreadyFinished);
+            }
+            if record.status == JobStatus::Running {
+                (record.cancel)(reason).map_err(RegistryError::ProducerFailed)?;
+                record.status = JobStatus::Stopping;
+            }
+            record.owner.clone()
+        };
+        let changed = lock(&self.shared.state).changed_for(owner.as_ref());
+        notify_changed(&changed, owner.as_ref());
+        Ok(KillOutcome::Requested)
+    }
+
+    /// The pid of a job's first process and the TCP ports its live processes
+    /// listen on, for the embedder (no owner fence); `None` for an unknown
+    /// job or one that is not a process.
+    pub fn process_view(&self, id: &str) -> Option<(Option<i32>, Vec<ListeningPort>)> {
+        let (control, live) = {
+            let state = lock(&self.shared.state);
+            let record = state.records.get(id)?;
+            (record.control.clone()?, !record.status.is_terminal())
+        };
+        let ports = if live { control.ports() } else { Vec::new() };
+        Some((control.leader_pid().filter(|_| live), ports))
+    }
+
     /// Waits until the job is terminal or `timeout_ms` passes, then returns the
     /// current snapshot (marked reported when terminal). Cancelling `abort` while
     /// the job is live fails the wait with [`RegistryError::WaitAborted`]. Waiting

@@ -99,6 +99,11 @@ pub trait JobControl: Send + Sync {
     fn signal(&self, signal: JobSignal) -> Result<(), ControlError>;
     /// Listening TCP ports of the job's live processes.
     fn ports(&self) -> Vec<ListeningPort>;
+    /// The pid of the job's first process, for a person's view of the job
+    /// (`None`: not a process, or not spawned yet).
+    fn leader_pid(&self) -> Option<i32> {
+        None
+    }
     /// Gives the job's terminal a new size.
     ///
     /// # Errors

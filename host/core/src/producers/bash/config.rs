@@ -35,6 +35,10 @@ pub struct BashConfig {
     pub shell: PathBuf,
     /// Host variables passed to jobs besides [`PASSED_ENV`] and `LC_*`.
     pub pass_env: Vec<String>,
+    /// The environment jobs' passed variables are taken from; `None`: this
+    /// process's own. A host that serves clients of its own (a daemon) gives
+    /// each session its client's.
+    pub host_env: Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>,
     /// Variables set for every job (after the passed ones).
     pub set_env: Vec<(String, String)>,
     /// Largest command accepted, in bytes; a longer one is refused at start.
@@ -66,6 +70,7 @@ impl Default for BashConfig {
             default_workdir: None,
             shell: PathBuf::from("bash"),
             pass_env: Vec::new(),
+            host_env: None,
             set_env: Vec::new(),
             max_command_bytes: DEFAULT_MAX_COMMAND_BYTES,
             spill_total_bytes: DEFAULT_SPILL_TOTAL_BYTES,

@@ -39,8 +39,10 @@ impl BashProducer {
         .into_iter()
         .map(c)
         .collect::<Result<Vec<_>, _>>()?;
-        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> =
-            job_env(std::env::vars_os(), &config.pass_env);
+        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = match &config.host_env {
+            Some(vars) => job_env(vars.iter().cloned(), &config.pass_env),
+            None => job_env(std::env::vars_os(), &config.pass_env),
+        };
         // On a terminal, programs draw as for a person (their output is
         // rendered before the model reads it), but nothing may page or open
         // an editor that waits for keys the model never sends.

@@ -93,6 +93,10 @@ impl JobControl for BashControl {
         Ok(())
     }
 
+    fn leader_pid(&self) -> Option<i32> {
+        lock(&self.process.container).leader()
+    }
+
     fn ports(&self) -> Vec<ListeningPort> {
         let pids = lock(&self.process.container).pids();
         crate::producers::ports::listening_ports(&pids)

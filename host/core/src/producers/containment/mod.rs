@@ -214,6 +214,11 @@ impl JobContainer {
         self.pgid = Some(Pid::from_raw(pid as i32));
     }
 
+    /// The leader's pid, once it is spawned.
+    pub(crate) fn leader(&self) -> Option<i32> {
+        self.pgid.map(Pid::as_raw)
+    }
+
     /// `<cgroup>/cgroup.procs`, for the leader to write itself into between
     /// its clone and its exec; `None` in fallback mode.
     pub(crate) fn cgroup_procs(&self) -> Option<&CStr> {

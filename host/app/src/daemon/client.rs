@@ -1,0 +1,615 @@
+//! The daemon's clients: `mcp --session` and `shell --session` (thin front
+//! ends that start the daemon when none runs), and the human view, `ps`,
+//! `logs`, `kill`, `wait` and `daemon --stop`.
+
+use std::io::IsTerminal;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+use super::{Hello, Kind, PROTOCOL, Request};
+use crate::console;
+
+/// How long a client waits for a daemon it started to listen.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The daemon's socket, connected; `None` when no daemon listens there.
+async fn connect(dir: &Path) -> Result<Option<UnixStream>> {
+    let path = super::socket_path(dir);
+    match UnixStream::connect(&path).await {
+        Ok(stream) => Ok(Some(stream)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot connect to {}", path.display())),
+    }
+}
+
+/// The daemon's socket, connected, after starting the daemon if none runs.
+async fn connect_or_start(cache_dir: Option<&Path>) -> Result<UnixStream> {
+    let dir = super::runtime_dir();
+    super::private_dir(&dir)?;
+    if let Some(stream) = connect(&dir).await? {
+        return Ok(stream);
+    }
+    let log = super::socket_path(&dir).with_file_name("daemon.log");
+    let output = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .with_context(|| format!("cannot open {}", log.display()))?;
+    let mut command = std::process::Command::new(
+        std::env::current_exe().context("cannot find this program to start the daemon")?,
+    );
+    if let Some(dir) = cache_dir {
+        command.arg("--cache-dir").arg(dir);
+    }
+    command
+        .arg("daemon")
+        .stdin(std::process::Stdio::null())
+        .stdout(output.try_clone()?)
+        .stderr(output);
+    // SAFETY: setsid is async-signal-safe; the daemon leaves this client's
+    // session and process group, so the client's terminal or group signals
+    // do not reach it.
+    unsafe {
+        command.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().context("cannot start the daemon")?;
+    let deadline = tokio::time::Instant::now() + START_TIMEOUT;
+    loop {
+        if let Some(stream) = connect(&dir).await? {
+            // Reaped by whoever adopts it once this client exits.
+            drop(child);
+            return Ok(stream);
+        }
+        // A daemon that exits at once (another one won the race, or it
+        // failed) is waited for; the winner's socket appears meanwhile.
+        if let Ok(Some(status)) = child.try_wait()
+            && !status.success()
+        {
+            bail!(
+                "the daemon did not start ({status}); its log is {}",
+                log.display()
+            );
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "the daemon did not listen within {} s; its log is {}",
+                START_TIMEOUT.as_secs(),
+                log.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Sends `hello` and reads the daemon's answer.
+async fn greet(
+    stream: UnixStream,
+    hello: &Hello,
+) -> Result<(BufReader<OwnedReadHalf>, OwnedWriteHalf, Value)> {
+    let (read, mut write) = stream.into_split();
+    let mut line = serde_json::to_vec(hello)?;
+    line.push(b'\n');
+    write.write_all(&line).await?;
+    let mut read = BufReader::new(read);
+    let answer = next(&mut read)
+        .await?
+        .context("the daemon closed the connection without answering")?;
+    if let Some(error) = answer.get("error").and_then(Value::as_str) {
+        bail!("{error}");
+    }
+    Ok((read, write, answer))
+}
+
+/// The next JSON line from the daemon; `None` at the end.
+async fn next(read: &mut BufReader<OwnedReadHalf>) -> Result<Option<Value>> {
+    let mut line = String::new();
+    if read.read_line(&mut line).await? == 0 {
+        return Ok(None);
+    }
+    Ok(Some(
+        serde_json::from_str(&line).context("the daemon sent something that is not JSON")?,
+    ))
+}
+
+/// The client's environment, which a new session's jobs take their passed
+/// variables from. Variables that are not UTF-8 are left out.
+pub fn client_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
+/// `jobs-host mcp --session`: stdin and stdout carried to the daemon's
+/// session and back, byte for byte. Ends when the client closes stdin and
+/// the daemon has answered, or when the daemon goes away.
+///
+/// # Errors
+///
+/// No daemon could be reached or started, or it refused the session.
+pub async fn mcp(hello: Hello, cache_dir: Option<&Path>) -> Result<u8> {
+    let stream = connect_or_start(cache_dir).await?;
+    let (mut read, mut write, _) = greet(stream, &hello).await?;
+    let up = tokio::spawn(async move {
+        let mut stdin = tokio::io::stdin();
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            match stdin.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if write.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        // The client is done: the daemon answers what it has, then closes.
+        let _ = write.shutdown().await;
+    });
+    let mut stdout = tokio::io::stdout();
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = read.read(&mut buf).await.unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        if stdout.write_all(&buf[..n]).await.is_err() || stdout.flush().await.is_err() {
+            break;
+        }
+    }
+    if !up.is_finished() {
+        eprintln!("jobs-host: the daemon closed the session's connection");
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// `jobs-host shell --session`: the console, run by the daemon on the
+/// session. A script is echoed with its answers as without a daemon; at its
+/// end the session stays, with its jobs.
+///
+/// # Errors
+///
+/// No daemon, a refused session, or a script line that does not parse.
+pub async fn shell(mut hello: Hello, cache_dir: Option<&Path>) -> Result<()> {
+    let interactive = std::io::stdin().is_terminal();
+    hello.interactive = interactive;
+    let terminal = std::io::stdout().is_terminal();
+    let show = move |text: &str| -> String {
+        if terminal {
+            console::for_terminal(text).into_owned()
+        } else {
+            text.to_owned()
+        }
+    };
+    let stream = connect_or_start(cache_dir).await?;
+    let (mut read, mut write, _) = greet(stream, &hello).await?;
+    let (answers, mut answered) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let printer = reedline::ExternalPrinter::<String>::default();
+    let notices = printer.sender();
+    tokio::spawn(async move {
+        while let Ok(Some(value)) = next(&mut read).await {
+            match value.get("notice").and_then(Value::as_str) {
+                Some(notice) => {
+                    let _ = notices.send(show(notice));
+                }
+                None => {
+                    if answers.send(value).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    let mut ask = async |line: &str| -> Result<Option<String>> {
+        let mut message = serde_json::to_vec(&json!({"line": line}))?;
+        message.push(b'\n');
+        write.write_all(&message).await?;
+        let answer = answered
+            .recv()
+            .await
+            .context("the daemon closed the console's connection")?;
+        if answer.get("quit").is_some() {
+            return Ok(None);
+        }
+        if let Some(error) = answer.get("error").and_then(Value::as_str) {
+            bail!("{error}");
+        }
+        Ok(Some(
+            answer
+                .get("out")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+        ))
+    };
+    if interactive {
+        println!(
+            "jobs-host shell: session {:?} (its jobs stay when you leave). `help` lists the commands.",
+            hello.session.as_deref().unwrap_or_default()
+        );
+        let (mut editor, prompt) = crate::line_editor(printer);
+        loop {
+            let line = tokio::task::block_in_place(|| editor.read_line(&prompt))?;
+            let reedline::Signal::Success(line) = line else {
+                break;
+            };
+            match ask(&line).await {
+                Ok(Some(out)) if !out.is_empty() => println!("{}", show(&out)),
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(e) => println!("? {e:#}"),
+            }
+        }
+    } else {
+        let stdin = tokio::io::stdin();
+        let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdin));
+        while let Some(line) = lines.next_line().await? {
+            match console::parse(&line) {
+                Ok(console::Command::Nothing) => {}
+                Ok(_) => {
+                    println!("> {}", line.trim());
+                    match ask(&line).await? {
+                        Some(out) if !out.is_empty() => println!("{}", show(&out)),
+                        Some(_) => {}
+                        None => break,
+                    }
+                }
+                Err(e) => bail!("{}: {e}", line.trim()),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One control request to a running daemon, with the daemon's first
+/// answer; `None` when no daemon runs.
+async fn request(
+    request: Request,
+) -> Result<Option<(BufReader<OwnedReadHalf>, OwnedWriteHalf, Value)>> {
+    let dir = super::runtime_dir();
+    if !dir.exists() {
+        return Ok(None);
+    }
+    super::private_dir(&dir)?;
+    let Some(stream) = connect(&dir).await? else {
+        return Ok(None);
+    };
+    let hello = Hello {
+        protocol: PROTOCOL,
+        kind: Kind::Ctl,
+        session: None,
+        settings: None,
+        env: Vec::new(),
+        linger_ms: None,
+        mcp: None,
+        interactive: false,
+        request: Some(request),
+    };
+    greet(stream, &hello).await.map(Some)
+}
+
+const NO_DAEMON: &str =
+    "jobs-host: no daemon is running for this user, so no durable session has jobs";
+
+/// `jobs-host ps`.
+///
+/// # Errors
+///
+/// A daemon that cannot be reached or answers an error.
+pub async fn ps(session: Option<String>, json_out: bool) -> Result<u8> {
+    let asked = session.clone();
+    let Some(answer) = reply_of(Request::Ps { session }).await? else {
+        if json_out {
+            println!("{}", json!({"daemon": false, "jobs": []}));
+        } else {
+            println!("{NO_DAEMON}");
+        }
+        return Ok(0);
+    };
+    if json_out {
+        let out = json!({"daemon": true, "jobs": answer["jobs"], "sessions": answer["sessions"]});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(0);
+    }
+    let now = answer["now"].as_u64().unwrap_or_default();
+    let jobs = answer["jobs"].as_array().cloned().unwrap_or_default();
+    let terminal = std::io::stdout().is_terminal();
+    let show = |text: &str| -> String {
+        if terminal {
+            console::for_terminal(text).into_owned()
+        } else {
+            text.to_owned()
+        }
+    };
+    let mut rows = vec![[
+        "ID".to_owned(),
+        "SESSION".to_owned(),
+        "STATUS".to_owned(),
+        "AGE".to_owned(),
+        "PID".to_owned(),
+        "PORTS".to_owned(),
+        "LABEL".to_owned(),
+    ]];
+    for job in &jobs {
+        let started = job["started_at"].as_u64().unwrap_or(now);
+        let status = match job["detail"].as_str() {
+            Some(detail) => format!("{} ({detail})", job["status"].as_str().unwrap_or("?")),
+            None => job["status"].as_str().unwrap_or("?").to_owned(),
+        };
+        let ports: Vec<String> = job["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_u64)
+            .map(|p| p.to_string())
+            .collect();
+        rows.push([
+            job["id"].as_str().unwrap_or("?").to_owned(),
+            show(job["session"].as_str().unwrap_or("?")),
+            status,
+            age(now.saturating_sub(started)),
+            job["pid"]
+                .as_i64()
+                .map_or_else(|| "-".to_owned(), |p| p.to_string()),
+            if ports.is_empty() {
+                "-".to_owned()
+            } else {
+                ports.join(",")
+            },
+            show(job["label"].as_str().unwrap_or_default()),
+        ]);
+    }
+    let widths: Vec<usize> = (0..6)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    for row in &rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i < 6 {
+                line.push_str(&format!("{cell:<width$}  ", width = widths[i]));
+            } else {
+                line.push_str(cell);
+            }
+        }
+        println!("{}", line.trim_end());
+    }
+    if jobs.is_empty() {
+        let sessions = answer["sessions"].as_array().map_or(0, Vec::len);
+        match asked {
+            Some(key) if sessions > 0 => println!(
+                "(no jobs in session {key:?}; {sessions} session(s) in the daemon: jobs-host ps --all)"
+            ),
+            _ => println!("(no jobs)"),
+        }
+    }
+    Ok(0)
+}
+
+/// `3s`, `4m05s`, `2h07m`.
+fn age(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// The one-line answer to `req`; `None` when no daemon runs.
+async fn reply_of(req: Request) -> Result<Option<Value>> {
+    Ok(request(req).await?.map(|(_, _, answer)| answer))
+}
+
+/// The one-line answer to `req` from a daemon that must be running.
+async fn required_reply(req: Request) -> Result<Value> {
+    reply_of(req)
+        .await?
+        .context("no daemon is running for this user")
+}
+
+/// `jobs-host logs`: a job's lines, then with `follow` the ones it writes
+/// until it ends. Nothing the model reads is consumed.
+///
+/// # Errors
+///
+/// No daemon, or an unknown job.
+pub async fn logs(
+    id: String,
+    session: Option<String>,
+    stderr: bool,
+    lines: Option<u32>,
+    follow: bool,
+) -> Result<u8> {
+    let Some((mut read, _write, _)) = request(Request::Logs {
+        id,
+        session,
+        stderr,
+        lines,
+        follow,
+    })
+    .await?
+    else {
+        bail!("no daemon is running for this user");
+    };
+    let terminal = std::io::stdout().is_terminal();
+    let mut stdout = tokio::io::stdout();
+    while let Some(value) = next(&mut read).await? {
+        if let Some(line) = value.get("line").and_then(Value::as_str) {
+            let line = if terminal {
+                console::for_terminal(line).into_owned()
+            } else {
+                line.to_owned()
+            };
+            stdout.write_all(line.as_bytes()).await?;
+            stdout.write_all(b"\n").await?;
+            stdout.flush().await?;
+        } else if let Some([from, to]) = value
+            .get("dropped")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+        {
+            eprintln!(
+                "[lines {}\u{2013}{} are no longer kept]",
+                from.as_u64().unwrap_or_default(),
+                to.as_u64().unwrap_or_default()
+            );
+        } else if let Some(error) = value.get("error").and_then(Value::as_str) {
+            bail!("{error}");
+        } else if value.get("end").is_some() {
+            return Ok(0);
+        }
+    }
+    bail!("the daemon went away")
+}
+
+/// `jobs-host kill`.
+///
+/// # Errors
+///
+/// No daemon, or an unknown job.
+pub async fn kill(id: String, session: Option<String>) -> Result<u8> {
+    let answer = required_reply(Request::Kill {
+        id: id.clone(),
+        session,
+    })
+    .await?;
+    if answer["already_finished"].as_bool() == Some(true) {
+        println!("{id} had already finished");
+    } else {
+        println!("killing {id}; its session will be told");
+    }
+    Ok(0)
+}
+
+/// `jobs-host wait`: waits for the job's end and exits with its exit code
+/// (128 + the signal's number when a signal ended it).
+///
+/// # Errors
+///
+/// No daemon, or an unknown job.
+pub async fn wait(id: String, session: Option<String>) -> Result<u8> {
+    let answer = required_reply(Request::Wait {
+        id: id.clone(),
+        session,
+    })
+    .await?;
+    let status = answer["status"].as_str().unwrap_or("failed");
+    let detail = answer["detail"].as_str();
+    match detail {
+        Some(detail) => eprintln!("{id} {status} ({detail})"),
+        None => eprintln!("{id} {status}"),
+    }
+    Ok(exit_code(status, detail))
+}
+
+/// A job's end as a process exit code.
+fn exit_code(status: &str, detail: Option<&str>) -> u8 {
+    if let Some(code) = detail
+        .and_then(|d| d.strip_prefix("exit code: "))
+        .and_then(|c| c.parse::<i32>().ok())
+    {
+        return u8::try_from(code.clamp(0, 255)).unwrap_or(1);
+    }
+    if let Some(name) = detail.and_then(|d| d.strip_prefix("signal: ")) {
+        let number = name
+            .parse::<nix_signal::Signal>()
+            .map_or(libc::SIGKILL, nix_signal::Signal::number);
+        return u8::try_from(128 + number).unwrap_or(137);
+    }
+    match status {
+        "completed" => 0,
+        "killed" => 137,
+        _ => 1,
+    }
+}
+
+/// Signal names, as the job's detail spells them.
+mod nix_signal {
+    /// A signal by name.
+    #[derive(Clone, Copy)]
+    pub struct Signal(i32);
+
+    impl std::str::FromStr for Signal {
+        type Err = ();
+
+        fn from_str(name: &str) -> Result<Signal, ()> {
+            let number = match name {
+                "SIGHUP" => libc::SIGHUP,
+                "SIGINT" => libc::SIGINT,
+                "SIGQUIT" => libc::SIGQUIT,
+                "SIGILL" => libc::SIGILL,
+                "SIGABRT" => libc::SIGABRT,
+                "SIGBUS" => libc::SIGBUS,
+                "SIGFPE" => libc::SIGFPE,
+                "SIGKILL" => libc::SIGKILL,
+                "SIGSEGV" => libc::SIGSEGV,
+                "SIGPIPE" => libc::SIGPIPE,
+                "SIGALRM" => libc::SIGALRM,
+                "SIGTERM" => libc::SIGTERM,
+                "SIGUSR1" => libc::SIGUSR1,
+                "SIGUSR2" => libc::SIGUSR2,
+                "SIGXCPU" => libc::SIGXCPU,
+                "SIGXFSZ" => libc::SIGXFSZ,
+                _ => return Err(()),
+            };
+            Ok(Signal(number))
+        }
+    }
+
+    impl Signal {
+        /// Its number.
+        pub fn number(self) -> i32 {
+            self.0
+        }
+    }
+}
+
+/// `jobs-host daemon --stop`: every session ends (their jobs are killed) and
+/// the daemon exits.
+///
+/// # Errors
+///
+/// A daemon that cannot be reached.
+pub async fn stop() -> Result<u8> {
+    if reply_of(Request::Stop).await?.is_none() {
+        println!("jobs-host: no daemon is running for this user");
+        return Ok(0);
+    }
+    // Its lock is let go of once every session's jobs are gone.
+    let lock = super::lock_path(&super::runtime_dir());
+    for _ in 0..3000 {
+        let Ok(file) = std::fs::File::open(&lock) else {
+            break;
+        };
+        // SAFETY: flock on a descriptor we own, closed right after.
+        let free = unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                libc::LOCK_SH | libc::LOCK_NB,
+            )
+        } == 0;
+        if free {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    println!("jobs-host: the daemon stopped; its sessions' jobs were killed");
+    Ok(0)
+}

@@ -1,0 +1,405 @@
+//! Durable sessions through the real binary: a client that restarts finds its
+//! jobs, a person's `ps`, `logs`, `kill` and `wait`, the linger, the socket's
+//! owner check and a daemon killed with SIGKILL.
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::cli::{BIN, Client, Logs, cache_dir, call, gone_soon, texts};
+
+/// A private runtime directory of the test's own, so its daemon is its own;
+/// the daemon is stopped when the test ends, however it ends.
+struct Runtime {
+    dir: tempfile::TempDir,
+}
+
+impl Runtime {
+    fn new() -> Runtime {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        Runtime { dir }
+    }
+
+    /// `XDG_RUNTIME_DIR` for the test's processes.
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Where the daemon listens.
+    fn daemon_dir(&self) -> PathBuf {
+        self.path().join("jobs-host")
+    }
+
+    /// `jobs-host ARGS`, in this runtime.
+    fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.arg("--cache-dir")
+            .arg(cache_dir())
+            .args(args)
+            .env("XDG_RUNTIME_DIR", self.path())
+            .env_remove("JOBS_HOST_SESSION");
+        cmd
+    }
+
+    /// Runs `jobs-host ARGS` to its end, with `input` on stdin.
+    fn run(&self, args: &[&str], input: &str) -> Output {
+        use std::io::Write;
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// `jobs-host ARGS` as JSON (`ps --json`).
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self.run(args, "");
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// `jobs-host mcp --session KEY FLAGS` under a real MCP client.
+    async fn mcp(&self, key: &str, flags: &[&str]) -> (RunningService<RoleClient, Client>, Logs) {
+        let (logs_tx, logs) = mpsc::unbounded_channel();
+        let runtime = self.path().to_owned();
+        let transport =
+            TokioChildProcess::new(tokio::process::Command::new(BIN).configure(|cmd| {
+                cmd.arg("--cache-dir")
+                    .arg(cache_dir())
+                    .arg("mcp")
+                    .arg("--session")
+                    .arg(key)
+                    .args(flags)
+                    .env("XDG_RUNTIME_DIR", &runtime);
+            }))
+            .unwrap();
+        let client = Client { logs: logs_tx }.serve(transport).await.unwrap();
+        (client, logs)
+    }
+
+    /// The daemon's pid, from its lock file.
+    fn daemon_pid(&self) -> Option<i32> {
+        std::fs::read_to_string(self.daemon_dir().join("daemon.lock"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let _ = self.command(&["daemon", "--stop"]).output();
+    }
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Polls `check` every 20 ms for at most 60 s (the bound only keeps a broken
+/// build from hanging; what is waited for happens within moments).
+async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    for _ in 0..3000 {
+        if let Some(found) = check() {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{what} never happened");
+}
+
+/// A dev server: it prints the port it listens on, then a line per visitor.
+const DEV_SERVER: &str = r#"exec python3 -u -c '
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen()
+print("listening on", s.getsockname()[1])
+while True:
+    c, _ = s.accept()
+    print("got a visitor")
+    c.close()
+'"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_client_finds_its_dev_server_and_one_notice() {
+    let runtime = Runtime::new();
+    let key = "project-one";
+    let (client, _logs) = runtime.mcp(key, &[]).await;
+    let started = client
+        .call_tool(call(
+            "bash",
+            json!({"command": DEV_SERVER, "run_in_background": true}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(texts(&started), ["started background job bash-1"]);
+    let quick = client
+        .call_tool(call(
+            "bash",
+            json!({"command": "sleep 1; echo done while away; exit 4", "run_in_background": true}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(texts(&quick), ["started background job bash-2"]);
+    // The model reads the server's first line, so its cursor is past it.
+    let mut seen = String::new();
+    let port: u16 = loop {
+        let read = client
+            .call_tool(call(
+                "job_output",
+                json!({"job_id": "bash-1", "wait": true, "timeout_ms": 200}),
+            ))
+            .await
+            .unwrap();
+        seen.push_str(&texts(&read).concat());
+        if let Some(port) = seen
+            .lines()
+            .find_map(|l| l.strip_prefix("listening on "))
+            .and_then(|p| p.trim().parse().ok())
+        {
+            break port;
+        }
+    };
+
+    // The client goes (a harness restart).
+    client.cancel().await.unwrap();
+
+    // bash-2 ends while no client is connected; a person waits for it.
+    let waited = runtime.run(&["wait", "--session", key, "bash-2"], "");
+    assert_eq!(waited.status.code(), Some(4), "{}", stderr(&waited));
+    assert_eq!(stderr(&waited), "bash-2 completed (exit code: 4)\n");
+    // Someone visits the server meanwhile: output the model has not read.
+    std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    eventually("the visit in the logs", || {
+        let out = runtime.run(&["logs", "--session", key, "bash-1"], "");
+        stdout(&out).contains("got a visitor").then_some(())
+    })
+    .await;
+    let logs = runtime.run(&["logs", "--session", key, "bash-1"], "");
+    assert_eq!(
+        stdout(&logs),
+        format!("listening on {port}\ngot a visitor\n")
+    );
+
+    // A person sees both jobs, the server's pid and its port.
+    let ps = runtime.json(&["ps", "--session", key, "--json"]);
+    let jobs = ps["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2, "{ps}");
+    assert_eq!(jobs[0]["id"], "bash-1");
+    assert_eq!(jobs[0]["status"], "running");
+    assert_eq!(jobs[0]["session"], key);
+    assert_eq!(jobs[0]["ports"], json!([port]));
+    let pid = jobs[0]["pid"].as_i64().unwrap() as i32;
+    assert_eq!(jobs[1]["status"], "completed");
+    assert_eq!(jobs[1]["detail"], "exit code: 4");
+    let table = stdout(&runtime.run(&["ps", "--session", key], ""));
+    assert!(table.starts_with("ID "), "{table}");
+    assert!(table.contains(&format!(" {pid} ")), "{table}");
+
+    // A new client process with the same key: the server still runs, the
+    // unread output is intact at the model's cursor, and the notice of the
+    // job that ended in between comes once, before the first result.
+    let (client, _logs) = runtime.mcp(key, &[]).await;
+    let read = client
+        .call_tool(call("job_output", json!({"job_id": "bash-1"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        texts(&read),
+        [
+            "background job bash-2 (bash: sleep 1; echo done while away; exit 4) finished [status: completed, exit code: 4]. Read its output with job_output.".to_owned(),
+            "got a visitor\n[status: running]".to_owned(),
+        ]
+    );
+    let list = client.call_tool(call("job_list", json!({}))).await.unwrap();
+    assert_eq!(texts(&list).len(), 1, "{:?}", texts(&list));
+    let done = client
+        .call_tool(call("job_output", json!({"job_id": "bash-2"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        texts(&done),
+        ["done while away\n[status: completed, exit code: 4]"]
+    );
+
+    // A person kills the server; the model is told.
+    let killed = runtime.run(&["kill", "bash-1"], "");
+    assert!(killed.status.success(), "{}", stderr(&killed));
+    let waited = runtime.run(&["wait", "bash-1"], "");
+    assert_eq!(
+        waited.status.code(),
+        Some(128 + libc::SIGTERM),
+        "{}",
+        stderr(&waited)
+    );
+    assert!(gone_soon(pid).await, "the server outlived its kill");
+    let after = client.call_tool(call("job_list", json!({}))).await.unwrap();
+    let after = texts(&after);
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert!(
+        after[0].starts_with("background job bash-1 (bash: exec python3")
+            && after[0].contains("[status: killed, signal: SIGTERM]"),
+        "{after:?}"
+    );
+    client.cancel().await.unwrap();
+
+    // Stopping the daemon ends the session; `ps` then says no daemon runs.
+    let daemon = runtime.daemon_pid().unwrap();
+    let stopped = runtime.run(&["daemon", "--stop"], "");
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    assert!(gone_soon(daemon).await);
+    let none = runtime.json(&["ps", "--all", "--json"]);
+    assert_eq!(none, json!({"daemon": false, "jobs": []}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_without_a_client_lingers_then_ends_with_its_jobs() {
+    let runtime = Runtime::new();
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let script = format!(
+        "bash {{\"command\": \"echo $$ > {}; exec sleep 300\", \"run_in_background\": true}}\n",
+        pid_file.display()
+    );
+    let out = runtime.run(&["shell", "--session", "short", "--linger", "1s"], &script);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("> {}started background job bash-1\n", script)
+    );
+    let pid: i32 = eventually("the job's pid", || {
+        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    })
+    .await;
+    // Bad input is refused and changes nothing.
+    for (args, message) in [
+        (
+            &["shell", "--session", "x", "--linger", "5"][..],
+            "expected a duration",
+        ),
+        (&["mcp", "--linger", "5s"][..], "--linger needs --session"),
+        (
+            &["logs", "--session", "nope", "bash-1"][..],
+            "no session \"nope\"",
+        ),
+    ] {
+        let out = runtime.run(args, "");
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+    }
+    // Still there after its client left...
+    let ps = runtime.json(&["ps", "--session", "short", "--json"]);
+    assert_eq!(ps["jobs"][0]["status"], "running", "{ps}");
+    // ...and gone with its session once the linger is over.
+    assert!(
+        gone_soon(pid).await,
+        "the job outlived its session's linger"
+    );
+    eventually("the session's end", || {
+        let ps = runtime.json(&["ps", "--all", "--json"]);
+        ps["jobs"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_daemon_per_user_and_no_other_user() {
+    let runtime = Runtime::new();
+    // A runtime directory others may reach is refused, and left as it is.
+    let daemon_dir = runtime.daemon_dir();
+    std::fs::create_dir(&daemon_dir).unwrap();
+    std::fs::set_permissions(&daemon_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let refused = runtime.run(&["shell", "--session", "k"], "job_list\n");
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("has mode 0755: others may reach it; refusing to use it"),
+        "{}",
+        stderr(&refused)
+    );
+    std::fs::set_permissions(&daemon_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+
+    let out = runtime.run(&["shell", "--session", "k"], "job_list\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "> job_list\n(no background jobs)\n");
+    let first = runtime.daemon_pid().expect("a daemon runs");
+    // A second daemon exits at once, saying so.
+    let second = runtime.run(&["daemon"], "");
+    assert!(second.status.success());
+    assert!(
+        stdout(&second).contains(&format!(
+            "a daemon already runs for this user (pid {first})"
+        )),
+        "{}",
+        stdout(&second)
+    );
+
+    // Another user reaching the socket (its directory opened up for the
+    // test) is refused by the daemon itself.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        std::fs::set_permissions(runtime.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&daemon_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let socket = daemon_dir.join("daemon.sock");
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let probe = std::process::Command::new("python3")
+            .arg("-c")
+            .arg(
+                "import socket, sys\n\
+                 s = socket.socket(socket.AF_UNIX)\n\
+                 s.connect(sys.argv[1])\n\
+                 s.sendall(b'{\"protocol\":1,\"kind\":\"ctl\",\"request\":{\"op\":\"ps\",\"session\":null}}\\n')\n\
+                 print(s.makefile().readline(), end='')\n",
+            )
+            .arg(&socket)
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        assert!(probe.status.success(), "{}", stderr(&probe));
+        assert_eq!(
+            stdout(&probe),
+            "{\"error\":\"refused: this daemon serves uid 0 only, not uid 65534\"}\n"
+        );
+        std::fs::set_permissions(&daemon_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    } else {
+        eprintln!("the other-user probe needs root; it ran only the rest");
+    }
+
+    // A daemon killed with SIGKILL leaves its socket behind; the next
+    // client starts a new daemon over it.
+    // SAFETY: kill on a pid we read from the daemon's own lock file.
+    unsafe { libc::kill(first, libc::SIGKILL) };
+    assert!(gone_soon(first).await);
+    assert!(daemon_dir.join("daemon.sock").exists());
+    let again = runtime.run(&["shell", "--session", "k"], "job_list\n");
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(stdout(&again), "> job_list\n(no background jobs)\n");
+    assert_ne!(runtime.daemon_pid(), Some(first));
+}
