@@ -194,14 +194,31 @@ pub fn for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// Runs one parsed command; returns what to print, or `None` to leave.
 pub async fn run(session: &Session, command: Command) -> Option<String> {
+    run_with_abort(session, command, &host::CancellationToken::new()).await
+}
+
+/// [`run`] for a console whose client may leave mid-command (`abort`): a
+/// call then ends as a cancelled call does, consuming nothing, and a
+/// `settle` stops waiting.
+pub async fn run_with_abort(
+    session: &Session,
+    command: Command,
+    abort: &host::CancellationToken,
+) -> Option<String> {
     match command {
         Command::Exit => None,
         Command::Nothing => Some(String::new()),
         Command::Help => Some(HELP.to_owned()),
         Command::Settle => {
             let registry = session.registry();
-            for job in registry.list(Some(session.owner())) {
-                registry.settled(&job.id).await;
+            let settled = async {
+                for job in registry.list(Some(session.owner())) {
+                    registry.settled(&job.id).await;
+                }
+            };
+            tokio::select! {
+                () = settled => {}
+                () = abort.cancelled() => return Some(String::new()),
             }
             let reply = session.collect_notices().await;
             Some(
@@ -212,7 +229,9 @@ pub async fn run(session: &Session, command: Command) -> Option<String> {
                     .join("\n"),
             )
         }
-        Command::Call { tool, args } => Some(render_reply(&session.call(&tool, &args).await)),
+        Command::Call { tool, args } => Some(render_reply(
+            &session.call_with_abort(&tool, &args, abort).await,
+        )),
     }
 }
 

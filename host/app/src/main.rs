@@ -101,7 +101,8 @@ enum Command {
     },
     /// List the jobs of durable sessions.
     Ps {
-        /// This session's jobs [default: the session of the current directory].
+        /// This session's jobs [default: `JOBS_HOST_SESSION`, else the
+        /// session of the current directory].
         #[arg(long, value_name = "KEY")]
         session: Option<String>,
         /// Every session's jobs.
@@ -120,7 +121,7 @@ enum Command {
         #[arg(long)]
         stderr: bool,
         /// Only the last N lines.
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         lines: Option<u32>,
         /// The job's session, when its id is in more than one.
         #[arg(long, value_name = "KEY")]
@@ -239,7 +240,10 @@ async fn daemon_command(cli: Cli, cache_dir: Option<PathBuf>) -> Result<u8> {
             let session = match (session, all) {
                 (_, true) => None,
                 (Some(key), false) => Some(key),
-                (None, false) => Some(daemon::default_key(None)?),
+                (None, false) => match std::env::var("JOBS_HOST_SESSION") {
+                    Ok(key) if !key.is_empty() => Some(key),
+                    _ => Some(daemon::default_key(None)?),
+                },
             };
             daemon::client::ps(session, json).await
         }

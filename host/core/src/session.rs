@@ -41,12 +41,14 @@ pub struct SessionAgent {
 
 impl SessionAgent {
     fn queue(&self, lane: Lane, message: NoticeMessage) -> Result<(), DeliveryError> {
+        // Under the announce lock, so a front end that attaches or leaves
+        // meanwhile sees the notice on its side of the change only.
+        let announce = crate::sync::lock(&self.announce);
         let taken = lane == Lane::Followup && self.followups_taken.load(Ordering::Acquire);
         if taken {
             // The front end delivers it (a push the client turns into the
             // model's next turn); queueing it too would show it twice.
-            let sent = crate::sync::lock(&self.announce).send((lane, message));
-            match sent {
+            match announce.send((lane, message)) {
                 Ok(()) => return Ok(()),
                 // Nobody takes it after all: it waits for the next result.
                 Err(mpsc::error::SendError((_, message))) => {
@@ -57,7 +59,7 @@ impl SessionAgent {
         }
         crate::sync::lock(&self.pending).push(message.clone());
         // Nobody listening is fine: the notice still waits for the next result.
-        let _ = crate::sync::lock(&self.announce).send((lane, message));
+        let _ = announce.send((lane, message));
         Ok(())
     }
 
@@ -210,6 +212,7 @@ impl Session {
             u64::try_from(idle_after.as_millis()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
+        let _announce = crate::sync::lock(&self.agent.announce);
         self.agent.followups_taken.store(true, Ordering::Release);
     }
 

@@ -3,6 +3,7 @@
 //! `logs`, `kill`, `wait` and `daemon --stop`.
 
 use std::io::IsTerminal;
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::time::Duration;
@@ -36,56 +37,44 @@ async fn connect(dir: &Path) -> Result<Option<UnixStream>> {
     }
 }
 
+/// How long a client waits for a session whose previous client is still
+/// connected (a harness restarting its server before the old one is gone).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A `daemon.log` past this size is started afresh by the next daemon start.
+const MAX_LOG_BYTES: u64 = 1 << 20;
+
 /// The daemon's socket, connected, after starting the daemon if none runs.
-async fn connect_or_start(cache_dir: Option<&Path>) -> Result<UnixStream> {
+async fn connect_or_start(
+    cache_dir: Option<&Path>,
+    deadline: tokio::time::Instant,
+) -> Result<UnixStream> {
     let dir = super::runtime_dir();
     super::private_dir(&dir)?;
-    if let Some(stream) = connect(&dir).await? {
-        return Ok(stream);
-    }
-    let log = super::socket_path(&dir).with_file_name("daemon.log");
-    let output = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log)
-        .with_context(|| format!("cannot open {}", log.display()))?;
-    let mut command = std::process::Command::new(
-        std::env::current_exe().context("cannot find this program to start the daemon")?,
-    );
-    if let Some(dir) = cache_dir {
-        command.arg("--cache-dir").arg(dir);
-    }
-    command
-        .arg("daemon")
-        .stdin(std::process::Stdio::null())
-        .stdout(output.try_clone()?)
-        .stderr(output);
-    // SAFETY: setsid is async-signal-safe; the daemon leaves this client's
-    // session and process group, so the client's terminal or group signals
-    // do not reach it.
-    unsafe {
-        command.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    let mut child = command.spawn().context("cannot start the daemon")?;
-    let deadline = tokio::time::Instant::now() + START_TIMEOUT;
+    let log = dir.join("daemon.log");
+    let mut child: Option<std::process::Child> = None;
     loop {
         if let Some(stream) = connect(&dir).await? {
-            // Reaped by whoever adopts it once this client exits.
+            // The daemon is reaped by whoever adopts it once this client
+            // exits.
             drop(child);
             return Ok(stream);
         }
-        // A daemon that exits at once (another one won the race, or it
-        // failed) is waited for; the winner's socket appears meanwhile.
-        if let Ok(Some(status)) = child.try_wait()
-            && !status.success()
-        {
-            bail!(
+        let start = match child.as_mut().map(std::process::Child::try_wait) {
+            None => true,
+            Some(Ok(None)) => false,
+            // It found another daemon's lock: one that is still ending its
+            // sessions, or one that started meanwhile. Its socket comes, or
+            // this one tries again once the other is gone.
+            Some(Ok(Some(status))) if status.success() => true,
+            Some(Ok(Some(status))) => bail!(
                 "the daemon did not start ({status}); its log is {}",
                 log.display()
-            );
+            ),
+            Some(Err(e)) => return Err(e).context("cannot watch the daemon it started"),
+        };
+        if start {
+            child = Some(spawn_daemon(cache_dir, &log)?);
         }
         if tokio::time::Instant::now() >= deadline {
             bail!(
@@ -98,23 +87,112 @@ async fn connect_or_start(cache_dir: Option<&Path>) -> Result<UnixStream> {
     }
 }
 
+/// Starts `jobs-host daemon`, detached from this client: its own session, at
+/// `/`, holding none of this client's descriptors, writing to `log`.
+fn spawn_daemon(cache_dir: Option<&Path>, log: &Path) -> Result<std::process::Child> {
+    let fresh = std::fs::metadata(log).is_ok_and(|m| m.len() > MAX_LOG_BYTES);
+    let output = std::fs::OpenOptions::new()
+        .create(true)
+        .append(!fresh)
+        .write(true)
+        .truncate(fresh)
+        .mode(0o600)
+        .open(log)
+        .with_context(|| format!("cannot open {}", log.display()))?;
+    let mut command = std::process::Command::new(
+        std::env::current_exe().context("cannot find this program to start the daemon")?,
+    );
+    if let Some(dir) = cache_dir {
+        command.arg("--cache-dir").arg(dir);
+    }
+    command
+        .arg("daemon")
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .stdout(output.try_clone()?)
+        .stderr(output);
+    // SAFETY: setsid and close_range are async-signal-safe. The daemon
+    // leaves this client's session and process group (its terminal's and
+    // group's signals do not reach it), and no descriptor this client
+    // inherited without close-on-exec stays open in it.
+    unsafe {
+        command.pre_exec(|| {
+            libc::setsid();
+            libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            );
+            Ok(())
+        });
+    }
+    command.spawn().context("cannot start the daemon")
+}
+
+/// Why the daemon did not take a connection.
+enum Refused {
+    /// The session's previous client is still connected.
+    Busy(String),
+    /// It closed the connection without a word (a daemon that was exiting).
+    Closed,
+    /// Anything else, with the daemon's reason.
+    Other(anyhow::Error),
+}
+
 /// Sends `hello` and reads the daemon's answer.
 async fn greet(
     stream: UnixStream,
     hello: &Hello,
-) -> Result<(BufReader<OwnedReadHalf>, OwnedWriteHalf, Value)> {
+) -> std::result::Result<(BufReader<OwnedReadHalf>, OwnedWriteHalf, Value), Refused> {
     let (read, mut write) = stream.into_split();
-    let mut line = serde_json::to_vec(hello)?;
+    let mut line = serde_json::to_vec(hello).map_err(|e| Refused::Other(e.into()))?;
     line.push(b'\n');
-    write.write_all(&line).await?;
+    if write.write_all(&line).await.is_err() {
+        return Err(Refused::Closed);
+    }
     let mut read = BufReader::new(read);
-    let answer = next(&mut read)
-        .await?
-        .context("the daemon closed the connection without answering")?;
+    let answer = match next(&mut read).await {
+        Ok(Some(answer)) => answer,
+        Ok(None) => return Err(Refused::Closed),
+        Err(e) => return Err(Refused::Other(e)),
+    };
     if let Some(error) = answer.get("error").and_then(Value::as_str) {
-        bail!("{error}");
+        return Err(if answer["busy"].as_bool() == Some(true) {
+            Refused::Busy(error.to_owned())
+        } else {
+            Refused::Other(anyhow::anyhow!("{error}"))
+        });
     }
     Ok((read, write, answer))
+}
+
+/// A session's connection, the daemon started if need be; a session still
+/// held by its previous client is tried again for [`BUSY_TIMEOUT`].
+async fn session_connection(
+    hello: &Hello,
+    cache_dir: Option<&Path>,
+) -> Result<(BufReader<OwnedReadHalf>, OwnedWriteHalf)> {
+    let deadline = tokio::time::Instant::now() + START_TIMEOUT;
+    let mut busy_since = None;
+    loop {
+        let stream = connect_or_start(cache_dir, deadline).await?;
+        match greet(stream, hello).await {
+            Ok((read, write, _)) => return Ok((read, write)),
+            Err(Refused::Busy(why)) => {
+                let since = *busy_since.get_or_insert_with(tokio::time::Instant::now);
+                if since.elapsed() >= BUSY_TIMEOUT {
+                    bail!("{why}");
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(Refused::Closed) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(Refused::Closed) => bail!("the daemon closed the connection without answering"),
+            Err(Refused::Other(e)) => return Err(e),
+        }
+    }
 }
 
 /// The next JSON line from the daemon; `None` at the end.
@@ -144,8 +222,7 @@ pub fn client_env() -> Vec<(String, String)> {
 ///
 /// No daemon could be reached or started, or it refused the session.
 pub async fn mcp(hello: Hello, cache_dir: Option<&Path>) -> Result<u8> {
-    let stream = connect_or_start(cache_dir).await?;
-    let (mut read, mut write, _) = greet(stream, &hello).await?;
+    let (mut read, mut write) = session_connection(&hello, cache_dir).await?;
     let up = tokio::spawn(async move {
         let mut stdin = tokio::io::stdin();
         let mut buf = vec![0u8; 64 << 10];
@@ -198,8 +275,7 @@ pub async fn shell(mut hello: Hello, cache_dir: Option<&Path>) -> Result<()> {
             text.to_owned()
         }
     };
-    let stream = connect_or_start(cache_dir).await?;
-    let (mut read, mut write, _) = greet(stream, &hello).await?;
+    let (mut read, mut write) = session_connection(&hello, cache_dir).await?;
     let (answers, mut answered) = tokio::sync::mpsc::unbounded_channel::<Value>();
     let printer = reedline::ExternalPrinter::<String>::default();
     let notices = printer.sender();
@@ -217,27 +293,27 @@ pub async fn shell(mut hello: Hello, cache_dir: Option<&Path>) -> Result<()> {
             }
         }
     });
-    let mut ask = async |line: &str| -> Result<Option<String>> {
+    // `Err` only when the connection is gone; a line the console refuses
+    // is an `Ok(Err(..))`.
+    let mut ask = async |line: &str| -> Result<std::result::Result<Option<String>, String>> {
         let mut message = serde_json::to_vec(&json!({"line": line}))?;
         message.push(b'\n');
-        write.write_all(&message).await?;
-        let answer = answered
-            .recv()
-            .await
-            .context("the daemon closed the console's connection")?;
+        let lost = || anyhow::anyhow!("the daemon closed the console's connection");
+        write.write_all(&message).await.map_err(|_| lost())?;
+        let answer = answered.recv().await.ok_or_else(lost)?;
         if answer.get("quit").is_some() {
-            return Ok(None);
+            return Ok(Ok(None));
         }
         if let Some(error) = answer.get("error").and_then(Value::as_str) {
-            bail!("{error}");
+            return Ok(Err(error.to_owned()));
         }
-        Ok(Some(
+        Ok(Ok(Some(
             answer
                 .get("out")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned(),
-        ))
+        )))
     };
     if interactive {
         println!(
@@ -250,11 +326,11 @@ pub async fn shell(mut hello: Hello, cache_dir: Option<&Path>) -> Result<()> {
             let reedline::Signal::Success(line) = line else {
                 break;
             };
-            match ask(&line).await {
+            match ask(&line).await? {
                 Ok(Some(out)) if !out.is_empty() => println!("{}", show(&out)),
                 Ok(Some(_)) => {}
                 Ok(None) => break,
-                Err(e) => println!("? {e:#}"),
+                Err(e) => println!("? {e}"),
             }
         }
     } else {
@@ -266,9 +342,10 @@ pub async fn shell(mut hello: Hello, cache_dir: Option<&Path>) -> Result<()> {
                 Ok(_) => {
                     println!("> {}", line.trim());
                     match ask(&line).await? {
-                        Some(out) if !out.is_empty() => println!("{}", show(&out)),
-                        Some(_) => {}
-                        None => break,
+                        Ok(Some(out)) if !out.is_empty() => println!("{}", show(&out)),
+                        Ok(Some(_)) => {}
+                        Ok(None) => break,
+                        Err(e) => bail!("{}: {e}", line.trim()),
                     }
                 }
                 Err(e) => bail!("{}: {e}", line.trim()),
@@ -302,7 +379,13 @@ async fn request(
         interactive: false,
         request: Some(request),
     };
-    greet(stream, &hello).await.map(Some)
+    match greet(stream, &hello).await {
+        Ok(connected) => Ok(Some(connected)),
+        Err(Refused::Busy(why)) => bail!("{why}"),
+        // A daemon exiting as this connected: none runs.
+        Err(Refused::Closed) => Ok(None),
+        Err(Refused::Other(e)) => Err(e),
+    }
 }
 
 const NO_DAEMON: &str =
@@ -567,6 +650,21 @@ mod nix_signal {
                 "SIGUSR2" => libc::SIGUSR2,
                 "SIGXCPU" => libc::SIGXCPU,
                 "SIGXFSZ" => libc::SIGXFSZ,
+                "SIGTRAP" => libc::SIGTRAP,
+                "SIGSTKFLT" => libc::SIGSTKFLT,
+                "SIGCHLD" => libc::SIGCHLD,
+                "SIGCONT" => libc::SIGCONT,
+                "SIGSTOP" => libc::SIGSTOP,
+                "SIGTSTP" => libc::SIGTSTP,
+                "SIGTTIN" => libc::SIGTTIN,
+                "SIGTTOU" => libc::SIGTTOU,
+                "SIGURG" => libc::SIGURG,
+                "SIGVTALRM" => libc::SIGVTALRM,
+                "SIGPROF" => libc::SIGPROF,
+                "SIGWINCH" => libc::SIGWINCH,
+                "SIGIO" => libc::SIGIO,
+                "SIGPWR" => libc::SIGPWR,
+                "SIGSYS" => libc::SIGSYS,
                 _ => return Err(()),
             };
             Ok(Signal(number))

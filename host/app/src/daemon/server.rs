@@ -2,7 +2,7 @@
 //! their jobs, and serves their clients on a Unix socket.
 
 use std::collections::HashMap;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -30,14 +30,39 @@ use crate::{Host, McpOptions, Signals, console};
 /// person's `ps` right after the last session ended.
 const IDLE_EXIT: Duration = Duration::from_secs(5);
 
+/// The most sessions one daemon keeps at once.
+const MAX_SESSIONS: usize = 64;
+
 /// How long a client has to send its first line.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How often `logs --follow` looks for new lines when nothing else wakes it.
-const FOLLOW_POLL: Duration = Duration::from_millis(100);
+const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
 /// Lines one page of `logs` asks for.
 const LOG_PAGE: u32 = 1000;
+
+/// Why a session connection was refused.
+struct Refusal {
+    message: String,
+    /// The session has a client already: the caller may try again soon.
+    busy: bool,
+}
+
+impl From<&str> for Refusal {
+    fn from(message: &str) -> Refusal {
+        Refusal::from(message.to_owned())
+    }
+}
+
+impl From<String> for Refusal {
+    fn from(message: String) -> Refusal {
+        Refusal {
+            message,
+            busy: false,
+        }
+    }
+}
 
 /// Notices announced to a session's front end.
 type Announced = tokio::sync::mpsc::UnboundedReceiver<(host::Lane, host::NoticeMessage)>;
@@ -56,17 +81,18 @@ struct Durable {
     settings: Value,
     host: Host,
     session: Arc<Session>,
-    linger: Duration,
     front: Mutex<Front>,
 }
 
-/// The session's current connection.
+/// The session's connection, if it has one.
 #[derive(Default)]
 struct Front {
     /// The current front end's number (`Session::reattach`).
     front_end: u64,
-    /// A copy of its socket, to shut when another connection takes over.
-    socket: Option<OwnedFd>,
+    /// The connected client's pid, while one is connected.
+    connected: Option<i32>,
+    /// How long the session is kept with no client: the latest client's.
+    linger: Duration,
     /// Counts down the linger while nobody is connected.
     lease: Option<tokio::task::JoinHandle<()>>,
 }
@@ -121,6 +147,10 @@ pub async fn run(cache_dir: Option<PathBuf>) -> Result<u8> {
         lock.set_len(0)?;
         writeln!(lock, "{}", std::process::id())?;
     }
+    // Loaded before the socket is there, so a client that connects can be
+    // served at once, and one whose daemon cannot load it finds no socket
+    // and reads the log.
+    let runtime = crate::load_runtime(cache_dir.as_deref())?;
     // The lock says no daemon listens: a socket left here is stale.
     let socket = super::socket_path(&dir);
     match std::fs::remove_file(&socket) {
@@ -131,7 +161,6 @@ pub async fn run(cache_dir: Option<PathBuf>) -> Result<u8> {
     let listener = tokio::net::UnixListener::bind(&socket)
         .with_context(|| format!("cannot listen on {}", socket.display()))?;
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
-    let runtime = crate::load_runtime(cache_dir.as_deref())?;
     let daemon = Arc::new(Daemon {
         runtime,
         cache_dir,
@@ -171,7 +200,8 @@ pub async fn run(cache_dir: Option<PathBuf>) -> Result<u8> {
     drop(listener);
     let _ = std::fs::remove_file(&socket);
     daemon.end_all().await;
-    let _ = std::fs::remove_file(&lock_path);
+    // The lock file stays: unlinked, a daemon starting now could lock the
+    // old file while another locks a new one.
     drop(lock);
     // Not a return: the runtime would wait for blocked readers.
     std::process::exit(code);
@@ -205,11 +235,21 @@ impl Daemon {
     async fn connection(self: Arc<Self>, stream: UnixStream) {
         // SAFETY: geteuid has no preconditions.
         let uid = unsafe { libc::geteuid() };
-        let (read, mut write) = match stream.peer_cred() {
+        let (read, mut write, peer) = match stream.peer_cred() {
             Ok(cred) if cred.uid() == uid => {
-                let socket = stream.as_fd().try_clone_to_owned().ok();
+                let peer = cred.pid().unwrap_or(0);
+                if peer > 0 && is_a_job(peer) {
+                    tracing::warn!("jobs-host daemon: refused pid {peer}, a background job");
+                    let mut stream = stream;
+                    let _ = answer(
+                        &mut stream,
+                        &json!({"error": "refused: a background job may not drive the daemon of durable sessions"}),
+                    )
+                    .await;
+                    return;
+                }
                 let (read, write) = stream.into_split();
-                ((BufReader::new(read), socket), write)
+                (BufReader::new(read), write, peer)
             }
             Ok(cred) => {
                 tracing::warn!("jobs-host daemon: refused a client of uid {}", cred.uid());
@@ -226,7 +266,7 @@ impl Daemon {
                 return;
             }
         };
-        let (mut read, socket) = read;
+        let mut read = read;
         let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_json_line(&mut read)).await {
             Ok(Ok(Some(line))) => serde_json::from_value::<Hello>(line).map_err(|e| e.to_string()),
             Ok(Ok(None)) => return,
@@ -249,7 +289,7 @@ impl Daemon {
             }
         };
         let result = match hello.kind {
-            Kind::Mcp | Kind::Shell => self.front_end(hello, read, write, socket).await,
+            Kind::Mcp | Kind::Shell => self.front_end(hello, read, write, peer).await,
             Kind::Ctl => self.control(hello, read, write).await,
         };
         if let Err(e) = result {
@@ -257,39 +297,48 @@ impl Daemon {
         }
     }
 
-    /// The session for `hello`, opened if it is new, taken over from its
-    /// previous connection if it has one.
+    /// The session for `hello`, opened if it is new. A session whose client
+    /// is still connected is refused (`busy`): one front end at a time, so
+    /// nobody else takes the model's notices or output.
     async fn attach(
         self: &Arc<Self>,
         hello: &Hello,
-        socket: Option<OwnedFd>,
-    ) -> Result<(Arc<Durable>, u64, Announced)> {
+        peer: i32,
+    ) -> std::result::Result<(Arc<Durable>, u64, Announced), Refusal> {
         let key = hello
             .session
             .clone()
-            .context("a session connection needs a session key")?;
-        super::check_key(&key)?;
+            .ok_or_else(|| Refusal::from("a session connection needs a session key"))?;
+        super::check_key(&key).map_err(|e| Refusal::from(format!("{e:#}")))?;
         let settings = hello
             .settings
             .clone()
-            .context("a session connection needs its settings")?;
-        let wanted = serde_json::to_value(&settings)?;
+            .ok_or_else(|| Refusal::from("a session connection needs its settings"))?;
+        let wanted = serde_json::to_value(&settings).map_err(|e| Refusal::from(e.to_string()))?;
+        let linger = hello
+            .linger_ms
+            .map(|ms| Duration::from_millis(ms).min(super::MAX_LINGER));
         let mut sessions = self.sessions.lock().await;
         let durable = match sessions.get(&key) {
             Some(durable) => {
                 if durable.settings != wanted {
-                    bail!(
+                    return Err(Refusal::from(format!(
                         "session {key:?} runs with other settings ({}); use another --session, or let it end first",
                         differences(&durable.settings, &wanted)
-                    );
+                    )));
                 }
                 durable.clone()
             }
             None => {
-                let mut settings = settings;
-                if hello.kind == Kind::Mcp {
-                    settings = settings.with_mcp_wait_cap();
+                if sessions.len() >= MAX_SESSIONS {
+                    return Err(Refusal::from(format!(
+                        "this daemon already keeps {MAX_SESSIONS} sessions; let one end first (jobs-host ps --all)"
+                    )));
                 }
+                // Every front end of a durable session gets MCP's cap on a
+                // wait, so an MCP client that attaches to a session a console
+                // opened is not left waiting past its own timeouts.
+                let settings = settings.with_mcp_wait_cap();
                 let env = hello
                     .env
                     .iter()
@@ -301,67 +350,71 @@ impl Daemon {
                     settings,
                     Some(env),
                 )
-                .await?;
+                .await
+                .map_err(|e| Refusal::from(format!("{e:#}")))?;
                 let (session, _) = Session::open(&key, host.mount.clone(), host.bash.clone());
-                let linger = hello
-                    .linger_ms
-                    .map_or(DEFAULT_LINGER, Duration::from_millis)
-                    .min(super::MAX_LINGER);
                 let durable = Arc::new(Durable {
                     key: key.clone(),
                     settings: wanted,
                     host,
                     session: Arc::new(session),
-                    linger,
-                    front: Mutex::new(Front::default()),
+                    front: Mutex::new(Front {
+                        linger: DEFAULT_LINGER,
+                        ..Front::default()
+                    }),
                 });
                 sessions.insert(key.clone(), durable.clone());
                 tracing::info!("jobs-host daemon: session {key:?} opened");
                 durable
             }
         };
-        self.activity.fetch_add(1, Ordering::AcqRel);
-        let (front_end, announced) = durable.session.reattach();
         let mut front = lock(&durable.front);
+        if let Some(pid) = front.connected {
+            return Err(Refusal {
+                message: format!(
+                    "session {key:?} is in use by another client (pid {pid}); give this one another --session, or end that one"
+                ),
+                busy: true,
+            });
+        }
+        self.activity.fetch_add(1, Ordering::AcqRel);
         if let Some(lease) = front.lease.take() {
             lease.abort();
         }
-        // The newest connection has the session: the previous one is shut,
-        // so its calls in flight end without consuming anything.
-        if let Some(old) = front.socket.take() {
-            // SAFETY: shutdown on a descriptor we own.
-            unsafe { libc::shutdown(old.as_raw_fd(), libc::SHUT_RDWR) };
+        if let Some(linger) = linger {
+            front.linger = linger;
         }
+        let (front_end, announced) = durable.session.reattach();
         front.front_end = front_end;
-        front.socket = socket;
+        front.connected = Some(peer);
         drop(front);
-        Ok((durable, front_end, announced))
+        Ok((durable.clone(), front_end, announced))
     }
 
-    /// Front end `front_end` of `durable` left: if no other took over, the
-    /// session lingers, then ends.
+    /// Front end `front_end` of `durable` left: the session lingers, then
+    /// ends.
     fn left(self: &Arc<Self>, durable: &Arc<Durable>, front_end: u64) {
         let mut front = lock(&durable.front);
         if front.front_end != front_end {
             return;
         }
-        front.socket = None;
+        front.connected = None;
+        let linger = front.linger;
         let daemon = self.clone();
         let expiring = durable.clone();
         front.lease = Some(tokio::spawn(async move {
-            tokio::time::sleep(expiring.linger).await;
+            tokio::time::sleep(linger).await;
             let mut sessions = daemon.sessions.lock().await;
-            // A connection that came meanwhile took the lease away (it
-            // aborts this task under the same lock).
+            // A client that came meanwhile took the lease away (it aborts
+            // this task under the same lock).
             if lock(&expiring.front).front_end != front_end {
                 return;
             }
             sessions.remove(&expiring.key);
             drop(sessions);
             tracing::info!(
-                "jobs-host daemon: session {:?} had no client for {:?}; ending it",
-                expiring.key,
-                expiring.linger
+                "jobs-host daemon: session {:?} had no client for {linger:?}; ending it",
+                expiring.key
             );
             end_session(&expiring).await;
             daemon.activity.fetch_add(1, Ordering::AcqRel);
@@ -374,12 +427,16 @@ impl Daemon {
         hello: Hello,
         read: BufReader<OwnedReadHalf>,
         mut write: OwnedWriteHalf,
-        socket: Option<OwnedFd>,
+        peer: i32,
     ) -> Result<()> {
-        let (durable, front_end, announced) = match self.attach(&hello, socket).await {
+        let (durable, front_end, announced) = match self.attach(&hello, peer).await {
             Ok(attached) => attached,
-            Err(e) => {
-                answer(&mut write, &json!({"error": format!("{e:#}")})).await?;
+            Err(refusal) => {
+                answer(
+                    &mut write,
+                    &json!({"error": refusal.message, "busy": refusal.busy}),
+                )
+                .await?;
                 return Ok(());
             }
         };
@@ -399,7 +456,9 @@ impl Daemon {
                             wire.progress_interval_ms.clamp(10, 3_600_000),
                         ),
                         tasks: wire.tasks,
-                        claude_channel: wire.claude_channel_idle_ms.map(Duration::from_millis),
+                        claude_channel: wire
+                            .claude_channel_idle_ms
+                            .map(|ms| Duration::from_millis(ms.min(3_600_000))),
                     };
                     let server =
                         crate::mcp_server(&durable.host.mount, durable.session.clone(), options)
@@ -416,7 +475,7 @@ impl Daemon {
                     remote_console(&durable.session, read, write, announced, hello.interactive)
                         .await
                 }
-                Kind::Ctl => unreachable!("a control connection has no session"),
+                Kind::Ctl => Ok(()),
             }
         }
         .await;
@@ -470,7 +529,7 @@ impl Daemon {
     async fn control(
         self: Arc<Self>,
         hello: Hello,
-        _read: BufReader<OwnedReadHalf>,
+        mut read: BufReader<OwnedReadHalf>,
         mut write: OwnedWriteHalf,
     ) -> Result<()> {
         let Some(request) = hello.request else {
@@ -480,7 +539,21 @@ impl Daemon {
             )
             .await;
         };
-        let result = self.request(request, &mut write).await;
+        // A client that leaves (a `wait` or `logs -f` given up) ends its
+        // request: nothing else would.
+        let gone = async {
+            let mut sink = [0u8; 512];
+            loop {
+                match tokio::io::AsyncReadExt::read(&mut read, &mut sink).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+        };
+        let result = tokio::select! {
+            result = self.request(request, &mut write) => result,
+            () = gone => return Ok(()),
+        };
         if let Err(e) = result {
             answer(&mut write, &json!({"error": format!("{e:#}")})).await?;
         }
@@ -641,11 +714,11 @@ fn memchr(buf: &[u8]) -> Option<usize> {
     buf.iter().position(|b| *b == b'\n')
 }
 
-/// Sends a job's lines of `stream` as `{"line": ...}`, then, with `follow`,
-/// the lines it writes until it ends, then `{"end": ...}`. Nothing is
-/// consumed: the model's read cursor stays where it is. While the job runs
-/// its last line may still grow, so it is sent once the next one starts or
-/// the job ends.
+/// Sends a job's lines of `stream` as `{"line": ...}` (the last `last` only,
+/// when given), then, with `follow`, the lines it writes until it ends, then
+/// `{"end": ...}`. Nothing is consumed: the model's read cursor stays where
+/// it is. While a followed job runs, its last line may still grow, so it is
+/// sent once whole or once the job ends.
 async fn follow_logs(
     durable: &Durable,
     id: &str,
@@ -656,39 +729,45 @@ async fn follow_logs(
 ) -> Result<()> {
     let registry: &JobRegistry = durable.host.mount.registry();
     let owner = durable.session.owner();
-    let page = |query: &LineQuery| {
+    let page = |start: u64, count: u32| {
         registry
-            .lines(id, Some(owner), query)
+            .lines(
+                id,
+                Some(owner),
+                &LineQuery::Range {
+                    stream,
+                    start,
+                    count,
+                },
+            )
             .map_err(|e| anyhow::anyhow!("{e}"))
     };
-    let mut next = match last {
-        Some(count) => {
-            let (page, _) = page(&LineQuery::Last { stream, count })?;
-            match page.lines.first() {
-                Some(line) => line.number,
-                None => page.extents.first().map_or(1, |e| e.last_line + 1),
-            }
+    let mut next = 1;
+    if let Some(count) = last {
+        let (probe, _) = page(1, 1)?;
+        if let Some(extent) = probe.extents.first() {
+            next = (extent.last_line + 1)
+                .saturating_sub(u64::from(count))
+                .max(extent.first_line)
+                .max(1);
         }
-        None => 1,
-    };
+    }
     loop {
-        let (lines, job) = page(&LineQuery::Range {
-            stream,
-            start: next,
-            count: LOG_PAGE,
-        })?;
-        // The snapshot is taken after the page: a job that ended before it
-        // has every line in it, or in the next page.
-        let ended = job.status.is_terminal();
-        let extent = lines.extents.first().copied();
-        let (first, last, whole) =
-            extent.map_or((1, 0, 0), |e| (e.first_line, e.last_line, e.whole_lines));
-        if first > next && last > 0 {
+        // Looked at before the page: a job that had ended by then has every
+        // line in this page or the next ones.
+        let ended = registry
+            .inspect(id)
+            .is_none_or(|job| job.status.is_terminal());
+        let (lines, job) = page(next, LOG_PAGE)?;
+        let (first, last_line, whole) = lines
+            .extents
+            .first()
+            .map_or((1, 0, 0), |e| (e.first_line, e.last_line, e.whole_lines));
+        if first > next && last_line > 0 {
             answer(write, &json!({"dropped": [next, first - 1]})).await?;
             next = first;
         }
-        // A running job's last line may still grow: it is sent once whole.
-        let upto = if ended { last } else { whole };
+        let upto = if ended || !follow { last_line } else { whole };
         let from = next;
         for line in lines
             .lines
@@ -698,7 +777,8 @@ async fn follow_logs(
             answer(write, &json!({"line": line.text})).await?;
             next = line.number + 1;
         }
-        if next <= upto && !lines.lines.is_empty() {
+        let more = next <= upto && next > from;
+        if more {
             continue;
         }
         if ended || !follow {
@@ -717,7 +797,8 @@ async fn follow_logs(
 
 /// The console over a socket: `{"line": ...}` in, `{"out": ...}`,
 /// `{"error": ...}` or `{"quit": true}` out for each, and `{"notice": ...}`
-/// as notices arrive when the client shows them so.
+/// as notices arrive when the client shows them so. A client that leaves
+/// mid-command aborts it, as a cancelled call.
 async fn remote_console(
     session: &Session,
     mut read: BufReader<OwnedReadHalf>,
@@ -725,7 +806,8 @@ async fn remote_console(
     mut announced: Announced,
     interactive: bool,
 ) -> Result<()> {
-    let (lines, mut outgoing) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    // Bounded both ways: a client that sends without reading is held back.
+    let (lines, mut outgoing) = tokio::sync::mpsc::channel::<Value>(64);
     let writer = tokio::spawn(async move {
         let mut write = write;
         while let Some(value) = outgoing.recv().await {
@@ -743,37 +825,68 @@ async fn remote_console(
                     "[notice arrived via",
                     1,
                 );
-                if lines.send(json!({"notice": text})).is_err() {
+                if lines.send(json!({"notice": text})).await.is_err() {
                     break;
                 }
             }
         })
     });
+    let gone = CancellationToken::new();
+    let (incoming, mut commands) = tokio::sync::mpsc::channel::<Value>(4);
+    let reader = {
+        let gone = gone.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(value)) = read_json_line(&mut read).await {
+                if incoming.send(value).await.is_err() {
+                    break;
+                }
+            }
+            gone.cancel();
+        })
+    };
     let result = async {
-        while let Some(value) = read_json_line(&mut read)
-            .await
-            .map_err(|e| anyhow::anyhow!(e))?
-        {
+        while let Some(value) = commands.recv().await {
             let Some(line) = value.get("line").and_then(Value::as_str) else {
-                lines.send(json!({"error": "expected {\"line\": ...}"}))?;
+                lines
+                    .send(json!({"error": "expected {\"line\": ...}"}))
+                    .await?;
                 continue;
             };
             let reply = match console::parse(line) {
-                Ok(command) => match console::run(session, command).await {
+                Ok(command) => match console::run_with_abort(session, command, &gone).await {
                     Some(out) => json!({"out": out}),
                     None => json!({"quit": true}),
                 },
                 Err(e) => json!({"error": e}),
             };
-            lines.send(reply)?;
+            if gone.is_cancelled() {
+                break;
+            }
+            lines.send(reply).await?;
         }
         Ok::<(), anyhow::Error>(())
     }
     .await;
+    reader.abort();
     if let Some(notices) = notices {
         notices.abort();
     }
     drop(lines);
     let _ = writer.await;
     result
+}
+
+/// Whether `pid` is a background job (of any jobs-host: its cgroup is a
+/// job's, or it carries the job marker), which may not drive the daemon: a
+/// fenced job could otherwise open an unfenced session.
+fn is_a_job(pid: i32) -> bool {
+    let in_job_cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .is_ok_and(|cgroups| cgroups.contains("/jobs-host-"));
+    let marked = std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
+        let marker = format!("{}=", host::containment::JOB_MARKER_VAR);
+        environ
+            .split(|b| *b == 0)
+            .any(|var| var.starts_with(marker.as_bytes()))
+    });
+    in_job_cgroup || marked
 }

@@ -181,6 +181,10 @@ pub struct JobsServer {
     channel_taken: Arc<AtomicBool>,
     /// Tool calls in flight, to tell the session when its agent is quiet.
     in_flight: Arc<AtomicUsize>,
+    /// Whether a request read before the client left is still run (a piped
+    /// script's last line). Not for a session that outlives its connection:
+    /// nobody would read the answer, and the call would consume for nobody.
+    answer_after_close: bool,
 }
 
 /// The experimental capability and the notification of Claude Code's channel.
@@ -358,6 +362,7 @@ impl JobsServer {
             claude_channel: None,
             channel_taken: Arc::default(),
             in_flight: Arc::default(),
+            answer_after_close: true,
         })
     }
 
@@ -709,13 +714,15 @@ impl JobsServer {
     ) -> anyhow::Result<()> {
         let session = self.session.clone();
         let closing = self.closing.clone();
-        let (reader, writer, framing, input_closed) = framed(io, self.offer_tasks);
-        let channel = self.claude_channel;
-        let channel_taken = self.channel_taken.clone();
-        let threshold = self.log_level.clone();
-        let handshake_free = self.handshake_free.clone();
-        let opt_ins = self.opt_ins.clone();
-        let running = match self.serve((reader, writer)).await {
+        let mut this = self;
+        this.answer_after_close = leave == Leave::Close;
+        let (reader, writer, framing, input_closed) = framed(io, this.offer_tasks);
+        let channel = this.claude_channel;
+        let channel_taken = this.channel_taken.clone();
+        let threshold = this.log_level.clone();
+        let handshake_free = this.handshake_free.clone();
+        let opt_ins = this.opt_ins.clone();
+        let running = match this.serve((reader, writer)).await {
             Ok(running) => running,
             Err(e) => {
                 // What the service answered before it gave up (a ping, a
@@ -750,10 +757,20 @@ impl JobsServer {
         });
         let forwarder = session.clone();
         let forward = tokio::spawn(async move {
+            // Once the client is unreachable, the follow-ups handed to this
+            // connection alone go back to wait for the next result.
+            let mut gone = false;
             while let Some((lane, notice)) = announced.recv().await {
+                let taken = lane == Lane::Followup && channel_taken.load(Ordering::Acquire);
+                if gone {
+                    if taken {
+                        forwarder.requeue(notice);
+                    }
+                    continue;
+                }
                 // A follow-up notice the session handed over goes out on the
                 // channel, and only there.
-                if lane == Lane::Followup && channel_taken.load(Ordering::Acquire) {
+                if taken {
                     let notification = CustomNotification::new(
                         CLAUDE_CHANNEL_NOTIFICATION,
                         Some(channel_params(&notice)),
@@ -766,7 +783,7 @@ impl JobsServer {
                         // Handed to this client only, and it never got it:
                         // it waits for the next result instead.
                         forwarder.requeue(notice);
-                        break;
+                        gone = true;
                     }
                     continue;
                 }
@@ -784,17 +801,25 @@ impl JobsServer {
                 let mut param = LoggingMessageNotificationParam::new(LoggingLevel::Notice, data);
                 param.logger = Some(notice.plugin.clone());
                 if peer.notify_logging_message(param).await.is_err() {
-                    break;
+                    gone = true;
                 }
             }
         });
         let result = running.waiting().await;
-        forward.abort();
         // Also when the service ended for another reason (a transport error).
         teardown.abort();
         match leave {
-            Leave::Close => session.close().await,
-            Leave::Detach(front_end) => session.detach(front_end),
+            Leave::Close => {
+                forward.abort();
+                session.close().await;
+            }
+            Leave::Detach(front_end) => {
+                // The session's announcements stop coming here, so the
+                // forwarder drains what it holds (handing back what only this
+                // client would have shown) and ends.
+                session.detach(front_end);
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(2), forward).await;
+            }
         }
         // The service is gone, so its output ends: what it wrote is flushed.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), framing).await;
@@ -874,7 +899,7 @@ impl ServerHandler for JobsServer {
         // Aborted by the client's cancel of this request or by its leaving
         // while the call is in flight; a request read before the client left
         // but only reached now is still answered (a piped script's last line).
-        let abort = if self.closing.is_cancelled() {
+        let abort = if self.closing.is_cancelled() && self.answer_after_close {
             tokio_util::sync::CancellationToken::new()
         } else {
             self.closing.child_token()

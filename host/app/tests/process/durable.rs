@@ -237,6 +237,17 @@ async fn a_restarted_client_finds_its_dev_server_and_one_notice() {
     );
     let list = client.call_tool(call("job_list", json!({}))).await.unwrap();
     assert_eq!(texts(&list).len(), 1, "{:?}", texts(&list));
+    // One client at a time: a console on the same key is refused (after
+    // trying for a few seconds, in case the other was on its way out).
+    let busy = runtime.run(&["shell", "--session", key], "job_list\n");
+    assert!(!busy.status.success());
+    assert!(
+        stderr(&busy).contains(&format!(
+            "session \"{key}\" is in use by another client (pid "
+        )),
+        "{}",
+        stderr(&busy)
+    );
     let done = client
         .call_tool(call("job_output", json!({"job_id": "bash-2"})))
         .await
@@ -358,6 +369,22 @@ async fn one_daemon_per_user_and_no_other_user() {
         )),
         "{}",
         stdout(&second)
+    );
+
+    // A background job may not drive the daemon (a fenced one could open
+    // an unfenced session through it).
+    let probe = format!(
+        "bash {{\"command\": \"XDG_RUNTIME_DIR={} {BIN} ps --all 2>&1; echo rc=$?\", \"run_in_background\": true}}\nsettle\njob_output bash-1\n",
+        runtime.path().display()
+    );
+    let out = runtime.run(&["shell", "--session", "k"], &probe);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(
+            "jobs-host: refused: a background job may not drive the daemon of durable sessions\nrc=1\n"
+        ),
+        "{}",
+        stdout(&out)
     );
 
     // Another user reaching the socket (its directory opened up for the

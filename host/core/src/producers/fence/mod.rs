@@ -481,7 +481,8 @@ fn end_briefly(pid: libc::pid_t) {
 
 /// The sockets and socket directories of the user's services that a fenced
 /// job must not reach: `$XDG_RUNTIME_DIR` (`/run/user/<uid>`: D-Bus, and with
-/// it `systemd-run`), X11's and tmux's socket directories, and Docker's
+/// it `systemd-run`, and jobs-host's daemon), X11's and tmux's socket
+/// directories, jobs-host's daemon's fallback directory, and Docker's
 /// socket. Those that exist.
 fn service_sockets() -> Vec<PathBuf> {
     // SAFETY: geteuid takes no arguments.
@@ -490,6 +491,9 @@ fn service_sockets() -> Vec<PathBuf> {
         PathBuf::from(format!("/run/user/{uid}")),
         PathBuf::from("/tmp/.X11-unix"),
         PathBuf::from(format!("/tmp/tmux-{uid}")),
+        // jobs-host's own daemon when there is no XDG_RUNTIME_DIR: a fenced
+        // job must not open an unfenced session through it.
+        PathBuf::from(format!("/tmp/jobs-host-{uid}")),
         PathBuf::from("/run/docker.sock"),
         PathBuf::from("/var/run/docker.sock"),
         PathBuf::from("/run/containerd/containerd.sock"),
