@@ -98,13 +98,13 @@ async fn mcp_client(flags: &[&str]) -> (RunningService<RoleClient, Client>, Logs
 }
 
 /// A FIFO that a background command blocks on until the test writes a line.
-struct Gate {
+pub(crate) struct Gate {
     _dir: tempfile::TempDir,
     path: PathBuf,
 }
 
 impl Gate {
-    fn new() -> Gate {
+    pub(crate) fn new() -> Gate {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("gate");
         assert!(
@@ -118,12 +118,12 @@ impl Gate {
     }
 
     /// A command that waits for the gate, then prints the line written to it.
-    fn command(&self) -> String {
+    pub(crate) fn command(&self) -> String {
         format!("read line < {}; echo \"$line\"", self.path.display())
     }
 
     /// Writes `line` to the gate, releasing the command.
-    async fn open(&self, line: &str) {
+    pub(crate) async fn open(&self, line: &str) {
         let (path, line) = (self.path.clone(), format!("{line}\n"));
         tokio::task::spawn_blocking(move || std::fs::write(path, line).unwrap())
             .await

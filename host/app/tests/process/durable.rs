@@ -14,7 +14,7 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::cli::{BIN, Client, Logs, cache_dir, call, gone_soon, texts};
+use crate::cli::{BIN, Client, Gate, Logs, cache_dir, call, gone_soon, texts};
 
 /// A private runtime directory of the test's own, so its daemon is its own;
 /// the daemon is stopped when the test ends, however it ends.
@@ -93,6 +93,25 @@ impl Runtime {
             .unwrap();
         let client = Client { logs: logs_tx }.serve(transport).await.unwrap();
         (client, logs)
+    }
+
+    /// [`Runtime::mcp`] with the client's pid, to kill it.
+    async fn mcp_with_pid(&self, key: &str) -> (RunningService<RoleClient, Client>, i32) {
+        let (logs_tx, _) = mpsc::unbounded_channel();
+        let runtime = self.path().to_owned();
+        let transport =
+            TokioChildProcess::new(tokio::process::Command::new(BIN).configure(|cmd| {
+                cmd.arg("--cache-dir")
+                    .arg(cache_dir())
+                    .arg("mcp")
+                    .arg("--session")
+                    .arg(key)
+                    .env("XDG_RUNTIME_DIR", &runtime);
+            }))
+            .unwrap();
+        let pid = transport.id().unwrap() as i32;
+        let client = Client { logs: logs_tx }.serve(transport).await.unwrap();
+        (client, pid)
     }
 
     /// The daemon's pid, from its lock file.
@@ -429,4 +448,163 @@ async fn one_daemon_per_user_and_no_other_user() {
     assert!(again.status.success(), "{}", stderr(&again));
     assert_eq!(stdout(&again), "> job_list\n(no background jobs)\n");
     assert_ne!(runtime.daemon_pid(), Some(first));
+}
+
+/// What a model made of one job over many clients.
+#[derive(Default)]
+struct Seen {
+    /// Its output, as the reads gave it.
+    output: String,
+    /// Notices of its end.
+    notices: usize,
+    /// Whether a read showed its end before any notice did.
+    read_end_first: bool,
+    /// Whether its end was seen at all.
+    ended: bool,
+}
+
+/// Takes one tool result apart: notices (by job id) and the result text.
+fn record(seen: &mut std::collections::BTreeMap<String, Seen>, items: &[String]) -> String {
+    let (result, notices) = items.split_last().expect("a result");
+    for notice in notices {
+        let id = notice
+            .strip_prefix("background job ")
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("not a notice: {notice}"));
+        let job = seen.entry(id.to_owned()).or_default();
+        job.notices += 1;
+        job.ended = true;
+    }
+    result.clone()
+}
+
+/// A job's read, into `seen`: its output up to the status line.
+fn record_read(seen: &mut Seen, text: &str) {
+    let (output, status) = text
+        .rsplit_once("[status: ")
+        .unwrap_or_else(|| panic!("no status in {text:?}"));
+    if output != "(no new output)\n" {
+        seen.output.push_str(output);
+    }
+    if !status.starts_with("running") {
+        if !seen.ended {
+            seen.read_end_first = true;
+        }
+        seen.ended = true;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_killed_at_random_points_lose_no_output_and_no_notice() {
+    let runtime = Runtime::new();
+    let key = "chaos";
+    let rounds = 50;
+    // A fixed seed: the same kill points on every run.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut random = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let expected = |round: usize| -> String {
+        (1..=40)
+            .map(|i| format!("job {round} line {i}\n"))
+            .collect()
+    };
+    let gates: Vec<Gate> = (0..rounds).map(|_| Gate::new()).collect();
+    let mut seen = std::collections::BTreeMap::<String, Seen>::new();
+    for (round, gate) in gates.iter().enumerate() {
+        let (client, pid) = runtime.mcp_with_pid(key).await;
+        let id = format!("bash-{}", round + 1);
+        let command = format!(
+            "{} >/dev/null; for i in $(seq 40); do echo \"job {round} line $i\"; done; exit {}",
+            gate.command(),
+            round % 5
+        );
+        let started = client
+            .call_tool(call(
+                "bash",
+                json!({"command": command, "run_in_background": true}),
+            ))
+            .await
+            .unwrap();
+        let text = record(&mut seen, &texts(&started));
+        assert_eq!(text, format!("started background job {id}"));
+        seen.entry(id.clone()).or_default();
+        // Some reads and lists, then (most rounds) a wait on this round's
+        // job, which cannot end before its gate opens, and the client is
+        // killed with SIGKILL wherever it is.
+        for _ in 0..random(4) {
+            let pick = format!("bash-{}", random(round as u64 + 1) + 1);
+            let read = client
+                .call_tool(call("job_output", json!({"job_id": pick})))
+                .await
+                .unwrap();
+            let text = record(&mut seen, &texts(&read));
+            record_read(seen.get_mut(&pick).unwrap(), &text);
+        }
+        let waiting = (random(3) != 0).then(|| {
+            let peer = client.peer().clone();
+            let id = id.clone();
+            tokio::spawn(async move {
+                peer.call_tool(call(
+                    "job_output",
+                    json!({"job_id": id, "wait": true, "timeout_ms": 60000}),
+                ))
+                .await
+            })
+        });
+        // Often long enough for the wait to be pending in the daemon; what
+        // is checked holds wherever the kill lands.
+        tokio::time::sleep(Duration::from_millis(random(30))).await;
+        // SAFETY: the pid of this test's own client process.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        if let Some(waiting) = waiting {
+            // Killed: the wait has no answer.
+            assert!(waiting.await.unwrap().is_err());
+        }
+        drop(client);
+        // The job ends with no client connected.
+        gate.open("go").await;
+        let gone = runtime.run(&["wait", "--session", key, &id], "");
+        assert_eq!(
+            gone.status.code(),
+            Some((round % 5) as i32),
+            "{}",
+            stderr(&gone)
+        );
+    }
+    // A last client reads every job to its end.
+    let (client, _) = runtime.mcp_with_pid(key).await;
+    for round in 0..rounds {
+        let id = format!("bash-{}", round + 1);
+        loop {
+            let read = client
+                .call_tool(call("job_output", json!({"job_id": id})))
+                .await
+                .unwrap();
+            let text = record(&mut seen, &texts(&read));
+            record_read(seen.get_mut(&id).unwrap(), &text);
+            if !text.ends_with("[status: running]") {
+                break;
+            }
+        }
+    }
+    let list = client.call_tool(call("job_list", json!({}))).await.unwrap();
+    record(&mut seen, &texts(&list));
+    for round in 0..rounds {
+        let id = format!("bash-{}", round + 1);
+        let job = &seen[&id];
+        assert_eq!(
+            job.output,
+            expected(round),
+            "{id}'s output, as the model read it"
+        );
+        // Every job ended with no client connected: its notice comes once,
+        // unless a read showed the end first.
+        let want = usize::from(!job.read_end_first);
+        assert_eq!(job.notices, want, "{id}'s notices");
+    }
+    client.cancel().await.unwrap();
 }
