@@ -108,6 +108,11 @@ enum Command {
         /// Every session's jobs.
         #[arg(long, conflicts_with = "session")]
         all: bool,
+        /// From the journal, even while the daemon runs: ended sessions too,
+        /// and the jobs a daemon that was killed lost (always, when no daemon
+        /// runs).
+        #[arg(long)]
+        journal: bool,
         /// As JSON.
         #[arg(long)]
         json: bool,
@@ -236,7 +241,12 @@ async fn daemon_command(cli: Cli, cache_dir: Option<PathBuf>) -> Result<u8> {
     match cli.command {
         Command::Daemon { stop: true } => daemon::client::stop().await,
         Command::Daemon { stop: false } => daemon::server::run(cache_dir).await,
-        Command::Ps { session, all, json } => {
+        Command::Ps {
+            session,
+            all,
+            journal,
+            json,
+        } => {
             let session = match (session, all) {
                 (_, true) => None,
                 (Some(key), false) => Some(key),
@@ -245,7 +255,7 @@ async fn daemon_command(cli: Cli, cache_dir: Option<PathBuf>) -> Result<u8> {
                     _ => Some(daemon::default_key(None)?),
                 },
             };
-            daemon::client::ps(session, json).await
+            daemon::client::ps(session, journal, json).await
         }
         Command::Logs {
             follow,

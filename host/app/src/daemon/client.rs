@@ -41,14 +41,16 @@ async fn connect(dir: &Path) -> Result<Option<UnixStream>> {
 /// connected (a harness restarting its server before the old one is gone).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A `daemon.log` past this size is started afresh by the next daemon start.
-const MAX_LOG_BYTES: u64 = 1 << 20;
-
 /// The daemon's socket, connected, after starting the daemon if none runs.
 async fn connect_or_start(
     cache_dir: Option<&Path>,
     deadline: tokio::time::Instant,
 ) -> Result<UnixStream> {
+    // A daemon started from a job would live in the job's containment and
+    // die with it, taking every session's jobs along.
+    if super::server::is_a_job(std::process::id() as i32) {
+        bail!("a background job may not drive the daemon of durable sessions");
+    }
     let dir = super::runtime_dir();
     super::private_dir(&dir)?;
     let log = dir.join("daemon.log");
@@ -66,9 +68,10 @@ async fn connect_or_start(
             // It found another daemon's lock: one that is still ending its
             // sessions, or one that started meanwhile. Its socket comes, or
             // this one tries again once the other is gone.
-            Some(Ok(Some(status))) if status.success() => true,
+            Some(Ok(Some(status))) if status.success() => !lock_held(&dir),
             Some(Ok(Some(status))) => bail!(
-                "the daemon did not start ({status}); its log is {}",
+                "the daemon did not start ({status}): {}(its log is {})",
+                last_line(&log).map(|l| format!("{l} ")).unwrap_or_default(),
                 log.display()
             ),
             Some(Err(e)) => return Err(e).context("cannot watch the daemon it started"),
@@ -87,15 +90,37 @@ async fn connect_or_start(
     }
 }
 
+/// Whether a daemon holds the runtime directory's lock now.
+fn lock_held(dir: &Path) -> bool {
+    let Ok(file) = std::fs::File::open(super::lock_path(dir)) else {
+        return false;
+    };
+    // SAFETY: flock on a descriptor we own; closing it lets go.
+    unsafe {
+        libc::flock(
+            std::os::fd::AsRawFd::as_raw_fd(&file),
+            libc::LOCK_SH | libc::LOCK_NB,
+        ) != 0
+    }
+}
+
+/// The last line of `log`, where a daemon that could not start said why.
+fn last_line(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(str::to_owned)
+}
+
 /// Starts `jobs-host daemon`, detached from this client: its own session, at
 /// `/`, holding none of this client's descriptors, writing to `log`.
 fn spawn_daemon(cache_dir: Option<&Path>, log: &Path) -> Result<std::process::Child> {
-    let fresh = std::fs::metadata(log).is_ok_and(|m| m.len() > MAX_LOG_BYTES);
+    // Appended to always: the daemon that takes the lock starts a long log
+    // afresh itself.
     let output = std::fs::OpenOptions::new()
         .create(true)
-        .append(!fresh)
-        .write(true)
-        .truncate(fresh)
+        .append(true)
         .mode(0o600)
         .open(log)
         .with_context(|| format!("cannot open {}", log.display()))?;
@@ -118,12 +143,18 @@ fn spawn_daemon(cache_dir: Option<&Path>, log: &Path) -> Result<std::process::Ch
     unsafe {
         command.pre_exec(|| {
             libc::setsid();
-            libc::syscall(
+            let closed = libc::syscall(
                 libc::SYS_close_range,
                 3u32,
                 u32::MAX,
                 libc::CLOSE_RANGE_CLOEXEC,
             );
+            if closed != 0 {
+                // A kernel before 5.11, or a filter that refuses the call.
+                for fd in 3..1024 {
+                    libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+                }
+            }
             Ok(())
         });
     }
@@ -148,9 +179,9 @@ async fn greet(
     let (read, mut write) = stream.into_split();
     let mut line = serde_json::to_vec(hello).map_err(|e| Refused::Other(e.into()))?;
     line.push(b'\n');
-    if write.write_all(&line).await.is_err() {
-        return Err(Refused::Closed);
-    }
+    // A daemon that refuses this client answers before it reads the hello
+    // and closes: the answer is read even when the hello could not be sent.
+    let _ = write.write_all(&line).await;
     let mut read = BufReader::new(read);
     let answer = match next(&mut read).await {
         Ok(Some(answer)) => answer,
@@ -388,29 +419,81 @@ async fn request(
     }
 }
 
-const NO_DAEMON: &str =
-    "jobs-host: no daemon is running for this user, so no durable session has jobs";
+const NO_DAEMON: &str = "jobs-host: no daemon is running for this user";
 
-/// `jobs-host ps`.
+/// `jobs-host ps`: from the daemon, or with `journal` (or with no daemon
+/// running) from the journal, which also holds ended sessions and the jobs
+/// a killed daemon lost.
 ///
 /// # Errors
 ///
-/// A daemon that cannot be reached or answers an error.
-pub async fn ps(session: Option<String>, json_out: bool) -> Result<u8> {
+/// A daemon that cannot be reached or answers an error; a journal that is
+/// not this user's or is broken.
+pub async fn ps(session: Option<String>, journal: bool, json_out: bool) -> Result<u8> {
     let asked = session.clone();
-    let Some(answer) = reply_of(Request::Ps { session }).await? else {
-        if json_out {
-            println!("{}", json!({"daemon": false, "jobs": []}));
-        } else {
-            println!("{NO_DAEMON}");
-        }
-        return Ok(0);
+    let live = if journal {
+        None
+    } else {
+        reply_of(Request::Ps {
+            session: session.clone(),
+        })
+        .await?
     };
-    if json_out {
-        let out = json!({"daemon": true, "jobs": answer["jobs"], "sessions": answer["sessions"]});
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(0);
-    }
+    let answer = match live {
+        Some(answer) => {
+            if json_out {
+                let out =
+                    json!({"daemon": true, "jobs": answer["jobs"], "sessions": answer["sessions"]});
+                println!("{}", serde_json::to_string_pretty(&out)?);
+                return Ok(0);
+            }
+            answer
+        }
+        None => {
+            let recorded = match super::journal::state_dir() {
+                Some(dir) => super::journal::read(&dir)?,
+                None => None,
+            };
+            let Some((jobs, dropped, running)) = recorded else {
+                if json_out {
+                    println!("{}", json!({"daemon": false, "journal": false, "jobs": []}));
+                } else {
+                    println!("{NO_DAEMON}, and there is no journal");
+                }
+                return Ok(0);
+            };
+            let jobs: Vec<Value> = jobs
+                .into_iter()
+                .filter(|r| session.as_deref().is_none_or(|key| r.session == key))
+                .map(|r| {
+                    json!({
+                        "id": r.job.id,
+                        "session": r.session,
+                        "status": r.job.status,
+                        "detail": r.job.detail,
+                        "started_at": r.job.started_at,
+                        "finished_at": r.job.finished_at,
+                        "pid": null,
+                        "ports": [],
+                        "label": r.job.label,
+                    })
+                })
+                .collect();
+            if json_out {
+                let out =
+                    json!({"daemon": running, "journal": true, "jobs": jobs, "dropped": dropped});
+                println!("{}", serde_json::to_string_pretty(&out)?);
+                return Ok(0);
+            }
+            if !journal {
+                println!("{NO_DAEMON}; as the journal recorded them:");
+            }
+            if dropped > 0 {
+                println!("({dropped} finished job(s) were dropped by retention)");
+            }
+            json!({"now": host::registry::now_ms(), "jobs": jobs, "sessions": []})
+        }
+    };
     let now = answer["now"].as_u64().unwrap_or_default();
     let jobs = answer["jobs"].as_array().cloned().unwrap_or_default();
     let terminal = std::io::stdout().is_terminal();
@@ -456,7 +539,7 @@ pub async fn ps(session: Option<String>, json_out: bool) -> Result<u8> {
             } else {
                 ports.join(",")
             },
-            show(job["label"].as_str().unwrap_or_default()),
+            show(&one_line(job["label"].as_str().unwrap_or_default())),
         ]);
     }
     let widths: Vec<usize> = (0..6)
@@ -483,6 +566,15 @@ pub async fn ps(session: Option<String>, json_out: bool) -> Result<u8> {
         }
     }
     Ok(0)
+}
+
+/// A label's first line, marked when there is more: a table's row stays one
+/// line.
+fn one_line(label: &str) -> String {
+    match label.split_once('\n') {
+        Some((first, _)) => format!("{first}\u{2026}"),
+        None => label.to_owned(),
+    }
 }
 
 /// `3s`, `4m05s`, `2h07m`.

@@ -11,6 +11,7 @@
 //! the answers to its one request.
 
 pub mod client;
+pub mod journal;
 pub mod server;
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -30,6 +31,9 @@ pub const MAX_HELLO_BYTES: usize = 1 << 20;
 
 /// The most bytes of a session key.
 pub const MAX_KEY_BYTES: usize = 1024;
+
+/// A `daemon.log` past this size is started afresh by the next daemon.
+pub const MAX_LOG_BYTES: u64 = 1 << 20;
 
 /// Default time a session with no connection is kept, with its jobs.
 pub const DEFAULT_LINGER: Duration = Duration::from_secs(30 * 60);
@@ -164,7 +168,11 @@ pub fn lock_path(dir: &Path) -> PathBuf {
 ///
 /// A directory that cannot be made, or one that is not private.
 pub fn private_dir(dir: &Path) -> Result<()> {
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+    match std::fs::DirBuilder::new()
+        .mode(0o700)
+        .recursive(true)
+        .create(dir)
+    {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e).with_context(|| format!("cannot make {}", dir.display())),

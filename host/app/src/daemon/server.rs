@@ -21,6 +21,7 @@ use host::registry::control::LineQuery;
 use host::session::Session;
 use host::{JobRegistry, PluginRuntime};
 
+use super::journal::{JobRow, Journal};
 use super::{DEFAULT_LINGER, Hello, Kind, MAX_HELLO_BYTES, PROTOCOL, Request};
 use crate::mcp::{Io, Leave};
 use crate::{Host, McpOptions, Signals, console};
@@ -41,6 +42,32 @@ const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
 /// Lines one page of `logs` asks for.
 const LOG_PAGE: u32 = 1000;
+
+/// Detaches a session's front end and starts its linger when dropped.
+struct Leaving {
+    daemon: Arc<Daemon>,
+    durable: Arc<Durable>,
+    front_end: u64,
+}
+
+impl Drop for Leaving {
+    fn drop(&mut self) {
+        self.durable.session.detach(self.front_end);
+        self.daemon.left(&self.durable, self.front_end);
+    }
+}
+
+/// Counts an open connection while it lives, and looks for an idle daemon
+/// when it goes, however it goes.
+struct Counted(Arc<Daemon>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::AcqRel);
+        self.0.activity.fetch_add(1, Ordering::AcqRel);
+        self.0.clone().idle_check();
+    }
+}
 
 /// Why a session connection was refused.
 struct Refusal {
@@ -82,6 +109,102 @@ struct Durable {
     host: Host,
     session: Arc<Session>,
     front: Mutex<Front>,
+    /// Writes its jobs to the journal as they change.
+    recorder: Option<Recorder>,
+}
+
+/// A session's jobs, written to the journal shortly after each change (a
+/// burst of starts is one transaction).
+struct Recorder {
+    journal: Arc<Journal>,
+    /// The session instance's number in the journal.
+    instance: i64,
+    /// The rows as last written.
+    written: Arc<Mutex<HashMap<String, JobRow>>>,
+    task: tokio::task::JoinHandle<()>,
+    _listener: host::registry::ListenerRegistration,
+}
+
+/// How long the recorder lets changes gather before it writes them.
+const RECORD_DELAY: Duration = Duration::from_millis(10);
+
+impl Recorder {
+    fn start(journal: Arc<Journal>, key: &str, session: &Session) -> Result<Recorder> {
+        let instance = journal.open_session(key, host::registry::now_ms())?;
+        let dirty = Arc::new(tokio::sync::Notify::new());
+        let poke = dirty.clone();
+        let listener = session
+            .registry()
+            .on_jobs_changed(move |_| poke.notify_one());
+        let written = Arc::new(Mutex::new(HashMap::new()));
+        let registry = session.registry().clone();
+        let owner = session.owner().clone();
+        let (task_journal, task_written) = (journal.clone(), written.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                dirty.notified().await;
+                tokio::time::sleep(RECORD_DELAY).await;
+                write_rows(&task_journal, instance, &registry, &owner, &task_written).await;
+            }
+        });
+        Ok(Recorder {
+            journal,
+            instance,
+            written,
+            task,
+            _listener: listener,
+        })
+    }
+
+    /// Writes what is left and records the session's end.
+    async fn end(&self, session: &Session) {
+        self.task.abort();
+        write_rows(
+            &self.journal,
+            self.instance,
+            session.registry(),
+            session.owner(),
+            &self.written,
+        )
+        .await;
+        if let Err(e) = self
+            .journal
+            .end_session(self.instance, host::registry::now_ms())
+        {
+            tracing::warn!("jobs-host daemon: the journal did not take a session's end: {e:#}");
+        }
+    }
+}
+
+/// Writes `owner`'s jobs that changed since `written`, off the async workers.
+async fn write_rows(
+    journal: &Arc<Journal>,
+    instance: i64,
+    registry: &JobRegistry,
+    owner: &host::Owner,
+    written: &Arc<Mutex<HashMap<String, JobRow>>>,
+) {
+    let rows: Vec<JobRow> = registry
+        .list(Some(owner))
+        .into_iter()
+        .map(|job| JobRow {
+            id: job.id,
+            label: job.label,
+            status: job.status.as_str().to_owned(),
+            detail: job.detail,
+            started_at: job.started_at,
+            finished_at: job.finished_at,
+        })
+        .collect();
+    let (journal, written) = (journal.clone(), written.clone());
+    let recorded =
+        tokio::task::spawn_blocking(move || journal.record(instance, rows, &mut lock(&written)))
+            .await;
+    match recorded {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!("jobs-host daemon: the journal did not take a change: {e:#}"),
+        Err(e) => tracing::warn!("jobs-host daemon: the journal's writer failed: {e}"),
+    }
 }
 
 /// The session's connection, if it has one.
@@ -110,6 +233,8 @@ struct Daemon {
     activity: AtomicU64,
     /// Cancelled to end the daemon.
     stop: CancellationToken,
+    /// Where sessions and jobs are recorded; `None` without a state directory.
+    journal: Option<Arc<Journal>>,
 }
 
 /// Serves until stopped: a signal, `jobs-host daemon --stop`, or no session
@@ -121,6 +246,11 @@ struct Daemon {
 /// A runtime directory that is not private, a socket that cannot be made, or
 /// a component that does not load.
 pub async fn run(cache_dir: Option<PathBuf>) -> Result<u8> {
+    if is_a_job(std::process::id() as i32) {
+        bail!(
+            "a background job may not run the daemon of durable sessions (it would end with the job)"
+        );
+    }
     let dir = super::runtime_dir();
     super::private_dir(&dir)?;
     let lock_path = super::lock_path(&dir);
@@ -147,10 +277,31 @@ pub async fn run(cache_dir: Option<PathBuf>) -> Result<u8> {
         lock.set_len(0)?;
         writeln!(lock, "{}", std::process::id())?;
     }
+    // The log is this daemon's now: one grown past 1 MiB starts afresh (its
+    // writers append, so they go on at the new end).
+    let log = dir.join("daemon.log");
+    if std::fs::metadata(&log).is_ok_and(|m| m.len() > super::MAX_LOG_BYTES)
+        && let Ok(file) = std::fs::OpenOptions::new().write(true).open(&log)
+    {
+        let _ = file.set_len(0);
+    }
     // Loaded before the socket is there, so a client that connects can be
     // served at once, and one whose daemon cannot load it finds no socket
     // and reads the log.
     let runtime = crate::load_runtime(cache_dir.as_deref())?;
+    // A journal that is not ours, or broken, stops the daemon here: it is
+    // never overwritten.
+    let journal = match super::journal::state_dir() {
+        Some(state) => Some(Arc::new(Journal::open(
+            &state,
+            std::process::id(),
+            host::registry::now_ms(),
+        )?)),
+        None => {
+            eprintln!("jobs-host daemon: no XDG_STATE_HOME or HOME: nothing is journaled");
+            None
+        }
+    };
     // The lock says no daemon listens: a socket left here is stale.
     let socket = super::socket_path(&dir);
     match std::fs::remove_file(&socket) {
@@ -168,6 +319,7 @@ pub async fn run(cache_dir: Option<PathBuf>) -> Result<u8> {
         connections: AtomicUsize::new(0),
         activity: AtomicU64::new(0),
         stop: CancellationToken::new(),
+        journal,
     });
     let mut signals = Signals::new().context("cannot handle signals")?;
     eprintln!(
@@ -183,11 +335,10 @@ pub async fn run(cache_dir: Option<PathBuf>) -> Result<u8> {
                     let daemon = daemon.clone();
                     daemon.connections.fetch_add(1, Ordering::AcqRel);
                     daemon.activity.fetch_add(1, Ordering::AcqRel);
+                    let counted = Counted(daemon.clone());
                     tokio::spawn(async move {
-                        daemon.clone().connection(stream).await;
-                        daemon.connections.fetch_sub(1, Ordering::AcqRel);
-                        daemon.activity.fetch_add(1, Ordering::AcqRel);
-                        daemon.idle_check();
+                        let _counted = counted;
+                        daemon.connection(stream).await;
                     });
                 }
                 Err(e) => tracing::warn!("jobs-host daemon: accept failed: {e}"),
@@ -230,6 +381,11 @@ impl Daemon {
         for durable in sessions {
             end_session(&durable).await;
         }
+        if let Some(journal) = &self.journal
+            && let Err(e) = journal.end_daemon(host::registry::now_ms())
+        {
+            tracing::warn!("jobs-host daemon: the journal did not take the daemon's end: {e:#}");
+        }
     }
 
     async fn connection(self: Arc<Self>, stream: UnixStream) {
@@ -268,7 +424,18 @@ impl Daemon {
         };
         let mut read = read;
         let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_json_line(&mut read)).await {
-            Ok(Ok(Some(line))) => serde_json::from_value::<Hello>(line).map_err(|e| e.to_string()),
+            // The version first: a client of another build may send fields
+            // this one does not know.
+            Ok(Ok(Some(line))) => match line.get("protocol").and_then(Value::as_u64) {
+                Some(version) if version != u64::from(PROTOCOL) => {
+                    let why = format!(
+                        "this daemon speaks protocol {PROTOCOL}, the client {version}: restart the daemon (jobs-host daemon --stop)"
+                    );
+                    let _ = answer(&mut write, &json!({"error": why})).await;
+                    return;
+                }
+                _ => serde_json::from_value::<Hello>(line).map_err(|e| e.to_string()),
+            },
             Ok(Ok(None)) => return,
             Ok(Err(e)) => Err(e),
             Err(_) => Err("no hello within 10 s".to_owned()),
@@ -353,6 +520,13 @@ impl Daemon {
                 .await
                 .map_err(|e| Refusal::from(format!("{e:#}")))?;
                 let (session, _) = Session::open(&key, host.mount.clone(), host.bash.clone());
+                let recorder = match &self.journal {
+                    Some(journal) => Some(
+                        Recorder::start(journal.clone(), &key, &session)
+                            .map_err(|e| Refusal::from(format!("the journal: {e:#}")))?,
+                    ),
+                    None => None,
+                };
                 let durable = Arc::new(Durable {
                     key: key.clone(),
                     settings: wanted,
@@ -362,6 +536,7 @@ impl Daemon {
                         linger: DEFAULT_LINGER,
                         ..Front::default()
                     }),
+                    recorder,
                 });
                 sessions.insert(key.clone(), durable.clone());
                 tracing::info!("jobs-host daemon: session {key:?} opened");
@@ -369,6 +544,15 @@ impl Daemon {
             }
         };
         let mut front = lock(&durable.front);
+        // A client that is gone while its connection is still being wound
+        // down (its calls aborted, its last lines flushed) holds nothing.
+        let exists = |pid: i32| {
+            // SAFETY: kill with signal 0 only checks that the pid exists.
+            pid <= 0 || unsafe { libc::kill(pid, 0) } == 0
+        };
+        if front.connected.is_some_and(|pid| !exists(pid)) {
+            front.connected = None;
+        }
         if let Some(pid) = front.connected {
             return Err(Refusal {
                 message: format!(
@@ -440,7 +624,14 @@ impl Daemon {
                 return Ok(());
             }
         };
-        let served = async {
+        // However this connection ends (an error, a panic in a call), the
+        // session is left for the next client and starts to linger.
+        let _leaving = Leaving {
+            daemon: self.clone(),
+            durable: durable.clone(),
+            front_end,
+        };
+        async {
             answer(&mut write, &json!({"ok": true, "session": durable.key})).await?;
             match hello.kind {
                 Kind::Mcp => {
@@ -478,10 +669,7 @@ impl Daemon {
                 Kind::Ctl => Ok(()),
             }
         }
-        .await;
-        durable.session.detach(front_end);
-        self.left(&durable, front_end);
-        served
+        .await
     }
 
     /// The sessions a request names: one by key, or all.
@@ -661,12 +849,24 @@ fn differences(old: &Value, new: &Value) -> String {
 
 /// Ends a session for good: its jobs are killed and forgotten, its files go.
 async fn end_session(durable: &Durable) {
-    durable.session.close().await;
+    // The jobs go first, so the journal records how each ended; then the
+    // session forgets them.
     durable
         .host
         .bash
         .shutdown(durable.host.shutdown_grace)
         .await;
+    for job in durable
+        .session
+        .registry()
+        .list(Some(durable.session.owner()))
+    {
+        durable.session.registry().settled(&job.id).await;
+    }
+    if let Some(recorder) = &durable.recorder {
+        recorder.end(&durable.session).await;
+    }
+    durable.session.close().await;
     durable.host.mount.registry().dispose().await;
 }
 
@@ -836,8 +1036,10 @@ async fn remote_console(
     let reader = {
         let gone = gone.clone();
         tokio::spawn(async move {
+            // A client sends a line and reads its answer: one that sends more
+            // without reading is cut off, so its leaving is always seen.
             while let Ok(Some(value)) = read_json_line(&mut read).await {
-                if incoming.send(value).await.is_err() {
+                if incoming.try_send(value).is_err() {
                     break;
                 }
             }
@@ -876,12 +1078,27 @@ async fn remote_console(
     result
 }
 
+/// Whether a `/proc/<pid>/cgroup` line names a job's cgroup:
+/// `.../jobs-host-<pid>-<n>-<namespace>/job-<n>`.
+fn is_job_cgroup(line: &str) -> bool {
+    let path = line.rsplit(':').next().unwrap_or_default();
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let parts: Vec<&str> = path.split('/').collect();
+    parts.windows(2).any(|pair| {
+        let root = pair[0]
+            .strip_prefix("jobs-host-")
+            .map(|r| r.split('-').collect::<Vec<_>>());
+        let root = root.is_some_and(|r| r.len() == 3 && r.iter().all(|p| digits(p)));
+        root && pair[1].strip_prefix("job-").is_some_and(digits)
+    })
+}
+
 /// Whether `pid` is a background job (of any jobs-host: its cgroup is a
 /// job's, or it carries the job marker), which may not drive the daemon: a
 /// fenced job could otherwise open an unfenced session.
-fn is_a_job(pid: i32) -> bool {
+pub(super) fn is_a_job(pid: i32) -> bool {
     let in_job_cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-        .is_ok_and(|cgroups| cgroups.contains("/jobs-host-"));
+        .is_ok_and(|cgroups| cgroups.lines().any(is_job_cgroup));
     let marked = std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
         let marker = format!("{}=", host::containment::JOB_MARKER_VAR);
         environ

@@ -34,6 +34,11 @@ impl Runtime {
         self.dir.path()
     }
 
+    /// `XDG_STATE_HOME` for the test's processes: where the journal is.
+    fn state(&self) -> PathBuf {
+        self.path().join("state")
+    }
+
     /// Where the daemon listens.
     fn daemon_dir(&self) -> PathBuf {
         self.path().join("jobs-host")
@@ -46,6 +51,7 @@ impl Runtime {
             .arg(cache_dir())
             .args(args)
             .env("XDG_RUNTIME_DIR", self.path())
+            .env("XDG_STATE_HOME", self.state())
             .env_remove("JOBS_HOST_SESSION");
         cmd
     }
@@ -88,7 +94,8 @@ impl Runtime {
                     .arg("--session")
                     .arg(key)
                     .args(flags)
-                    .env("XDG_RUNTIME_DIR", &runtime);
+                    .env("XDG_RUNTIME_DIR", &runtime)
+                    .env("XDG_STATE_HOME", runtime.join("state"));
             }))
             .unwrap();
         let client = Client { logs: logs_tx }.serve(transport).await.unwrap();
@@ -106,7 +113,8 @@ impl Runtime {
                     .arg("mcp")
                     .arg("--session")
                     .arg(key)
-                    .env("XDG_RUNTIME_DIR", &runtime);
+                    .env("XDG_RUNTIME_DIR", &runtime)
+                    .env("XDG_STATE_HOME", runtime.join("state"));
             }))
             .unwrap();
         let pid = transport.id().unwrap() as i32;
@@ -297,13 +305,41 @@ async fn a_restarted_client_finds_its_dev_server_and_one_notice() {
     );
     client.cancel().await.unwrap();
 
-    // Stopping the daemon ends the session; `ps` then says no daemon runs.
+    // Stopping the daemon ends the session; `ps` then shows what the
+    // journal recorded.
     let daemon = runtime.daemon_pid().unwrap();
     let stopped = runtime.run(&["daemon", "--stop"], "");
     assert!(stopped.status.success(), "{}", stderr(&stopped));
     assert!(gone_soon(daemon).await);
-    let none = runtime.json(&["ps", "--all", "--json"]);
-    assert_eq!(none, json!({"daemon": false, "jobs": []}));
+    let recorded = runtime.json(&["ps", "--all", "--json"]);
+    assert_eq!(recorded["daemon"], false, "{recorded}");
+    assert_eq!(recorded["journal"], true, "{recorded}");
+    let jobs = recorded["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2, "{recorded}");
+    assert_eq!(
+        (&jobs[0]["id"], &jobs[0]["status"], &jobs[0]["detail"]),
+        (
+            &json!("bash-1"),
+            &json!("killed"),
+            &json!("signal: SIGTERM")
+        )
+    );
+    assert_eq!(
+        (&jobs[1]["id"], &jobs[1]["status"], &jobs[1]["detail"]),
+        (
+            &json!("bash-2"),
+            &json!("completed"),
+            &json!("exit code: 4")
+        )
+    );
+    assert_eq!(jobs[1]["session"], key);
+    let table = stdout(&runtime.run(&["ps", "--session", key], ""));
+    assert!(
+        table.starts_with(
+            "jobs-host: no daemon is running for this user; as the journal recorded them:\nID "
+        ),
+        "{table}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -438,16 +474,69 @@ async fn one_daemon_per_user_and_no_other_user() {
         eprintln!("the other-user probe needs root; it ran only the rest");
     }
 
-    // A daemon killed with SIGKILL leaves its socket behind; the next
-    // client starts a new daemon over it.
+    // A daemon killed with SIGKILL leaves its socket behind, and its running
+    // job recorded as running: the job is lost (its containment kills it
+    // with the daemon), and shown so, never as finished.
+    let started = runtime.run(
+        &["shell", "--session", "k"],
+        "bash {\"command\": \"exec sleep 300\", \"run_in_background\": true}\n",
+    );
+    assert!(started.status.success(), "{}", stderr(&started));
+    eventually("the job in the journal", || {
+        let ps = runtime.json(&["ps", "--session", "k", "--journal", "--json"]);
+        (ps["jobs"]
+            .as_array()?
+            .iter()
+            .any(|j| j["id"] == "bash-2" && j["status"] == "running"))
+        .then_some(())
+    })
+    .await;
     // SAFETY: kill on a pid we read from the daemon's own lock file.
     unsafe { libc::kill(first, libc::SIGKILL) };
     assert!(gone_soon(first).await);
     assert!(daemon_dir.join("daemon.sock").exists());
+    let lost = |ps: &Value| -> Value {
+        ps["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["id"] == "bash-2")
+            .cloned()
+            .unwrap()
+    };
+    let down = runtime.json(&["ps", "--session", "k", "--json"]);
+    assert_eq!(down["daemon"], false, "{down}");
+    let job = lost(&down);
+    assert_eq!(job["status"], "lost", "{down}");
+    assert_eq!(
+        job["detail"],
+        format!("its daemon (pid {first}) stopped without recording its end")
+    );
+    // The next client starts a new daemon over the stale socket, and the
+    // journal keeps the job lost.
     let again = runtime.run(&["shell", "--session", "k"], "job_list\n");
     assert!(again.status.success(), "{}", stderr(&again));
     assert_eq!(stdout(&again), "> job_list\n(no background jobs)\n");
     assert_ne!(runtime.daemon_pid(), Some(first));
+    let up = runtime.json(&["ps", "--session", "k", "--journal", "--json"]);
+    assert_eq!(up["daemon"], true, "{up}");
+    assert_eq!(lost(&up)["status"], "lost", "{up}");
+    runtime.run(&["daemon", "--stop"], "");
+
+    // A journal that is not one is refused, and left as it is.
+    let journal = runtime.state().join("jobs-host").join("journal.db");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", journal.display()));
+    }
+    std::fs::write(&journal, "not a journal").unwrap();
+    let refused = runtime.run(&["shell", "--session", "k"], "job_list\n");
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("journal.db is not a jobs-host journal"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(std::fs::read_to_string(&journal).unwrap(), "not a journal");
 }
 
 /// What a model made of one job over many clients.
@@ -529,7 +618,24 @@ async fn clients_killed_at_random_points_lose_no_output_and_no_notice() {
             ))
             .await
             .unwrap();
-        let text = record(&mut seen, &texts(&started));
+        // The previous round's job ended while no client was connected: its
+        // notice comes with this client's first result, and only there.
+        let items = texts(&started);
+        let notices: Vec<&str> = items[..items.len() - 1]
+            .iter()
+            .map(String::as_str)
+            .collect();
+        match round {
+            0 => assert!(notices.is_empty(), "{notices:?}"),
+            _ => {
+                assert_eq!(notices.len(), 1, "{notices:?}");
+                assert!(
+                    notices[0].starts_with(&format!("background job bash-{round} ")),
+                    "{notices:?}"
+                );
+            }
+        }
+        let text = record(&mut seen, &items);
         assert_eq!(text, format!("started background job {id}"));
         seen.entry(id.clone()).or_default();
         // Some reads and lists, then (most rounds) a wait on this round's
@@ -575,8 +681,17 @@ async fn clients_killed_at_random_points_lose_no_output_and_no_notice() {
             stderr(&gone)
         );
     }
-    // A last client reads every job to its end.
+    // A last client reads every job to its end; the last job's notice comes
+    // first.
     let (client, _) = runtime.mcp_with_pid(key).await;
+    let first = client.call_tool(call("job_list", json!({}))).await.unwrap();
+    let items = texts(&first);
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert!(
+        items[0].starts_with(&format!("background job bash-{rounds} ")),
+        "{items:?}"
+    );
+    record(&mut seen, &items);
     for round in 0..rounds {
         let id = format!("bash-{}", round + 1);
         loop {
@@ -601,10 +716,10 @@ async fn clients_killed_at_random_points_lose_no_output_and_no_notice() {
             expected(round),
             "{id}'s output, as the model read it"
         );
-        // Every job ended with no client connected: its notice comes once,
-        // unless a read showed the end first.
-        let want = usize::from(!job.read_end_first);
-        assert_eq!(job.notices, want, "{id}'s notices");
+        // Every job ended with no client connected, before the next one
+        // came: its notice came once, before any read could show its end.
+        assert_eq!(job.notices, 1, "{id}'s notices");
+        assert!(!job.read_end_first, "{id}'s end was read before its notice");
     }
     client.cancel().await.unwrap();
 }

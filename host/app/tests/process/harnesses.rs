@@ -439,9 +439,9 @@ fn logged_texts(host: &Host) -> Vec<String> {
 /// Polls the job list until `id` has ended and a result has carried a notice
 /// (the notice of a job can come a result after the list first shows it
 /// ended); the notices each answer carried.
-async fn until_ended(host: &mut Host, id: &str) -> Vec<String> {
-    let mut notices = Vec::new();
-    loop {
+async fn until_ended(host: &mut Host, id: &str, mut notices: Vec<String>) -> Vec<String> {
+    // Bounded only so a broken build fails instead of hanging.
+    for _ in 0..3000 {
         let (mut texts, _) = host.call("job_list", json!({})).await;
         let list = texts.pop().unwrap();
         notices.extend(texts);
@@ -450,6 +450,7 @@ async fn until_ended(host: &mut Host, id: &str) -> Vec<String> {
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    panic!("{id} never ended with a notice");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -459,8 +460,11 @@ async fn set_level_above_notice_keeps_notices_to_the_next_result() {
         .request("logging/setLevel", json!({"level": "error"}))
         .await;
     assert_eq!(reply["result"], json!({}), "{reply}");
-    host.text("bash", json!({"command": "true"})).await;
-    let mut carried = until_ended(&mut host, "bash-1").await;
+    // A job this short may end before its start's own result, which then
+    // carries its notice.
+    let (mut started, _) = host.call("bash", json!({"command": "true"})).await;
+    started.pop();
+    let mut carried = until_ended(&mut host, "bash-1", started).await;
     // The notice came with a result, once, and not as a log message.
     let (mut later, _) = host.call("job_list", json!({})).await;
     later.pop();
@@ -510,9 +514,16 @@ async fn revision_2026_07_28_gets_notices_only_in_results() {
             }
         }
     };
-    call("bash", json!({"command": "true"})).await;
-    let mut carried = Vec::new();
-    loop {
+    // A job this short may end before its start's own result, which then
+    // carries its notice.
+    let started = call("bash", json!({"command": "true"})).await;
+    let started = started.as_array().unwrap();
+    let mut carried: Vec<String> = started[..started.len() - 1]
+        .iter()
+        .map(|c| c["text"].as_str().unwrap().to_owned())
+        .collect();
+    for round in 0.. {
+        assert!(round < 3000, "bash-1 never ended with a notice");
         let content = call("job_list", json!({})).await;
         let texts: Vec<String> = content
             .as_array()

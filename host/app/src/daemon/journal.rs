@@ -1,0 +1,608 @@
+//! The daemon's journal: an SQLite database (WAL) under
+//! `$XDG_STATE_HOME/jobs-host/` that records every durable session and its
+//! jobs as they start and end, so a person can see what ran after the daemon
+//! is gone, and a daemon that was killed leaves its running jobs recorded as
+//! `lost`, never as finished.
+//!
+//! Each write is one transaction: a crash at any instant leaves the journal
+//! as it was before or after the write. Readers (`jobs-host ps --journal`)
+//! open it read-only and never block the daemon.
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use anyhow::{Context, Result, bail};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+
+/// The schema this build writes and reads (`PRAGMA user_version`).
+pub const SCHEMA: i64 = 1;
+
+/// Marks a database as a jobs-host journal (`PRAGMA application_id`): "JOBS".
+const APPLICATION_ID: i64 = 0x4a4f_4253;
+
+/// Ended session instances kept, newest first; older ones go with their jobs.
+const KEPT_SESSIONS: i64 = 50;
+
+/// The status a job has in the journal when its daemon stopped without
+/// recording its end.
+pub const LOST: &str = "lost";
+
+/// Where the journal lives: `$XDG_STATE_HOME/jobs-host`, else
+/// `~/.local/state/jobs-host`.
+pub fn state_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_STATE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .map(|d| d.join("jobs-host"))
+}
+
+/// The journal's file in `dir`.
+pub fn journal_path(dir: &Path) -> PathBuf {
+    dir.join("journal.db")
+}
+
+/// One job as the journal records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRow {
+    /// Its id in its session (`bash-1`).
+    pub id: String,
+    /// Its label (the command).
+    pub label: String,
+    /// `running`, `stopping`, `completed`, `killed`, `failed` or `lost`.
+    pub status: String,
+    /// Its end's detail (`exit code: 0`).
+    pub detail: Option<String>,
+    /// Start, epoch ms.
+    pub started_at: u64,
+    /// End, epoch ms.
+    pub finished_at: Option<u64>,
+}
+
+/// A job with its session, as `ps --journal` shows it.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// The session's key.
+    pub session: String,
+    /// The job.
+    pub job: JobRow,
+}
+
+/// The daemon's handle on the journal.
+pub struct Journal {
+    conn: Mutex<Connection>,
+    daemon: i64,
+    /// Locked while this daemon keeps the journal: one daemon per journal,
+    /// whatever runtime directory each was started with.
+    _lock: std::fs::File,
+}
+
+fn lock(conn: &Mutex<Connection>) -> std::sync::MutexGuard<'_, Connection> {
+    conn.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Checks that `path`, if it exists, is this user's and a journal of this
+/// schema, with nothing broken in it.
+fn check(conn: &Connection, path: &Path) -> Result<()> {
+    let refuse = |why: String| {
+        anyhow::anyhow!(
+            "{} {why}; it is left as it is (move it away to start a new journal)",
+            path.display()
+        )
+    };
+    let read = |pragma: &str| -> Result<i64> {
+        conn.query_row(&format!("PRAGMA {pragma}"), [], |r| r.get(0))
+            .map_err(|e| refuse(format!("is not a jobs-host journal ({e})")))
+    };
+    let application = read("application_id")?;
+    let version = read("user_version")?;
+    if application == 0 && version == 0 {
+        // Empty: made just now, or by a daemon that stopped before writing.
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(|e| refuse(format!("is not a jobs-host journal ({e})")))?;
+        if tables == 0 {
+            return Ok(());
+        }
+        return Err(refuse("is another program's database".to_owned()));
+    }
+    if application != APPLICATION_ID {
+        return Err(refuse("is another program's database".to_owned()));
+    }
+    if version != SCHEMA {
+        return Err(refuse(format!(
+            "has schema version {version}; this jobs-host reads version {SCHEMA}"
+        )));
+    }
+    let verdict: String = conn
+        .query_row("PRAGMA quick_check", [], |r| r.get(0))
+        .map_err(|e| refuse(format!("cannot be checked ({e})")))?;
+    if verdict != "ok" {
+        return Err(refuse(format!("is damaged ({verdict})")));
+    }
+    Ok(())
+}
+
+/// A file that exists must be this user's.
+fn owned(path: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => {
+            // SAFETY: geteuid has no preconditions.
+            let uid = unsafe { libc::geteuid() };
+            if !meta.is_file() {
+                bail!("{} is not a file; refusing to use it", path.display());
+            }
+            if meta.uid() != uid {
+                bail!(
+                    "{} belongs to uid {}, not to this user (uid {uid}); refusing to use it",
+                    path.display(),
+                    meta.uid()
+                );
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// Whether a daemon keeps the journal in `dir` now (holds its lock).
+fn kept_now(dir: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(file) = std::fs::File::open(dir.join("journal.lock")) else {
+        return false;
+    };
+    // SAFETY: flock on a descriptor we own; closing it lets go.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) != 0 }
+}
+
+/// Locks `dir/journal.lock` for daemon `pid`.
+fn take_lock(dir: &Path, pid: u32) -> Result<std::fs::File> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join("journal.lock");
+    owned(&path)?;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let other = std::fs::read_to_string(&path).unwrap_or_default();
+        bail!(
+            "another jobs-host daemon (pid {}) keeps the journal in {}: one daemon per user (was it started with another XDG_RUNTIME_DIR?)",
+            other.trim(),
+            dir.display()
+        );
+    }
+    file.set_len(0)?;
+    writeln!(file, "{pid}")?;
+    Ok(file)
+}
+
+impl Journal {
+    /// Opens (or makes) the journal in `dir` for a daemon with `pid`. The
+    /// sessions of a daemon that stopped without ending them are ended, and
+    /// their jobs that were running are recorded as [`LOST`].
+    ///
+    /// # Errors
+    ///
+    /// A directory that is not private, a file that is another user's,
+    /// another program's, of another schema or damaged: refused, never
+    /// overwritten.
+    pub fn open(dir: &Path, pid: u32, now: u64) -> Result<Journal> {
+        super::private_dir(dir)?;
+        let lock = take_lock(dir, pid)?;
+        let path = journal_path(dir);
+        owned(&path)?;
+        let conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .with_context(|| format!("cannot open {}", path.display()))?;
+        check(&conn, &path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        // A crash of the process loses nothing committed; only a crash of
+        // the machine may lose the last writes (never the file's order).
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.execute_batch(&format!(
+            "BEGIN;
+             CREATE TABLE IF NOT EXISTS daemons(
+                 id INTEGER PRIMARY KEY, pid INTEGER NOT NULL,
+                 started_at INTEGER NOT NULL, ended_at INTEGER);
+             CREATE TABLE IF NOT EXISTS sessions(
+                 id INTEGER PRIMARY KEY, key TEXT NOT NULL, daemon INTEGER NOT NULL,
+                 opened_at INTEGER NOT NULL, ended_at INTEGER, dropped INTEGER NOT NULL DEFAULT 0);
+             CREATE TABLE IF NOT EXISTS jobs(
+                 session INTEGER NOT NULL, id TEXT NOT NULL, label TEXT NOT NULL,
+                 status TEXT NOT NULL, detail TEXT, started_at INTEGER NOT NULL,
+                 finished_at INTEGER, PRIMARY KEY(session, id));
+             PRAGMA application_id = {APPLICATION_ID};
+             PRAGMA user_version = {SCHEMA};
+             COMMIT;"
+        ))?;
+        let tx = conn.unchecked_transaction()?;
+        let dead: Vec<(i64, i64)> = {
+            let mut stmt = tx.prepare("SELECT id, pid FROM daemons WHERE ended_at IS NULL")?;
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?
+        };
+        for (daemon, old_pid) in dead {
+            // The lock says no daemon runs: this one stopped without ending
+            // its sessions (a SIGKILL, a crash, a reboot).
+            let detail = format!("its daemon (pid {old_pid}) stopped without recording its end");
+            tx.execute(
+                "UPDATE jobs SET status = ?1, detail = ?2, finished_at = ?3
+                 WHERE status IN ('running', 'stopping')
+                   AND session IN (SELECT id FROM sessions WHERE daemon = ?4)",
+                params![LOST, detail, now as i64, daemon],
+            )?;
+            tx.execute(
+                "UPDATE sessions SET ended_at = ?1 WHERE daemon = ?2 AND ended_at IS NULL",
+                params![now as i64, daemon],
+            )?;
+            tx.execute(
+                "UPDATE daemons SET ended_at = ?1 WHERE id = ?2",
+                params![now as i64, daemon],
+            )?;
+        }
+        // Bounded: the newest ended session instances stay, with their jobs.
+        tx.execute(
+            "DELETE FROM jobs WHERE session IN (
+                 SELECT id FROM sessions WHERE ended_at IS NOT NULL
+                 ORDER BY ended_at DESC, id DESC LIMIT -1 OFFSET ?1)",
+            params![KEPT_SESSIONS],
+        )?;
+        tx.execute(
+            "DELETE FROM sessions WHERE ended_at IS NOT NULL AND id NOT IN (
+                 SELECT id FROM sessions WHERE ended_at IS NOT NULL
+                 ORDER BY ended_at DESC, id DESC LIMIT ?1)",
+            params![KEPT_SESSIONS],
+        )?;
+        tx.execute(
+            "DELETE FROM daemons WHERE ended_at IS NOT NULL
+               AND id NOT IN (SELECT daemon FROM sessions)",
+            [],
+        )?;
+        tx.execute(
+            "INSERT INTO daemons(pid, started_at) VALUES (?1, ?2)",
+            params![pid, now as i64],
+        )?;
+        let daemon = tx.last_insert_rowid();
+        tx.commit()?;
+        Ok(Journal {
+            conn: Mutex::new(conn),
+            daemon,
+            _lock: lock,
+        })
+    }
+
+    /// Records a session opened now; answers its instance's number.
+    ///
+    /// # Errors
+    ///
+    /// The database's.
+    pub fn open_session(&self, key: &str, now: u64) -> Result<i64> {
+        let conn = lock(&self.conn);
+        conn.execute(
+            "INSERT INTO sessions(key, daemon, opened_at) VALUES (?1, ?2, ?3)",
+            params![key, self.daemon, now as i64],
+        )?;
+        Ok(conn.last_insert_rowid())
+    }
+
+    /// Records that session instance `session` ended now.
+    ///
+    /// # Errors
+    ///
+    /// The database's.
+    pub fn end_session(&self, session: i64, now: u64) -> Result<()> {
+        lock(&self.conn).execute(
+            "UPDATE sessions SET ended_at = ?1 WHERE id = ?2",
+            params![now as i64, session],
+        )?;
+        Ok(())
+    }
+
+    /// Records what changed in session `session`'s jobs since `written` (the
+    /// rows as last recorded, updated here): new and changed rows, and the
+    /// jobs that are gone (dropped by retention: counted, then removed). One
+    /// transaction.
+    ///
+    /// # Errors
+    ///
+    /// The database's; `written` is then left as it was.
+    pub fn record(
+        &self,
+        session: i64,
+        jobs: Vec<JobRow>,
+        written: &mut HashMap<String, JobRow>,
+    ) -> Result<()> {
+        let changed: Vec<&JobRow> = jobs
+            .iter()
+            .filter(|job| written.get(&job.id) != Some(job))
+            .collect();
+        let gone: Vec<String> = written
+            .keys()
+            .filter(|id| !jobs.iter().any(|job| &job.id == *id))
+            .cloned()
+            .collect();
+        if changed.is_empty() && gone.is_empty() {
+            return Ok(());
+        }
+        let mut conn = lock(&self.conn);
+        let tx = conn.transaction()?;
+        {
+            let mut upsert = tx.prepare(
+                "INSERT INTO jobs(session, id, label, status, detail, started_at, finished_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT(session, id) DO UPDATE SET status = excluded.status,
+                     detail = excluded.detail, finished_at = excluded.finished_at",
+            )?;
+            for job in &changed {
+                upsert.execute(params![
+                    session,
+                    job.id,
+                    job.label,
+                    job.status,
+                    job.detail,
+                    job.started_at as i64,
+                    job.finished_at.map(|t| t as i64)
+                ])?;
+            }
+            let mut remove = tx.prepare("DELETE FROM jobs WHERE session = ?1 AND id = ?2")?;
+            for id in &gone {
+                remove.execute(params![session, id])?;
+            }
+            if !gone.is_empty() {
+                tx.execute(
+                    "UPDATE sessions SET dropped = dropped + ?1 WHERE id = ?2",
+                    params![gone.len() as i64, session],
+                )?;
+            }
+        }
+        tx.commit()?;
+        for id in gone {
+            written.remove(&id);
+        }
+        for job in jobs {
+            written.insert(job.id.clone(), job);
+        }
+        Ok(())
+    }
+
+    /// Records that this daemon ended in order, now.
+    ///
+    /// # Errors
+    ///
+    /// The database's.
+    pub fn end_daemon(&self, now: u64) -> Result<()> {
+        let conn = lock(&self.conn);
+        conn.execute(
+            "UPDATE sessions SET ended_at = ?1 WHERE daemon = ?2 AND ended_at IS NULL",
+            params![now as i64, self.daemon],
+        )?;
+        conn.execute(
+            "UPDATE daemons SET ended_at = ?1 WHERE id = ?2",
+            params![now as i64, self.daemon],
+        )?;
+        Ok(())
+    }
+}
+
+/// What the journal in `dir` recorded, read-only: every job of every kept
+/// session instance (oldest first), the jobs dropped by retention, and
+/// whether a daemon keeps the journal now. With none keeping it, the jobs a
+/// daemon left running are shown [`LOST`], as the next daemon will record
+/// them. `None` when there is no journal.
+///
+/// # Errors
+///
+/// A journal that is another user's, another program's, of another schema
+/// or damaged.
+pub fn read(dir: &Path) -> Result<Option<(Vec<Recorded>, i64, bool)>> {
+    let path = journal_path(dir);
+    if !path.exists() {
+        return Ok(None);
+    }
+    owned(&path)?;
+    let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    check(&conn, &path)?;
+    let has_tables: Option<String> = conn
+        .query_row(
+            "SELECT name FROM sqlite_master WHERE name = 'jobs'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if has_tables.is_none() {
+        return Ok(Some((Vec::new(), 0, false)));
+    }
+    // With no daemon keeping the journal, one that never recorded its end
+    // was killed: its running jobs are lost, as its successor will record.
+    let kept = kept_now(dir);
+    let mut stmt = conn.prepare(
+        "SELECT s.key, j.id, j.label, j.status, j.detail, j.started_at, j.finished_at,
+                d.pid, d.ended_at IS NULL
+         FROM jobs j JOIN sessions s ON s.id = j.session JOIN daemons d ON d.id = s.daemon
+         ORDER BY s.opened_at, s.id, j.started_at, j.rowid",
+    )?;
+    let jobs = stmt
+        .query_map([], |r| {
+            let mut job = JobRow {
+                id: r.get(1)?,
+                label: r.get(2)?,
+                status: r.get(3)?,
+                detail: r.get(4)?,
+                started_at: r.get::<_, i64>(5)? as u64,
+                finished_at: r.get::<_, Option<i64>>(6)?.map(|t| t as u64),
+            };
+            let pid: i64 = r.get(7)?;
+            let unended: bool = r.get(8)?;
+            if !kept && unended && matches!(job.status.as_str(), "running" | "stopping") {
+                job.status = LOST.to_owned();
+                job.detail = Some(format!(
+                    "its daemon (pid {pid}) stopped without recording its end"
+                ));
+            }
+            Ok(Recorded {
+                session: r.get(0)?,
+                job,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let dropped: i64 =
+        conn.query_row("SELECT coalesce(sum(dropped), 0) FROM sessions", [], |r| {
+            r.get(0)
+        })?;
+    Ok(Some((jobs, dropped, kept)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn dir() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        dir
+    }
+
+    fn row(id: &str, status: &str) -> JobRow {
+        JobRow {
+            id: id.to_owned(),
+            label: "sleep 1".to_owned(),
+            status: status.to_owned(),
+            detail: None,
+            started_at: 5,
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn a_killed_daemons_running_jobs_are_lost_and_its_ended_ones_stay() {
+        let dir = dir();
+        let journal = Journal::open(dir.path(), 111, 1).unwrap();
+        let session = journal.open_session("k", 2).unwrap();
+        let mut written = HashMap::new();
+        let mut done = row("bash-2", "completed");
+        done.detail = Some("exit code: 3".to_owned());
+        done.finished_at = Some(9);
+        journal
+            .record(
+                session,
+                vec![row("bash-1", "running"), done.clone()],
+                &mut written,
+            )
+            .unwrap();
+        // Killed: nothing more is written. The next daemon opens it.
+        drop(journal);
+        let next = Journal::open(dir.path(), 222, 50).unwrap();
+        let (jobs, dropped, open) = read(dir.path()).unwrap().unwrap();
+        assert!(open, "the new daemon is running");
+        assert_eq!(dropped, 0);
+        assert_eq!(jobs.len(), 2);
+        assert_eq!(jobs[0].job.status, LOST);
+        assert_eq!(
+            jobs[0].job.detail.as_deref(),
+            Some("its daemon (pid 111) stopped without recording its end")
+        );
+        assert_eq!(jobs[0].job.finished_at, Some(50));
+        assert_eq!(jobs[1].job, done);
+        next.end_daemon(60).unwrap();
+        drop(next);
+        assert!(!read(dir.path()).unwrap().unwrap().2, "nobody keeps it now");
+    }
+
+    #[test]
+    fn dropped_jobs_are_counted_and_unchanged_ones_not_written_again() {
+        let dir = dir();
+        let journal = Journal::open(dir.path(), 1, 1).unwrap();
+        let session = journal.open_session("k", 2).unwrap();
+        let mut written = HashMap::new();
+        journal
+            .record(
+                session,
+                vec![row("bash-1", "running"), row("bash-2", "running")],
+                &mut written,
+            )
+            .unwrap();
+        journal
+            .record(session, vec![row("bash-2", "running")], &mut written)
+            .unwrap();
+        let (jobs, dropped, _) = read(dir.path()).unwrap().unwrap();
+        assert_eq!(dropped, 1);
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(written.len(), 1);
+    }
+
+    #[test]
+    fn a_foreign_or_broken_file_is_refused_and_left_alone() {
+        let dir = dir();
+        let path = journal_path(dir.path());
+        std::fs::write(&path, b"not a database at all, just text").unwrap();
+        let refused = Journal::open(dir.path(), 1, 1).err().unwrap().to_string();
+        assert!(refused.contains("is not a jobs-host journal"), "{refused}");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            b"not a database at all, just text"
+        );
+
+        std::fs::remove_file(&path).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other
+            .execute_batch("CREATE TABLE notes(x); PRAGMA user_version = 7;")
+            .unwrap();
+        drop(other);
+        let refused = Journal::open(dir.path(), 1, 1).err().unwrap().to_string();
+        assert!(
+            refused.contains("is another program's database"),
+            "{refused}"
+        );
+
+        std::fs::remove_file(&path).unwrap();
+        drop(Journal::open(dir.path(), 1, 1).unwrap());
+        let newer = Connection::open(&path).unwrap();
+        newer.execute_batch("PRAGMA user_version = 2;").unwrap();
+        drop(newer);
+        let refused = Journal::open(dir.path(), 1, 1).err().unwrap().to_string();
+        assert!(
+            refused.contains("has schema version 2; this jobs-host reads version 1"),
+            "{refused}"
+        );
+
+        // Cut short: the first page holds the header, the rest is gone.
+        std::fs::remove_file(&path).unwrap();
+        let journal = Journal::open(dir.path(), 1, 1).unwrap();
+        let session = journal.open_session("k", 2).unwrap();
+        let many: Vec<JobRow> = (0..2000)
+            .map(|i| row(&format!("bash-{i}"), "running"))
+            .collect();
+        journal.record(session, many, &mut HashMap::new()).unwrap();
+        drop(journal);
+        for suffix in ["-wal", "-shm"] {
+            let _ = std::fs::remove_file(dir.path().join(format!("journal.db{suffix}")));
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+        let refused = Journal::open(dir.path(), 1, 1).err().unwrap().to_string();
+        assert!(
+            refused.contains("is damaged") || refused.contains("is not a jobs-host journal"),
+            "{refused}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap().len(), bytes.len() / 2);
+    }
+}
