@@ -154,6 +154,7 @@ impl Containment {
             procs,
             marker,
             pgid: None,
+            released: false,
         })
     }
 
@@ -191,6 +192,10 @@ pub(crate) struct JobContainer {
     procs: Option<CString>,
     marker: String,
     pgid: Option<Pid>,
+    /// Set once the job's cgroup was removed, which proves none of its
+    /// processes is left: signals then reach nobody (its process group's
+    /// number may be another's by now), and it has no processes to list.
+    released: bool,
 }
 
 impl JobContainer {
@@ -228,6 +233,9 @@ impl JobContainer {
     /// Every live process of the job now: its cgroup's members, or (fallback)
     /// its process group, its marked processes and their descendants.
     pub(crate) fn pids(&self) -> Vec<i32> {
+        if self.released {
+            return Vec::new();
+        }
         match &self.cgroup {
             Some(dir) => cgroup_pids(dir).into_iter().map(Pid::as_raw).collect(),
             None => {
@@ -243,6 +251,9 @@ impl JobContainer {
     /// now"), so the group's members, reached by `killpg`, are not sent it
     /// again.
     pub(crate) fn signal(&self, signal: Signal) {
+        if self.released {
+            return;
+        }
         if let Some(pgid) = self.pgid {
             // ESRCH: the group is already gone, which is what we wanted.
             let _ = killpg(pgid, signal);
@@ -292,6 +303,7 @@ impl JobContainer {
         let gone = std::fs::remove_dir(dir).is_ok();
         if gone {
             self.cgroup = None;
+            self.released = true;
         }
         gone
     }
@@ -303,8 +315,12 @@ impl JobContainer {
     pub(crate) fn release(&mut self) -> bool {
         self.signal(Signal::SIGKILL);
         match self.cgroup.take() {
-            Some(dir) => remove_cgroup(&dir),
-            None => false,
+            Some(dir) => {
+                let gone = remove_cgroup(&dir);
+                self.released = gone;
+                gone
+            }
+            None => self.released,
         }
     }
 }
