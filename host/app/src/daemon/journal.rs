@@ -174,8 +174,18 @@ fn take_lock(dir: &Path, pid: u32) -> Result<std::fs::File> {
         .mode(0o600)
         .open(&path)
         .with_context(|| format!("cannot open {}", path.display()))?;
-    // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    // A reader's look at the lock (`ps`) holds it for an instant: tried for
+    // a little while before another daemon is named.
+    let mut locked = false;
+    for _ in 0..20 {
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            locked = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    if !locked {
         let other = std::fs::read_to_string(&path).unwrap_or_default();
         bail!(
             "another jobs-host daemon (pid {}) keeps the journal in {}: one daemon per user (was it started with another XDG_RUNTIME_DIR?)",
@@ -210,8 +220,10 @@ impl Journal {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .with_context(|| format!("cannot open {}", path.display()))?;
-        check(&conn, &path)?;
+        // Before anything reads it: a reader recovering the log after a crash
+        // holds it for a moment, which is not a foreign file.
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        check(&conn, &path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         // A crash of the process loses nothing committed; only a crash of
         // the machine may lose the last writes (never the file's order).
@@ -388,15 +400,30 @@ impl Journal {
     ///
     /// The database's.
     pub fn end_daemon(&self, now: u64) -> Result<()> {
-        let conn = lock(&self.conn);
-        conn.execute(
+        let mut conn = lock(&self.conn);
+        let tx = conn.transaction()?;
+        // A job whose end was never written (a write that failed) is not
+        // left running forever.
+        tx.execute(
+            "UPDATE jobs SET status = ?1, detail = ?2, finished_at = ?3
+             WHERE status IN ('running', 'stopping')
+               AND session IN (SELECT id FROM sessions WHERE daemon = ?4)",
+            params![
+                LOST,
+                "its daemon ended without recording its end",
+                now as i64,
+                self.daemon
+            ],
+        )?;
+        tx.execute(
             "UPDATE sessions SET ended_at = ?1 WHERE daemon = ?2 AND ended_at IS NULL",
             params![now as i64, self.daemon],
         )?;
-        conn.execute(
+        tx.execute(
             "UPDATE daemons SET ended_at = ?1 WHERE id = ?2",
             params![now as i64, self.daemon],
         )?;
+        tx.commit()?;
         Ok(())
     }
 }
@@ -419,6 +446,7 @@ pub fn read(dir: &Path) -> Result<Option<(Vec<Recorded>, i64, bool)>> {
     owned(&path)?;
     let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY)
         .with_context(|| format!("cannot open {}", path.display()))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
     check(&conn, &path)?;
     let has_tables: Option<String> = conn
         .query_row(

@@ -111,6 +111,8 @@ struct Durable {
     front: Mutex<Front>,
     /// Writes its jobs to the journal as they change.
     recorder: Option<Recorder>,
+    /// Set by the first end of the session; a second does nothing.
+    ended: std::sync::atomic::AtomicBool,
 }
 
 /// A session's jobs, written to the journal shortly after each change (a
@@ -184,22 +186,27 @@ async fn write_rows(
     owner: &host::Owner,
     written: &Arc<Mutex<HashMap<String, JobRow>>>,
 ) {
-    let rows: Vec<JobRow> = registry
-        .list(Some(owner))
-        .into_iter()
-        .map(|job| JobRow {
-            id: job.id,
-            label: job.label,
-            status: job.status.as_str().to_owned(),
-            detail: job.detail,
-            started_at: job.started_at,
-            finished_at: job.finished_at,
-        })
-        .collect();
     let (journal, written) = (journal.clone(), written.clone());
-    let recorded =
-        tokio::task::spawn_blocking(move || journal.record(instance, rows, &mut lock(&written)))
-            .await;
+    let (registry, owner) = (registry.clone(), owner.clone());
+    let recorded = tokio::task::spawn_blocking(move || {
+        // Looked at under the lock: of two writes, the later one's look is
+        // the newer, so an older one can never overwrite it.
+        let mut written = lock(&written);
+        let rows: Vec<JobRow> = registry
+            .list(Some(&owner))
+            .into_iter()
+            .map(|job| JobRow {
+                id: job.id,
+                label: job.label,
+                status: job.status.as_str().to_owned(),
+                detail: job.detail,
+                started_at: job.started_at,
+                finished_at: job.finished_at,
+            })
+            .collect();
+        journal.record(instance, rows, &mut written)
+    })
+    .await;
     match recorded {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!("jobs-host daemon: the journal did not take a change: {e:#}"),
@@ -378,6 +385,11 @@ impl Daemon {
     /// Ends every session: their jobs are killed, their files removed.
     async fn end_all(&self) {
         let sessions: Vec<_> = self.sessions.lock().await.drain().map(|(_, d)| d).collect();
+        for durable in &sessions {
+            if let Some(lease) = lock(&durable.front).lease.take() {
+                lease.abort();
+            }
+        }
         for durable in sessions {
             end_session(&durable).await;
         }
@@ -537,6 +549,7 @@ impl Daemon {
                         ..Front::default()
                     }),
                     recorder,
+                    ended: std::sync::atomic::AtomicBool::new(false),
                 });
                 sessions.insert(key.clone(), durable.clone());
                 tracing::info!("jobs-host daemon: session {key:?} opened");
@@ -594,7 +607,14 @@ impl Daemon {
             if lock(&expiring.front).front_end != front_end {
                 return;
             }
-            sessions.remove(&expiring.key);
+            // Only this very session: one that ended meanwhile (the daemon
+            // stopping) and a new one of the same key are not this lease's.
+            match sessions.get(&expiring.key) {
+                Some(current) if Arc::ptr_eq(current, &expiring) => {
+                    sessions.remove(&expiring.key);
+                }
+                _ => return,
+            }
             drop(sessions);
             tracing::info!(
                 "jobs-host daemon: session {:?} had no client for {linger:?}; ending it",
@@ -849,20 +869,28 @@ fn differences(old: &Value, new: &Value) -> String {
 
 /// Ends a session for good: its jobs are killed and forgotten, its files go.
 async fn end_session(durable: &Durable) {
-    // The jobs go first, so the journal records how each ended; then the
-    // session forgets them.
-    durable
-        .host
-        .bash
-        .shutdown(durable.host.shutdown_grace)
-        .await;
-    for job in durable
-        .session
-        .registry()
-        .list(Some(durable.session.owner()))
-    {
-        durable.session.registry().settled(&job.id).await;
+    if durable.ended.swap(true, Ordering::AcqRel) {
+        return;
     }
+    // Its client (a daemon stopping with one connected) hears nothing more:
+    // the jobs killed now send no notice, as when any session closes.
+    let front_end = lock(&durable.front).front_end;
+    durable.session.detach(front_end);
+    // The jobs go first, so the journal records how each ended; then the
+    // session forgets them. A job that will not settle (stuck in the
+    // kernel, or started meanwhile) is not waited for past the grace.
+    let grace = durable.host.shutdown_grace;
+    durable.host.bash.shutdown(grace).await;
+    let settled = async {
+        for job in durable
+            .session
+            .registry()
+            .list(Some(durable.session.owner()))
+        {
+            durable.session.registry().settled(&job.id).await;
+        }
+    };
+    let _ = tokio::time::timeout(grace * 3 + Duration::from_secs(5), settled).await;
     if let Some(recorder) = &durable.recorder {
         recorder.end(&durable.session).await;
     }

@@ -173,6 +173,8 @@ impl Supervisor {
             self.control
                 .none_left
                 .store(false, std::sync::atomic::Ordering::Release);
+            // So a later sweep (a shutdown's) still looks for it by its mark.
+            lock(&self.control.container).escaped();
             for reader in &readers {
                 reader.abort();
             }

@@ -308,6 +308,12 @@ impl JobContainer {
         gone
     }
 
+    /// Something of the job is still about though its cgroup went (it
+    /// escaped containment): signals go out again, found by its mark.
+    pub(crate) fn escaped(&mut self) {
+        self.released = false;
+    }
+
     /// Kills what is left of the job and removes its cgroup: the job is over.
     /// Whether that proves no process of the job is left anywhere (its cgroup
     /// was removed, which a cgroup with a process in it cannot be); never in
