@@ -68,7 +68,7 @@ async fn connect_or_start(
             // It found another daemon's lock: one that is still ending its
             // sessions, or one that started meanwhile. Its socket comes, or
             // this one tries again once the other is gone.
-            Some(Ok(Some(status))) if status.success() => !lock_held(&dir),
+            Some(Ok(Some(status))) if status.success() => !super::locked(&super::lock_path(&dir)),
             Some(Ok(Some(status))) => bail!(
                 "the daemon did not start ({status}): {}(its log is {})",
                 last_line(&log).map(|l| format!("{l} ")).unwrap_or_default(),
@@ -87,20 +87,6 @@ async fn connect_or_start(
             );
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Whether a daemon holds the runtime directory's lock now.
-fn lock_held(dir: &Path) -> bool {
-    let Ok(file) = std::fs::File::open(super::lock_path(dir)) else {
-        return false;
-    };
-    // SAFETY: flock on a descriptor we own; closing it lets go.
-    unsafe {
-        libc::flock(
-            std::os::fd::AsRawFd::as_raw_fd(&file),
-            libc::LOCK_SH | libc::LOCK_NB,
-        ) != 0
     }
 }
 
@@ -694,80 +680,26 @@ pub async fn wait(id: String, session: Option<String>) -> Result<u8> {
     Ok(exit_code(status, detail))
 }
 
-/// A job's end as a process exit code.
+/// A job's end as a process exit code. Its detail starts with `exit code: N`
+/// or `signal: NAME` (the sandbox's notes may follow after a `;`).
 fn exit_code(status: &str, detail: Option<&str>) -> u8 {
-    if let Some(code) = detail
+    let first = detail.and_then(|d| d.split(';').next());
+    if let Some(code) = first
         .and_then(|d| d.strip_prefix("exit code: "))
         .and_then(|c| c.parse::<i32>().ok())
     {
         return u8::try_from(code.clamp(0, 255)).unwrap_or(1);
     }
-    if let Some(name) = detail.and_then(|d| d.strip_prefix("signal: ")) {
+    if let Some(name) = first.and_then(|d| d.strip_prefix("signal: ")) {
         let number = name
-            .parse::<nix_signal::Signal>()
-            .map_or(libc::SIGKILL, nix_signal::Signal::number);
+            .parse::<nix::sys::signal::Signal>()
+            .map_or(libc::SIGKILL, |s| s as i32);
         return u8::try_from(128 + number).unwrap_or(137);
     }
     match status {
         "completed" => 0,
         "killed" => 137,
         _ => 1,
-    }
-}
-
-/// Signal names, as the job's detail spells them.
-mod nix_signal {
-    /// A signal by name.
-    #[derive(Clone, Copy)]
-    pub struct Signal(i32);
-
-    impl std::str::FromStr for Signal {
-        type Err = ();
-
-        fn from_str(name: &str) -> Result<Signal, ()> {
-            let number = match name {
-                "SIGHUP" => libc::SIGHUP,
-                "SIGINT" => libc::SIGINT,
-                "SIGQUIT" => libc::SIGQUIT,
-                "SIGILL" => libc::SIGILL,
-                "SIGABRT" => libc::SIGABRT,
-                "SIGBUS" => libc::SIGBUS,
-                "SIGFPE" => libc::SIGFPE,
-                "SIGKILL" => libc::SIGKILL,
-                "SIGSEGV" => libc::SIGSEGV,
-                "SIGPIPE" => libc::SIGPIPE,
-                "SIGALRM" => libc::SIGALRM,
-                "SIGTERM" => libc::SIGTERM,
-                "SIGUSR1" => libc::SIGUSR1,
-                "SIGUSR2" => libc::SIGUSR2,
-                "SIGXCPU" => libc::SIGXCPU,
-                "SIGXFSZ" => libc::SIGXFSZ,
-                "SIGTRAP" => libc::SIGTRAP,
-                "SIGSTKFLT" => libc::SIGSTKFLT,
-                "SIGCHLD" => libc::SIGCHLD,
-                "SIGCONT" => libc::SIGCONT,
-                "SIGSTOP" => libc::SIGSTOP,
-                "SIGTSTP" => libc::SIGTSTP,
-                "SIGTTIN" => libc::SIGTTIN,
-                "SIGTTOU" => libc::SIGTTOU,
-                "SIGURG" => libc::SIGURG,
-                "SIGVTALRM" => libc::SIGVTALRM,
-                "SIGPROF" => libc::SIGPROF,
-                "SIGWINCH" => libc::SIGWINCH,
-                "SIGIO" => libc::SIGIO,
-                "SIGPWR" => libc::SIGPWR,
-                "SIGSYS" => libc::SIGSYS,
-                _ => return Err(()),
-            };
-            Ok(Signal(number))
-        }
-    }
-
-    impl Signal {
-        /// Its number.
-        pub fn number(self) -> i32 {
-            self.0
-        }
     }
 }
 
@@ -802,4 +734,23 @@ pub async fn stop() -> Result<u8> {
     }
     println!("jobs-host: the daemon stopped; its sessions' jobs were killed");
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exit_code;
+
+    #[test]
+    fn a_jobs_end_is_its_exit_code() {
+        assert_eq!(exit_code("completed", Some("exit code: 4")), 4);
+        assert_eq!(
+            exit_code("completed", Some("exit code: 3; hooks changed: x")),
+            3
+        );
+        assert_eq!(exit_code("killed", Some("signal: SIGTERM")), 143);
+        assert_eq!(exit_code("killed", Some("signal: SIGWINCH")), 128 + 28);
+        assert_eq!(exit_code("killed", Some("killed before exit")), 137);
+        assert_eq!(exit_code("failed", Some("its daemon stopped")), 1);
+        assert_eq!(exit_code("completed", None), 0);
+    }
 }

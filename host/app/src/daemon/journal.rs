@@ -9,7 +9,6 @@
 //! open it read-only and never block the daemon.
 
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -129,34 +128,13 @@ fn check(conn: &Connection, path: &Path) -> Result<()> {
 /// A file that exists must be this user's.
 fn owned(path: &Path) -> Result<()> {
     match std::fs::symlink_metadata(path) {
-        Ok(meta) => {
-            // SAFETY: geteuid has no preconditions.
-            let uid = unsafe { libc::geteuid() };
-            if !meta.is_file() {
-                bail!("{} is not a file; refusing to use it", path.display());
-            }
-            if meta.uid() != uid {
-                bail!(
-                    "{} belongs to uid {}, not to this user (uid {uid}); refusing to use it",
-                    path.display(),
-                    meta.uid()
-                );
-            }
-            Ok(())
+        Ok(meta) if !meta.is_file() => {
+            bail!("{} is not a file; refusing to use it", path.display())
         }
+        Ok(meta) => super::ours(path, &meta),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
     }
-}
-
-/// Whether a daemon keeps the journal in `dir` now (holds its lock).
-fn kept_now(dir: &Path) -> bool {
-    use std::os::fd::AsRawFd;
-    let Ok(file) = std::fs::File::open(dir.join("journal.lock")) else {
-        return false;
-    };
-    // SAFETY: flock on a descriptor we own; closing it lets go.
-    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) != 0 }
 }
 
 /// Locks `dir/journal.lock` for daemon `pid`.
@@ -460,7 +438,7 @@ pub fn read(dir: &Path) -> Result<Option<(Vec<Recorded>, i64, bool)>> {
     }
     // With no daemon keeping the journal, one that never recorded its end
     // was killed: its running jobs are lost, as its successor will record.
-    let kept = kept_now(dir);
+    let kept = super::locked(&dir.join("journal.lock"));
     let mut stmt = conn.prepare(
         "SELECT s.key, j.id, j.label, j.status, j.detail, j.started_at, j.finished_at,
                 d.pid, d.ended_at IS NULL
@@ -568,10 +546,16 @@ mod tests {
                 &mut written,
             )
             .unwrap();
+        // A row changed behind the journal's back stays as it is when the
+        // job has not changed since it was written: nothing is rewritten.
+        lock(&journal.conn)
+            .execute("UPDATE jobs SET label = 'edited' WHERE id = 'bash-2'", [])
+            .unwrap();
         journal
             .record(session, vec![row("bash-2", "running")], &mut written)
             .unwrap();
         let (jobs, dropped, _) = read(dir.path()).unwrap().unwrap();
+        assert_eq!(jobs[0].job.label, "edited");
         assert_eq!(dropped, 1);
         assert_eq!(jobs.len(), 1);
         assert_eq!(written.len(), 1);

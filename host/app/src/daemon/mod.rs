@@ -179,18 +179,10 @@ pub fn private_dir(dir: &Path) -> Result<()> {
     }
     let meta =
         std::fs::symlink_metadata(dir).with_context(|| format!("cannot read {}", dir.display()))?;
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
     if !meta.is_dir() {
         bail!("{} is not a directory; refusing to use it", dir.display());
     }
-    if meta.uid() != uid {
-        bail!(
-            "{} belongs to uid {}, not to this user (uid {uid}); refusing to use it",
-            dir.display(),
-            meta.uid()
-        );
-    }
+    ours(dir, &meta)?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         bail!(
@@ -199,6 +191,38 @@ pub fn private_dir(dir: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Refuses `path` (described by `meta`) unless this user owns it.
+///
+/// # Errors
+///
+/// Another user's file or directory.
+pub fn ours(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    if meta.uid() != uid {
+        bail!(
+            "{} belongs to uid {}, not to this user (uid {uid}); refusing to use it",
+            path.display(),
+            meta.uid()
+        );
+    }
+    Ok(())
+}
+
+/// Whether some process holds the lock file `path` now (a daemon's).
+pub fn locked(path: &Path) -> bool {
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    // SAFETY: flock on a descriptor we own; closing it lets go.
+    unsafe {
+        libc::flock(
+            std::os::fd::AsRawFd::as_raw_fd(&file),
+            libc::LOCK_SH | libc::LOCK_NB,
+        ) != 0
+    }
 }
 
 /// Checks a session key: 1 to [`MAX_KEY_BYTES`] bytes, no control characters.

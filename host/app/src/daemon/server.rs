@@ -792,7 +792,7 @@ impl Daemon {
                 let sessions: Vec<_> = self.sessions.lock().await.keys().cloned().collect();
                 answer(
                     write,
-                    &json!({"ok": true, "now": registry_now(), "jobs": jobs, "sessions": sessions}),
+                    &json!({"ok": true, "now": host::registry::now_ms(), "jobs": jobs, "sessions": sessions}),
                 )
                 .await
             }
@@ -845,10 +845,6 @@ impl Daemon {
             }
         }
     }
-}
-
-fn registry_now() -> u64 {
-    host::registry::now_ms()
 }
 
 /// The top-level settings that differ, by name.
@@ -1106,27 +1102,12 @@ async fn remote_console(
     result
 }
 
-/// Whether a `/proc/<pid>/cgroup` line names a job's cgroup:
-/// `.../jobs-host-<pid>-<n>-<namespace>/job-<n>`.
-fn is_job_cgroup(line: &str) -> bool {
-    let path = line.rsplit(':').next().unwrap_or_default();
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let parts: Vec<&str> = path.split('/').collect();
-    parts.windows(2).any(|pair| {
-        let root = pair[0]
-            .strip_prefix("jobs-host-")
-            .map(|r| r.split('-').collect::<Vec<_>>());
-        let root = root.is_some_and(|r| r.len() == 3 && r.iter().all(|p| digits(p)));
-        root && pair[1].strip_prefix("job-").is_some_and(digits)
-    })
-}
-
 /// Whether `pid` is a background job (of any jobs-host: its cgroup is a
 /// job's, or it carries the job marker), which may not drive the daemon: a
 /// fenced job could otherwise open an unfenced session.
 pub(super) fn is_a_job(pid: i32) -> bool {
     let in_job_cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-        .is_ok_and(|cgroups| cgroups.lines().any(is_job_cgroup));
+        .is_ok_and(|cgroups| cgroups.lines().any(host::containment::is_job_cgroup));
     let marked = std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
         let marker = format!("{}=", host::containment::JOB_MARKER_VAR);
         environ

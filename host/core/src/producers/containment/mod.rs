@@ -185,6 +185,21 @@ impl Drop for Containment {
     }
 }
 
+/// Whether a line of `/proc/<pid>/cgroup` names a job's cgroup (one this
+/// module makes: `.../jobs-host-<pid>-<n>-<namespace>/job-<n>`), so a
+/// process can be told to be some jobs-host's job.
+pub fn is_job_cgroup(line: &str) -> bool {
+    let path = line.rsplit(':').next().unwrap_or_default();
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let parts: Vec<&str> = path.split('/').collect();
+    parts.windows(2).any(|pair| {
+        let root = pair[0]
+            .strip_prefix("jobs-host-")
+            .is_some_and(|r| r.split('-').count() == 3 && r.split('-').all(digits));
+        root && pair[1].strip_prefix("job-").is_some_and(digits)
+    })
+}
+
 /// One job's container.
 pub(crate) struct JobContainer {
     cgroup: Option<PathBuf>,
@@ -363,4 +378,19 @@ fn random_u64() -> u64 {
         return t.as_nanos() as u64 ^ u64::from(std::process::id());
     }
     u64::from_ne_bytes(bytes)
+}
+
+#[cfg(test)]
+mod naming_tests {
+    use super::is_job_cgroup;
+
+    #[test]
+    fn only_a_jobs_own_cgroup_is_a_jobs() {
+        assert!(is_job_cgroup("0::/jobs-host-5184-1-4026531836/job-1"));
+        assert!(is_job_cgroup("0::/user.slice/jobs-host-7-2-9/job-12"));
+        assert!(!is_job_cgroup("0::/jobs-host-5184-1-4026531836"));
+        assert!(!is_job_cgroup("0::/user.slice/jobs-host-web.service"));
+        assert!(!is_job_cgroup("0::/jobs-host-a-1-2/job-1"));
+        assert!(!is_job_cgroup("0::/"));
+    }
 }
