@@ -116,6 +116,14 @@ async function call(client, name, args) {
 }
 
 /** The result's blocks, each of which must be text, of a plain success without structuredContent. */
+// A start's result: the start text last. A job this short may end before its
+// start's own result, which then carries its notice first; whether it did.
+function startedWith(items, id, command) {
+  assert.equal(items.at(-1), started(id));
+  assert.ok(items.length === 1 || (items.length === 2 && items[0] === notice(id, command)), JSON.stringify(items));
+  return items.length === 2;
+}
+
 function texts(result) {
   assert.notEqual(result.isError, true, JSON.stringify(result));
   assert.equal(result.structuredContent, undefined, 'the model must be given the text, not a structured value');
@@ -165,11 +173,11 @@ test('tools/list, the start text and a wait read', { timeout: TEST_BOUND_MS }, (
     assert.equal(annotations.job_kill.destructiveHint, true);
     assert.equal(annotations.bash.openWorldHint, true);
 
-    assert.deepEqual(texts(await call(client, 'bash', { command: 'echo hi' })), [started('bash-1')]);
+    const early = startedWith(texts(await call(client, 'bash', { command: 'echo hi' })), 'bash-1', 'echo hi');
     // Finished unread, so announced; the notice then comes with the read, first.
     assertAnnounced(await notices.waitFor('bash-1'), notice('bash-1', 'echo hi'));
     assert.deepEqual(texts(await call(client, 'job_output', { job_id: 'bash-1', wait: true })), [
-      notice('bash-1', 'echo hi'),
+      ...(early ? [] : [notice('bash-1', 'echo hi')]),
       `hi\n${COMPLETED}`,
     ]);
     assert.deepEqual(texts(await call(client, 'job_output', { job_id: 'bash-1' })), [NO_NEW_OUTPUT]);
@@ -219,10 +227,13 @@ test('a cancelled wait loses nothing', { timeout: TEST_BOUND_MS }, async () => {
 
 test('the notice of an unread job comes before a later result, once', { timeout: TEST_BOUND_MS }, () =>
   withServer(async ({ client, notices }) => {
-    assert.deepEqual(texts(await call(client, 'bash', { command: 'echo built' })), [started('bash-1')]);
+    const early = startedWith(texts(await call(client, 'bash', { command: 'echo built' })), 'bash-1', 'echo built');
     assertAnnounced(await notices.waitFor('bash-1'), notice('bash-1', 'echo built'));
     const listing = 'bash-1 [bash] completed \u2014 echo built';
-    assert.deepEqual(texts(await call(client, 'job_list', {})), [notice('bash-1', 'echo built'), listing]);
+    assert.deepEqual(texts(await call(client, 'job_list', {})), [
+      ...(early ? [] : [notice('bash-1', 'echo built')]),
+      listing,
+    ]);
     assert.deepEqual(texts(await call(client, 'job_list', {})), [listing]);
     assert.deepEqual(notices.texts(), [notice('bash-1', 'echo built')]);
   }));
