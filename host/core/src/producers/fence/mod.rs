@@ -436,7 +436,10 @@ fn spawn_briefly(
         hold: None,
         hold_shared: None,
     };
-    super::bash::vfork::spawn(&spec)
+    // Recorded as a leader, so no fallback-mode sweep of orphans (another
+    // producer's, in the same process) reaps it before its pidfd is open or
+    // while it is asked for its namespace.
+    crate::containment::start_leader(|| super::bash::vfork::spawn(&spec), |s| s.pid)
 }
 
 /// A mount namespace with `mounts` taken, for jobs to join (one per set of
@@ -461,22 +464,21 @@ fn shared_mounts(
 
 /// Whether a child can enter `sandbox` and exec `shell -c script`: the spawn
 /// reports any step of the child's setup that failed before the exec, so its
-/// success is the answer. The child is then killed and reaped (or left to
-/// the host's reaper, which may reap it first: its exit status is not needed).
+/// success is the answer. The child is then killed and reaped.
 fn run_briefly(shell: &Path, script: &str, sandbox: ChildSandbox) -> std::io::Result<()> {
     let started = spawn_briefly(shell, script, sandbox)?;
     end_briefly(started.pid);
     Ok(())
 }
 
-/// Kills and reaps a short-lived child of [`spawn_briefly`] (or leaves it to
-/// the host's reaper, which may reap it first).
+/// Kills and reaps a short-lived child of [`spawn_briefly`].
 fn end_briefly(pid: libc::pid_t) {
     // SAFETY: kill and reap our own child.
     unsafe {
         libc::kill(pid, libc::SIGKILL);
         libc::waitpid(pid, std::ptr::null_mut(), 0);
     }
+    crate::containment::remove_leader(pid as u32);
 }
 
 /// The sockets and socket directories of the user's services that a fenced
