@@ -356,7 +356,7 @@ fn load_runtime(cache_dir: Option<&Path>) -> Result<Arc<PluginRuntime>> {
 }
 
 async fn host(cache_dir: Option<&Path>, settings: Settings) -> Result<Host> {
-    host_on(load_runtime(cache_dir)?, cache_dir, settings, None).await
+    host_on(load_runtime(cache_dir)?, cache_dir, settings, None, None).await
 }
 
 /// A session's host on `runtime`: its registry, mount and shell producer.
@@ -367,6 +367,7 @@ async fn host_on(
     cache_dir: Option<&Path>,
     settings: Settings,
     host_env: Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>,
+    durable: Option<host::bash::DurableJobs>,
 ) -> Result<Host> {
     let registry = JobRegistry::new(settings.registry_config()?, Default::default());
     let mount = Mount::new(runtime, registry.clone(), &settings.plugin_config_json())
@@ -374,6 +375,11 @@ async fn host_on(
         .context("invalid settings")?;
     let mut bash_config = settings.bash_config()?;
     bash_config.host_env = host_env;
+    // A stream's file keeps what its spill file would, at least a mebibyte.
+    bash_config.durable = durable.map(|durable| host::bash::DurableJobs {
+        max_file_bytes: bash_config.limits.max_spill_bytes.max(1 << 20),
+        ..durable
+    });
     // A fenced job may neither read nor replace the compiled components the
     // next start runs as native code.
     bash_config
@@ -403,8 +409,21 @@ fn settings_with_file(file: Option<&Path>, flags: Settings) -> Result<Settings> 
     Ok(base.overridden_by(flags))
 }
 
+fn main() -> ExitCode {
+    // A durable job's monitor is this binary too: it runs before anything
+    // else (no runtime, no threads), as small as it can be.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == host::bash::MONITOR_COMMAND)
+    {
+        std::process::exit(host::bash::run_monitor(&args[2..]));
+    }
+    host_main()
+}
+
 #[tokio::main]
-async fn main() -> ExitCode {
+async fn host_main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)

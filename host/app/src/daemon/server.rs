@@ -104,6 +104,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// while no client is connected, for at most its linger.
 struct Durable {
     key: String,
+    /// Where its jobs' monitors keep their files, and its lease.
+    files: Option<SessionFiles>,
     /// The settings it was opened with, as the client sent them.
     settings: Value,
     host: Host,
@@ -214,6 +216,69 @@ async fn write_rows(
     }
 }
 
+/// A session's directory in the state directory: a directory per job
+/// (its monitor's files) and the lease its monitors keep to if the daemon
+/// is gone.
+struct SessionFiles {
+    dir: PathBuf,
+    lease: PathBuf,
+}
+
+/// How often a connected session's lease is pushed on, and the margin it
+/// gets past its linger: monitors of a daemon that died with a client
+/// connected give the jobs the whole linger from about then.
+const LEASE_RENEWAL: Duration = Duration::from_secs(10);
+
+impl SessionFiles {
+    /// Makes the directory of the daemon's `n`th session in `state`, with
+    /// a lease `linger` from now.
+    fn make(state: &std::path::Path, n: u64, linger: Duration) -> Result<SessionFiles> {
+        let jobs = state.join("jobs");
+        super::private_dir(&jobs)?;
+        let dir = jobs.join(format!("{}-{n}", std::process::id()));
+        super::private_dir(&dir)?;
+        let files = SessionFiles {
+            lease: dir.join("lease"),
+            dir,
+        };
+        files.set_deadline(host::registry::now_ms() + lease_ms(linger))?;
+        Ok(files)
+    }
+
+    /// Writes the lease's deadline (epoch ms) in place: monitors hold the
+    /// file open, and read it whole (one short write at its start).
+    fn set_deadline(&self, deadline: u64) -> Result<()> {
+        use std::os::unix::fs::{FileExt, OpenOptionsExt};
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&self.lease)
+            .with_context(|| format!("cannot open {}", self.lease.display()))?;
+        file.write_all_at(format!("{deadline:020}\n").as_bytes(), 0)
+            .with_context(|| format!("cannot write {}", self.lease.display()))?;
+        Ok(())
+    }
+
+    /// The jobs' settings for a session kept here.
+    /// (Each stream's file bound is the session's spill limit, set with
+    /// the rest of its settings.)
+    fn durable_jobs(&self) -> Result<host::bash::DurableJobs> {
+        Ok(host::bash::DurableJobs {
+            monitor: std::env::current_exe().context("cannot find this program's path")?,
+            dir: self.dir.clone(),
+            lease: self.lease.clone(),
+            max_file_bytes: 0,
+        })
+    }
+}
+
+/// A lease's length past now for a session with `linger`.
+fn lease_ms(linger: Duration) -> u64 {
+    (linger + 2 * LEASE_RENEWAL).as_millis() as u64
+}
+
 /// The session's connection, if it has one.
 #[derive(Default)]
 struct Front {
@@ -242,6 +307,11 @@ struct Daemon {
     stop: CancellationToken,
     /// Where sessions and jobs are recorded; `None` without a state directory.
     journal: Option<Arc<Journal>>,
+    /// The state directory (the journal's, and the jobs' files); `None`
+    /// without one, and then jobs die with the daemon.
+    state: Option<PathBuf>,
+    /// Numbers the sessions' directories.
+    next_session: AtomicU64,
 }
 
 /// Serves until stopped: a signal, `jobs-host daemon --stop`, or no session
@@ -298,14 +368,17 @@ pub async fn run(cache_dir: Option<PathBuf>) -> Result<u8> {
     let runtime = crate::load_runtime(cache_dir.as_deref())?;
     // A journal that is not ours, or broken, stops the daemon here: it is
     // never overwritten.
-    let journal = match super::journal::state_dir() {
+    let state = super::journal::state_dir();
+    let journal = match &state {
         Some(state) => Some(Arc::new(Journal::open(
-            &state,
+            state,
             std::process::id(),
             host::registry::now_ms(),
         )?)),
         None => {
-            eprintln!("jobs-host daemon: no XDG_STATE_HOME or HOME: nothing is journaled");
+            eprintln!(
+                "jobs-host daemon: no XDG_STATE_HOME or HOME: nothing is journaled, and jobs end with the daemon"
+            );
             None
         }
     };
@@ -327,7 +400,10 @@ pub async fn run(cache_dir: Option<PathBuf>) -> Result<u8> {
         activity: AtomicU64::new(0),
         stop: CancellationToken::new(),
         journal,
+        state,
+        next_session: AtomicU64::new(1),
     });
+    tokio::spawn(daemon.clone().renew_leases());
     let mut signals = Signals::new().context("cannot handle signals")?;
     eprintln!(
         "jobs-host daemon: pid {} on {}",
@@ -518,6 +594,25 @@ impl Daemon {
                 // wait, so an MCP client that attaches to a session a console
                 // opened is not left waiting past its own timeouts.
                 let settings = settings.with_mcp_wait_cap();
+                let files = match &self.state {
+                    Some(state) => Some(
+                        SessionFiles::make(
+                            state,
+                            self.next_session.fetch_add(1, Ordering::Relaxed),
+                            linger.unwrap_or(DEFAULT_LINGER),
+                        )
+                        .map_err(|e| Refusal::from(format!("{e:#}")))?,
+                    ),
+                    None => None,
+                };
+                let durable_jobs = match &files {
+                    Some(files) => Some(
+                        files
+                            .durable_jobs()
+                            .map_err(|e| Refusal::from(format!("{e:#}")))?,
+                    ),
+                    None => None,
+                };
                 let env = hello
                     .env
                     .iter()
@@ -528,6 +623,7 @@ impl Daemon {
                     self.cache_dir.as_deref(),
                     settings,
                     Some(env),
+                    durable_jobs,
                 )
                 .await
                 .map_err(|e| Refusal::from(format!("{e:#}")))?;
@@ -541,6 +637,7 @@ impl Daemon {
                 };
                 let durable = Arc::new(Durable {
                     key: key.clone(),
+                    files,
                     settings: wanted,
                     host,
                     session: Arc::new(session),
@@ -597,6 +694,11 @@ impl Daemon {
         }
         front.connected = None;
         let linger = front.linger;
+        if let Some(files) = &durable.files
+            && let Err(e) = files.set_deadline(host::registry::now_ms() + linger.as_millis() as u64)
+        {
+            tracing::warn!("jobs-host daemon: {e:#}");
+        }
         let daemon = self.clone();
         let expiring = durable.clone();
         front.lease = Some(tokio::spawn(async move {
@@ -624,6 +726,32 @@ impl Daemon {
             daemon.activity.fetch_add(1, Ordering::AcqRel);
             daemon.idle_check();
         }));
+    }
+
+    /// Pushes each connected session's lease on, so its monitors keep its
+    /// jobs for the linger if the daemon dies now (one with no client
+    /// keeps the deadline its client's leaving set).
+    async fn renew_leases(self: Arc<Self>) {
+        loop {
+            tokio::select! {
+                () = self.stop.cancelled() => return,
+                () = tokio::time::sleep(LEASE_RENEWAL) => {}
+            }
+            let sessions: Vec<Arc<Durable>> =
+                self.sessions.lock().await.values().cloned().collect();
+            let now = host::registry::now_ms();
+            for durable in sessions {
+                let linger = {
+                    let front = lock(&durable.front);
+                    front.connected.map(|_| front.linger)
+                };
+                if let (Some(linger), Some(files)) = (linger, &durable.files)
+                    && let Err(e) = files.set_deadline(now + lease_ms(linger))
+                {
+                    tracing::warn!("jobs-host daemon: {e:#}");
+                }
+            }
+        }
     }
 
     async fn front_end(
@@ -892,6 +1020,17 @@ async fn end_session(durable: &Durable) {
     }
     durable.session.close().await;
     durable.host.mount.registry().dispose().await;
+    // Its jobs have ended with it: their files go too (the journal keeps
+    // their records).
+    if let Some(files) = &durable.files
+        && let Err(e) = std::fs::remove_dir_all(&files.dir)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(
+            "jobs-host daemon: cannot remove {}: {e}",
+            files.dir.display()
+        );
+    }
 }
 
 /// Writes one JSON line.

@@ -199,6 +199,14 @@ impl JobRegistry {
         Some((control.leader_pid().filter(|_| live), ports))
     }
 
+    /// Where job `id`, which outlives its host, keeps its output and its end
+    /// (for the embedder: no owner fence); `None` for an unknown job or one
+    /// that does not.
+    pub fn files(&self, id: &str) -> Option<std::path::PathBuf> {
+        let control = lock(&self.shared.state).records.get(id)?.control.clone()?;
+        control.files()
+    }
+
     /// Waits until the job is terminal or `timeout_ms` passes, then returns the
     /// current snapshot (marked reported when terminal). Cancelling `abort` while
     /// the job is live fails the wait with [`RegistryError::WaitAborted`]. Waiting

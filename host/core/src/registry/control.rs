@@ -104,6 +104,11 @@ pub trait JobControl: Send + Sync {
     fn leader_pid(&self) -> Option<i32> {
         None
     }
+    /// Where a job that outlives its host keeps its output and its end
+    /// (its monitor's directory); `None` for every other job.
+    fn files(&self) -> Option<std::path::PathBuf> {
+        None
+    }
     /// Gives the job's terminal a new size.
     ///
     /// # Errors

@@ -60,6 +60,29 @@ pub struct BashConfig {
     /// directory on the way to a private one costs a rule in every job's
     /// ruleset: `/tmp` may hold thousands, a cache directory few.
     pub fenced_spill_parent: Option<PathBuf>,
+    /// Jobs that outlive the host (see [`DurableJobs`]); `None`: every job
+    /// dies with its host, on every exit path.
+    pub durable: Option<DurableJobs>,
+}
+
+/// Where and how jobs that outlive their host are kept: each job without a
+/// terminal runs under a monitor (see [`super::monitor`]) that holds its
+/// output in files of its own directory and writes its end there, and that
+/// keeps to the session's lease once the host is gone. The producer then
+/// starts no watchdog: a host that dies leaves its jobs to their monitors.
+#[derive(Debug, Clone)]
+pub struct DurableJobs {
+    /// The program that runs [`super::MONITOR_COMMAND`] (the host's own
+    /// binary).
+    pub monitor: PathBuf,
+    /// A private directory (0700) where each job gets a directory of its
+    /// own, named by its spawn number.
+    pub dir: PathBuf,
+    /// The session's lease file: a deadline in epoch ms (decimal) that the
+    /// monitors keep to once their host is gone.
+    pub lease: PathBuf,
+    /// The most bytes each stream's file keeps.
+    pub max_file_bytes: u64,
 }
 
 impl Default for BashConfig {
@@ -78,6 +101,7 @@ impl Default for BashConfig {
             sandbox: FencePolicy::default(),
             private_dirs: Vec::new(),
             fenced_spill_parent: None,
+            durable: None,
         }
     }
 }

@@ -125,6 +125,7 @@ impl BashProducer {
             },
             hold: None,
             hold_shared: None,
+            extra_fds: Vec::new(),
             tty,
         })
     }

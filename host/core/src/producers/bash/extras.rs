@@ -15,6 +15,8 @@ use crate::sync::lock;
 pub(super) struct BashControl {
     pub(super) process: Arc<ProcessControl>,
     pub(super) input: Mutex<InputState>,
+    /// A durable job's directory (its monitor's files).
+    pub(super) files: Option<std::path::PathBuf>,
     /// The job's terminal, if it runs on one.
     pub(super) terminal: Option<TerminalControl>,
 }
@@ -95,6 +97,10 @@ impl JobControl for BashControl {
 
     fn leader_pid(&self) -> Option<i32> {
         lock(&self.process.container).leader()
+    }
+
+    fn files(&self) -> Option<std::path::PathBuf> {
+        self.files.clone()
     }
 
     fn ports(&self) -> Vec<ListeningPort> {

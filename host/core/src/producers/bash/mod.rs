@@ -20,6 +20,7 @@
 mod config;
 mod exec;
 mod extras;
+pub mod monitor;
 mod process;
 mod spawner;
 mod stdin;
@@ -28,8 +29,9 @@ pub(crate) mod vfork;
 
 pub use config::{
     BASH_KIND, BashConfig, BashRequest, DEFAULT_GRACE, DEFAULT_MAX_COMMAND_BYTES,
-    DEFAULT_SPILL_TOTAL_BYTES, JobLimits, MAX_NAME_BYTES, PASSED_ENV, Started,
+    DEFAULT_SPILL_TOTAL_BYTES, DurableJobs, JobLimits, MAX_NAME_BYTES, PASSED_ENV, Started,
 };
+pub use monitor::{JobEnd, MONITOR_COMMAND, run_monitor};
 pub use stdin::MAX_PENDING_INPUT_BYTES;
 
 use std::path::{Path, PathBuf};
@@ -102,15 +104,23 @@ impl BashProducer {
         spill
             .prefix("jobs-host-")
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
-        let spill_dir = match config.fenced_spill_parent.as_deref() {
+        let spill_dir = match (&config.durable, config.fenced_spill_parent.as_deref()) {
+            // Jobs that outlive the host keep their temporary directories
+            // (in the spill directory) where the next host finds them.
+            (Some(durable), _) => spill.tempdir_in(&durable.dir)?,
             // A full or read-only cache leaves it where it always was.
-            Some(parent) if !config.sandbox.is_open() && private_to_us(parent) => {
+            (None, Some(parent)) if !config.sandbox.is_open() && private_to_us(parent) => {
                 spill.tempdir_in(parent).or_else(|_| spill.tempdir())?
             }
             _ => spill.tempdir()?,
         };
         let shell = resolve_in_path(&config.shell);
-        let containment = Containment::new(config.containment, &shell, spill_dir.path())?;
+        let containment = Containment::new(
+            config.containment,
+            &shell,
+            spill_dir.path(),
+            config.durable.is_none(),
+        )?;
         raise_open_file_limit();
         let fence = std::sync::OnceLock::new();
         if !config.sandbox.is_open() {
@@ -369,6 +379,18 @@ impl BashProducer {
                 crate::words::spawn_failed(&format!("cannot make the job's terminal: {e}"))
             })?;
         let mut spec = self.spec(request, dir, &container, fence.as_ref(), pty)?;
+        // A job on a terminal has no monitor: its output is the terminal's
+        // (it dies with the host, as without durability).
+        let files = match (&inner.config.durable, request.tty) {
+            (Some(durable), None) => {
+                let (dir, fds) = monitor::prepare(durable, n).map_err(|e| {
+                    crate::words::spawn_failed(&format!("cannot make the job's files: {e}"))
+                })?;
+                monitor::wrap(&mut spec, durable, inner.config.grace, fds)?;
+                Some(dir)
+            }
+            _ => None,
+        };
         // The ruleset lives until the spawn is done, not as long as the job.
         spec.hold = fence.as_mut().and_then(|f| f.ruleset.take());
         spec.hold_shared = fence.as_mut().and_then(|f| f.mount_ns.take());
@@ -405,6 +427,7 @@ impl BashProducer {
             } else {
                 InputState::None
             }),
+            files: files.clone(),
             terminal: master.map(|master| extras::TerminalControl {
                 master: Mutex::new(Some(master)),
                 capture: capture.clone(),
@@ -447,6 +470,7 @@ impl BashProducer {
             grace: inner.config.grace,
             _spawner: inner.spawner.clone(),
             limits: request.limits,
+            files,
         };
         let fenced = inner.fence.get().cloned().zip(fence);
         let ended_control = control.clone();
@@ -515,6 +539,7 @@ fn private_to_us(dir: &Path) -> bool {
 fn make_fence(config: &BashConfig, spill_dir: &Path, shell: &Path) -> Arc<crate::fence::Fence> {
     let mut private = config.private_dirs.clone();
     private.push(spill_dir.to_owned());
+    private.extend(config.durable.as_ref().map(|d| d.dir.clone()));
     Arc::new(crate::fence::Fence::new(
         config.sandbox.clone(),
         &private,

@@ -26,6 +26,9 @@ pub(super) struct Supervisor {
     /// Keeps the spawner threads (and so the jobs' death signal) alive.
     pub(super) _spawner: Arc<Spawner>,
     pub(super) limits: JobLimits,
+    /// A durable job's directory: its monitor's record of the leader's end
+    /// is the job's (the monitor itself may have been killed first).
+    pub(super) files: Option<std::path::PathBuf>,
 }
 
 impl Supervisor {
@@ -156,6 +159,10 @@ impl Supervisor {
         mut readers: Vec<JoinHandle<()>>,
     ) -> JobOutcome {
         containment::remove_leader(pid);
+        let status = match self.files.as_deref().and_then(super::JobEnd::read) {
+            Some(end) => Ok(end.wait_status()),
+            None => status,
+        };
         let kill_requested = {
             let mut state = lock(&self.control.state);
             state.exited = true;

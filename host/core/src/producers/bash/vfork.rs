@@ -49,7 +49,14 @@ pub(crate) struct Spec {
     pub hold: Option<OwnedFd>,
     /// A shared descriptor the setup refers to (a mount namespace to join).
     pub hold_shared: Option<std::sync::Arc<OwnedFd>>,
+    /// Descriptors the program gets as 3, 4, ... in this order (a job's
+    /// monitor gets its files so).
+    pub extra_fds: Vec<OwnedFd>,
 }
+
+/// The lowest number an extra descriptor is moved to before the clone, so
+/// that none is overwritten when the child places them at 3, 4, ...
+const EXTRA_FD_FLOOR: i32 = 32;
 
 /// A pseudo-terminal made for a job: the host keeps the controller, the job
 /// gets the other side as its stdin, stdout, stderr and controlling terminal.
@@ -216,6 +223,9 @@ struct ChildArgs<'a> {
     stderr: libc::c_int,
     rlimits: &'a [(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t)],
     setup: &'a ChildSetup,
+    /// Placed at 3, 4, ... after the setup (all at or above
+    /// [`EXTRA_FD_FLOOR`], so none is in the way of another).
+    extra: &'a [libc::c_int],
     /// The errno of the step that failed, for the parent.
     error: AtomicI32,
 }
@@ -348,6 +358,15 @@ fn clone_child(spec: &Spec, stdio: [libc::c_int; 3]) -> std::io::Result<(i32, Ow
     argv.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = spec.envp.iter().map(|e| e.as_ptr()).collect();
     envp.push(std::ptr::null());
+    let extra = spec
+        .extra_fds
+        .iter()
+        .map(|fd| rustix::io::fcntl_dupfd_cloexec(fd, EXTRA_FD_FLOOR).map_err(std::io::Error::from))
+        .collect::<std::io::Result<Vec<OwnedFd>>>()?;
+    if extra.len() as i32 > EXTRA_FD_FLOOR - 3 {
+        return Err(std::io::Error::other("too many descriptors for the job"));
+    }
+    let extra_raw: Vec<libc::c_int> = extra.iter().map(AsRawFd::as_raw_fd).collect();
     let mut args = ChildArgs {
         program: spec.program.as_ptr(),
         argv: argv.as_ptr(),
@@ -358,6 +377,7 @@ fn clone_child(spec: &Spec, stdio: [libc::c_int; 3]) -> std::io::Result<(i32, Ow
         stderr: stdio[2],
         rlimits: &spec.rlimits,
         setup: &spec.setup,
+        extra: &extra_raw,
         error: AtomicI32::new(0),
     };
     // One stack per spawning thread, kept: CLONE_VFORK holds this thread
@@ -447,6 +467,15 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     }
     if let Err(errno) = job_setup(args.setup) {
         fail(args, errno);
+    }
+    // After the setup marked every inherited descriptor close-on-exec: a
+    // dup2 target is not.
+    for (n, from) in args.extra.iter().enumerate() {
+        // SAFETY: dup2 of descriptors the parent keeps open for us, onto
+        // numbers below all of them.
+        if unsafe { libc::dup2(*from, 3 + n as libc::c_int) } < 0 {
+            fail(args, errno());
+        }
     }
     // Joining a mount namespace moved the child to its root.
     if args
@@ -802,6 +831,7 @@ mod tests {
             setup: ChildSetup::default(),
             hold: None,
             hold_shared: None,
+            extra_fds: Vec::new(),
         };
         let err = spawn(&spec).err().expect("no such program");
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT));

@@ -85,12 +85,15 @@ pub(crate) struct Containment {
 }
 
 impl Containment {
-    /// Sets up containment in `requested` mode; `spill_dir` is removed by the
-    /// watchdog if the host dies without cleaning up.
+    /// Sets up containment in `requested` mode; with `watchdog`, what is
+    /// left of the jobs is killed and `spill_dir` removed by the watchdog if
+    /// the host dies without cleaning up (without, jobs that outlive the host
+    /// are their monitors').
     pub(crate) fn new(
         requested: ContainmentMode,
         shell: &Path,
         spill_dir: &Path,
+        watchdog: bool,
     ) -> std::io::Result<Containment> {
         // A job of the same user must not read the host's memory, fds or
         // environment through /proc, nor ptrace it.
@@ -123,9 +126,13 @@ impl Containment {
             }
         );
         let token = format!("{}-{:x}", std::process::id(), random_u64());
-        let watchdog = Watchdog::start(shell, &mode, &token, spill_dir)
-            .inspect_err(|e| tracing::warn!("jobs: no watchdog for host death: {e}"))
-            .ok();
+        let watchdog = watchdog
+            .then(|| {
+                Watchdog::start(shell, &mode, &token, spill_dir)
+                    .inspect_err(|e| tracing::warn!("jobs: no watchdog for host death: {e}"))
+                    .ok()
+            })
+            .flatten();
         Ok(Containment {
             mode,
             token,

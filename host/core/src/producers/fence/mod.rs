@@ -435,6 +435,7 @@ fn spawn_briefly(
         },
         hold: None,
         hold_shared: None,
+        extra_fds: Vec::new(),
     };
     // Recorded as a leader, so no fallback-mode sweep of orphans (another
     // producer's, in the same process) reaps it before its pidfd is open or

@@ -1,0 +1,744 @@
+//! A durable job's monitor: a small process between the host and the job's
+//! leader, so the job outlives the host (a daemon killed, crashed or
+//! upgraded) with its output and its end kept.
+//!
+//! The host starts the monitor where it would start the leader: in the job's
+//! container, inside its fence, with the job's pipes as its stdout and
+//! stderr. The monitor then
+//! - clears the death signal the spawn gave it (its job dies with it, not
+//!   with the host) and becomes the subreaper of the job's processes;
+//! - starts the leader in a process group of its own, with the job's own
+//!   limits, and the death signal tied to the monitor;
+//! - appends each stream to its file (descriptors 3 and 4, which the host
+//!   opened, so the fence needs no path of the host's), at most a bound of
+//!   bytes each, counting what it could not keep, and passes the same bytes
+//!   on to the host while the host reads;
+//! - shrugs off the signals aimed at the whole job (they are the job's),
+//!   and once the leader has ended and its pipes are done (or the grace
+//!   period is over) writes the job's end (descriptor 5) as one line, then
+//!   exits as the leader did, so the host sees the same status either way;
+//! - once its parent is gone, reads the session's lease (descriptor 6: a
+//!   deadline in epoch ms) every second, and stops the job when it passes:
+//!   no job lives on unattended for longer than its session would have.
+
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// The subcommand a host binary runs the monitor under.
+pub const MONITOR_COMMAND: &str = "monitor";
+
+/// The descriptors the monitor gets, from 3: the stdout file, the stderr
+/// file, the end file and the lease file.
+const OUT_FILE: RawFd = 3;
+const ERR_FILE: RawFd = 4;
+const END_FILE: RawFd = 5;
+const LEASE_FILE: RawFd = 6;
+
+/// Names of the files in a durable job's directory.
+pub const STDOUT_FILE: &str = "stdout";
+/// See [`STDOUT_FILE`].
+pub const STDERR_FILE: &str = "stderr";
+/// See [`STDOUT_FILE`].
+pub const END_RECORD_FILE: &str = "end";
+
+/// How a durable job ended, as its monitor wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobEnd {
+    /// The leader's exit code, when it exited.
+    pub code: Option<i32>,
+    /// The signal that ended the leader, when one did.
+    pub signal: Option<i32>,
+    /// When the monitor saw the end, epoch ms.
+    pub ended_at: u64,
+    /// CPU time of the job's processes, user and system, in ms.
+    pub user_ms: u64,
+    /// See [`JobEnd::user_ms`].
+    pub sys_ms: u64,
+    /// The largest resident set of one of them, in KiB.
+    pub max_rss_kb: u64,
+    /// Bytes of stdout and stderr past the files' bound, not kept.
+    pub not_kept: [u64; 2],
+    /// Whether the monitor stopped the job because its session's lease
+    /// passed while its host was gone.
+    pub lease_expired: bool,
+}
+
+impl JobEnd {
+    /// The end recorded in `dir`, if its monitor wrote one whole.
+    pub fn read(dir: &Path) -> Option<JobEnd> {
+        let text = std::fs::read(dir.join(END_RECORD_FILE)).ok()?;
+        let line = text.strip_suffix(b"\n")?;
+        serde_json::from_slice(line).ok()
+    }
+
+    /// The leader's status as `waitpid` would have given it.
+    pub fn wait_status(&self) -> std::process::ExitStatus {
+        use std::os::unix::process::ExitStatusExt;
+        match (self.code, self.signal) {
+            (Some(code), _) => std::process::ExitStatus::from_raw((code & 0xff) << 8),
+            (None, Some(signal)) => std::process::ExitStatus::from_raw(signal & 0x7f),
+            (None, None) => std::process::ExitStatus::from_raw(0),
+        }
+    }
+}
+
+/// What the monitor of a job is told on its command line, after
+/// [`MONITOR_COMMAND`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MonitorArgs {
+    pub grace_ms: u64,
+    /// The most bytes each stream's file keeps.
+    pub max_file_bytes: u64,
+    /// Limits for the leader only (`RLIMIT_*`, soft, hard): the monitor's
+    /// own work (copying output) must not spend the job's CPU or memory.
+    pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t)>,
+    pub program: OsString,
+    /// The leader's argv, its name first.
+    pub argv: Vec<OsString>,
+}
+
+impl MonitorArgs {
+    /// The words after the host binary's name.
+    pub(crate) fn to_args(&self) -> Vec<OsString> {
+        let limits = if self.rlimits.is_empty() {
+            "-".to_owned()
+        } else {
+            self.rlimits
+                .iter()
+                .map(|(r, s, h)| format!("{r}:{s}:{h}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let mut args: Vec<OsString> = vec![
+            MONITOR_COMMAND.into(),
+            self.grace_ms.to_string().into(),
+            self.max_file_bytes.to_string().into(),
+            limits.into(),
+            self.program.clone(),
+        ];
+        args.extend(self.argv.iter().cloned());
+        args
+    }
+
+    /// Parses what [`MonitorArgs::to_args`] made (without the subcommand).
+    pub(crate) fn parse(args: &[OsString]) -> Result<MonitorArgs, String> {
+        let text = |n: usize| {
+            args.get(n)
+                .and_then(|a| a.to_str())
+                .ok_or_else(|| format!("argument {n} is missing or not UTF-8"))
+        };
+        let number = |n: usize| {
+            text(n)?
+                .parse::<u64>()
+                .map_err(|e| format!("argument {n}: {e}"))
+        };
+        let grace_ms = number(0)?;
+        let max_file_bytes = number(1)?;
+        let rlimits = match text(2)? {
+            "-" => Vec::new(),
+            list => list
+                .split(',')
+                .map(|entry| {
+                    let parts: Vec<&str> = entry.split(':').collect();
+                    match parts[..] {
+                        [r, s, h] => Ok((
+                            r.parse().map_err(|e| format!("{entry}: {e}"))?,
+                            s.parse().map_err(|e| format!("{entry}: {e}"))?,
+                            h.parse().map_err(|e| format!("{entry}: {e}"))?,
+                        )),
+                        _ => Err(format!("{entry}: not RESOURCE:SOFT:HARD")),
+                    }
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        let program = args.get(3).cloned().ok_or("no program")?;
+        let argv = args.get(4..).map(<[OsString]>::to_vec).unwrap_or_default();
+        if argv.is_empty() {
+            return Err("no argv".to_owned());
+        }
+        Ok(MonitorArgs {
+            grace_ms,
+            max_file_bytes,
+            rlimits,
+            program,
+            argv,
+        })
+    }
+}
+
+/// Makes job `n`'s directory in `durable.dir` and opens what its monitor
+/// gets as descriptors 3 to 6 (see the module's notes).
+pub(crate) fn prepare(
+    durable: &super::DurableJobs,
+    n: u64,
+) -> std::io::Result<(std::path::PathBuf, Vec<OwnedFd>)> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = durable.dir.join(format!("job-{n}"));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    let open = |name: &str, append: bool| {
+        std::fs::OpenOptions::new()
+            .read(!append)
+            .write(true)
+            .append(append)
+            .create_new(true)
+            .mode(0o600)
+            .open(dir.join(name))
+            .map(OwnedFd::from)
+    };
+    let lease = std::fs::File::open(&durable.lease)?;
+    let fds = vec![
+        open(STDOUT_FILE, true)?,
+        open(STDERR_FILE, true)?,
+        open(END_RECORD_FILE, false)?,
+        OwnedFd::from(lease),
+    ];
+    Ok((dir, fds))
+}
+
+/// `spec` run under its monitor, which gets `files` (from [`prepare`]):
+/// the limits of the job's own processes move to the monitor's arguments,
+/// which sets them for the leader.
+pub(crate) fn wrap(
+    spec: &mut super::vfork::Spec,
+    durable: &super::DurableJobs,
+    grace: Duration,
+    files: Vec<OwnedFd>,
+) -> Result<(), String> {
+    let job_only = [libc::RLIMIT_CPU, libc::RLIMIT_CORE, libc::RLIMIT_AS];
+    let (leader_limits, own): (Vec<_>, Vec<_>) = spec
+        .rlimits
+        .iter()
+        .partition(|(resource, _, _)| job_only.contains(resource));
+    let args = MonitorArgs {
+        grace_ms: grace.as_millis() as u64,
+        max_file_bytes: durable.max_file_bytes,
+        rlimits: leader_limits,
+        program: std::ffi::OsStr::from_bytes(spec.program.as_bytes()).to_owned(),
+        argv: spec
+            .argv
+            .iter()
+            .map(|a| std::ffi::OsStr::from_bytes(a.as_bytes()).to_owned())
+            .collect(),
+    };
+    let c = |bytes: &[u8]| {
+        std::ffi::CString::new(bytes)
+            .map_err(|_| crate::words::spawn_failed("a NUL byte in the monitor's path"))
+    };
+    let monitor = c(durable.monitor.as_os_str().as_bytes())?;
+    let mut argv = vec![monitor.clone()];
+    for arg in args.to_args() {
+        argv.push(c(arg.as_bytes())?);
+    }
+    spec.program = monitor;
+    spec.argv = argv;
+    spec.rlimits = own;
+    spec.extra_fds = files;
+    Ok(())
+}
+
+extern "C" fn shrug(_: libc::c_int) {}
+
+/// The signals a whole-job signal may carry that would end or stop the
+/// monitor by default; it catches them (so its children get them at their
+/// defaults again at exec).
+const SHRUGGED: [libc::c_int; 12] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGPIPE,
+    libc::SIGALRM,
+    libc::SIGTSTP,
+    libc::SIGTTIN,
+    libc::SIGTTOU,
+    libc::SIGCHLD,
+];
+
+/// Runs the monitor with `args` (the words after [`MONITOR_COMMAND`]) and
+/// answers the exit code to exit with (a leader ended by a signal ends the
+/// monitor by the same signal instead).
+pub fn run_monitor(args: &[OsString]) -> i32 {
+    let args = match MonitorArgs::parse(args) {
+        Ok(args) => args,
+        Err(why) => {
+            eprintln!("jobs-host monitor: {why}");
+            return 125;
+        }
+    };
+    // SAFETY: plain prctls with integer arguments.
+    unsafe {
+        // The job dies with its monitor, not with the host.
+        libc::prctl(libc::PR_SET_PDEATHSIG, 0);
+        // Orphans of the job come here, not to whoever adopts them outside.
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+    }
+    // SAFETY: getppid takes no arguments.
+    let parent = unsafe { libc::getppid() };
+    for fd in [OUT_FILE, ERR_FILE, END_FILE, LEASE_FILE] {
+        // SAFETY: fcntl on a number; one that is not open fails harmlessly.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    for sig in SHRUGGED {
+        // SAFETY: a handler that does nothing, for a catchable signal.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = shrug as *const () as usize;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
+    }
+    let mut leader = match spawn_leader(&args) {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("{}", crate::words::spawn_failed(&e.to_string()));
+            return 127;
+        }
+    };
+    let leader_pid = leader.id() as i32;
+    let (Some(out), Some(err)) = (leader.stdout.take(), leader.stderr.take()) else {
+        return 127;
+    };
+    let mut run = Run {
+        streams: [
+            Relay::new(OwnedFd::from(out), OUT_FILE, 1),
+            Relay::new(OwnedFd::from(err), ERR_FILE, 2),
+        ],
+        max_file_bytes: args.max_file_bytes,
+        leader: leader_pid,
+        pidfd: rustix::process::pidfd_open(
+            rustix::process::Pid::from_raw(leader_pid).expect("a child's pid"),
+            rustix::process::PidfdFlags::empty(),
+        )
+        .ok(),
+        status: None,
+        exited_at: None,
+        parent,
+        lease: Lease::default(),
+        grace: Duration::from_millis(args.grace_ms),
+    };
+    // Reaped below by pid (a `Child` waits only when asked).
+    drop(leader);
+    run.relay_until_done();
+    let status = run.status.unwrap_or(libc::SIGKILL);
+    let end = run.end(status);
+    let mut line = serde_json::to_vec(&end).unwrap_or_default();
+    line.push(b'\n');
+    // SAFETY: the end file the host opened for us, written in one call.
+    unsafe { libc::pwrite(END_FILE, line.as_ptr().cast(), line.len(), 0) };
+    exit_as(status)
+}
+
+/// Starts the leader: its own process group, the job's limits, and death
+/// with the monitor.
+fn spawn_leader(args: &MonitorArgs) -> std::io::Result<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(&args.program);
+    cmd.arg0(&args.argv[0])
+        .args(&args.argv[1..])
+        .stdin(std::process::Stdio::inherit())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let rlimits = args.rlimits.clone();
+    // SAFETY: getpid takes no arguments.
+    let me = unsafe { libc::getpid() };
+    // SAFETY: only async-signal-safe calls on memory prepared before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setpgid(0, 0) < 0
+                || libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) < 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != me {
+                libc::_exit(137);
+            }
+            for (resource, soft, hard) in &rlimits {
+                let limit = libc::rlimit {
+                    rlim_cur: *soft,
+                    rlim_max: *hard,
+                };
+                if libc::setrlimit(*resource, &limit) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+/// One stream: the leader's pipe, its file and the host's pipe.
+struct Relay {
+    pipe: Option<OwnedFd>,
+    file: RawFd,
+    host: Option<RawFd>,
+    kept: u64,
+    not_kept: u64,
+}
+
+impl Relay {
+    fn new(pipe: OwnedFd, file: RawFd, host: RawFd) -> Relay {
+        let _ = rustix::io::ioctl_fionbio(&pipe, true);
+        Relay {
+            pipe: Some(pipe),
+            file,
+            host: Some(host),
+            kept: 0,
+            not_kept: 0,
+        }
+    }
+
+    /// Reads what the pipe has; false at its end.
+    fn pump(&mut self, buf: &mut [u8], max_file_bytes: u64) -> bool {
+        let Some(pipe) = &self.pipe else {
+            return false;
+        };
+        loop {
+            match rustix::io::read(pipe, &mut *buf) {
+                Ok(0) => {
+                    self.pipe = None;
+                    return false;
+                }
+                Ok(n) => {
+                    let bytes = &buf[..n];
+                    let room = max_file_bytes.saturating_sub(self.kept) as usize;
+                    let keep = &bytes[..room.min(n)];
+                    // SAFETY: the file the host opened for us.
+                    let file = unsafe { BorrowedFd::borrow_raw(self.file) };
+                    if write_all(file, keep).is_ok() {
+                        self.kept += keep.len() as u64;
+                        self.not_kept += (n - keep.len()) as u64;
+                    } else {
+                        // A full disk: nothing more is kept, and it is said.
+                        self.kept = max_file_bytes;
+                        self.not_kept += n as u64;
+                    }
+                    if let Some(host) = self.host {
+                        // SAFETY: the pipe the host reads, ours since the spawn.
+                        let host_fd = unsafe { BorrowedFd::borrow_raw(host) };
+                        if write_all(host_fd, bytes).is_err() {
+                            // The host is gone; the file has it all.
+                            self.host = None;
+                        }
+                    }
+                    return true;
+                }
+                Err(rustix::io::Errno::AGAIN) => return true,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(_) => {
+                    self.pipe = None;
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> rustix::io::Result<()> {
+    while !bytes.is_empty() {
+        match rustix::io::write(fd, bytes) {
+            Ok(0) => return Err(rustix::io::Errno::IO),
+            Ok(n) => bytes = &bytes[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The session's lease as the monitor keeps track of it.
+#[derive(Default)]
+struct Lease {
+    /// When the monitor sent the job SIGTERM for a passed lease.
+    stopped_at: Option<Instant>,
+    killed: bool,
+    /// Reads that found no deadline in a row (a write seen half done).
+    unreadable: u32,
+}
+
+struct Run {
+    streams: [Relay; 2],
+    max_file_bytes: u64,
+    leader: i32,
+    pidfd: Option<OwnedFd>,
+    /// The leader's raw wait status, once reaped.
+    status: Option<i32>,
+    exited_at: Option<Instant>,
+    parent: i32,
+    lease: Lease,
+    grace: Duration,
+}
+
+impl Run {
+    fn relay_until_done(&mut self) {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            self.reap();
+            let open = self.streams.iter().any(|s| s.pipe.is_some());
+            if let Some(at) = self.exited_at
+                && (!open || at.elapsed() >= self.grace)
+            {
+                return;
+            }
+            self.keep_lease();
+            let mut fds: Vec<libc::pollfd> = Vec::with_capacity(3);
+            for relay in &self.streams {
+                if let Some(pipe) = &relay.pipe {
+                    fds.push(libc::pollfd {
+                        fd: pipe.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    });
+                }
+            }
+            if self.status.is_none()
+                && let Some(pidfd) = &self.pidfd
+            {
+                fds.push(libc::pollfd {
+                    fd: pidfd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+            let mut timeout = Duration::from_secs(1);
+            if let Some(at) = self.exited_at {
+                timeout = timeout.min(self.grace.saturating_sub(at.elapsed()));
+            }
+            // SAFETY: poll on our own array; EINTR (a child's end) just
+            // loops.
+            let ready = unsafe {
+                libc::poll(
+                    fds.as_mut_ptr(),
+                    fds.len() as libc::nfds_t,
+                    timeout.as_millis().max(1) as libc::c_int,
+                )
+            };
+            if ready <= 0 {
+                continue;
+            }
+            for relay in &mut self.streams {
+                let readable = relay.pipe.as_ref().is_some_and(|pipe| {
+                    fds.iter()
+                        .any(|p| p.fd == pipe.as_raw_fd() && p.revents != 0)
+                });
+                if readable {
+                    relay.pump(&mut buf, self.max_file_bytes);
+                }
+            }
+        }
+    }
+
+    /// Reaps every child that ended: the leader (its status kept) and the
+    /// orphans of the job this subreaper adopted.
+    fn reap(&mut self) {
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid on any child, without blocking.
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if pid <= 0 {
+                return;
+            }
+            if pid == self.leader {
+                self.status = Some(status);
+                self.exited_at = Some(Instant::now());
+            }
+        }
+    }
+
+    /// With the host gone, stops the job once the session's lease passes:
+    /// SIGTERM to all of it, SIGKILL after the grace period.
+    fn keep_lease(&mut self) {
+        // SAFETY: getppid takes no arguments.
+        if unsafe { libc::getppid() } == self.parent || self.lease.killed {
+            return;
+        }
+        if let Some(at) = self.lease.stopped_at {
+            if at.elapsed() >= self.grace {
+                self.lease.killed = true;
+                self.signal_job(libc::SIGKILL);
+            }
+            return;
+        }
+        match read_deadline() {
+            Some(deadline) if crate::registry::now_ms() <= deadline => self.lease.unreadable = 0,
+            Some(_) => {
+                self.lease.stopped_at = Some(Instant::now());
+                self.signal_job(libc::SIGTERM);
+            }
+            None => {
+                // A lease that stays unreadable (gone, cut) is a lease that
+                // passed.
+                self.lease.unreadable += 1;
+                if self.lease.unreadable >= 5 {
+                    self.lease.stopped_at = Some(Instant::now());
+                    self.signal_job(libc::SIGTERM);
+                }
+            }
+        }
+    }
+
+    /// `sig` to the leader's group and every other process of the job this
+    /// monitor can find (its cgroup's, or those carrying its mark).
+    fn signal_job(&self, sig: libc::c_int) {
+        // SAFETY: kill of the leader's process group, and of pids found below.
+        unsafe { libc::kill(-self.leader, sig) };
+        // SAFETY: getpid takes no arguments.
+        let me = unsafe { libc::getpid() };
+        for pid in job_peers() {
+            if pid != me {
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, sig) };
+            }
+        }
+    }
+
+    fn end(&self, status: i32) -> JobEnd {
+        // SAFETY: getrusage into a zeroed struct.
+        let usage = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+            usage
+        };
+        let ms = |t: libc::timeval| t.tv_sec as u64 * 1000 + t.tv_usec as u64 / 1000;
+        let (code, signal) = if libc::WIFEXITED(status) {
+            (Some(libc::WEXITSTATUS(status)), None)
+        } else {
+            (None, Some(libc::WTERMSIG(status)))
+        };
+        JobEnd {
+            code,
+            signal,
+            ended_at: crate::registry::now_ms(),
+            user_ms: ms(usage.ru_utime),
+            sys_ms: ms(usage.ru_stime),
+            max_rss_kb: usage.ru_maxrss as u64,
+            not_kept: [self.streams[0].not_kept, self.streams[1].not_kept],
+            lease_expired: self.lease.stopped_at.is_some(),
+        }
+    }
+}
+
+/// The session's deadline from the lease file (decimal epoch ms).
+fn read_deadline() -> Option<u64> {
+    let mut buf = [0u8; 32];
+    // SAFETY: the lease file the host opened for us, read from its start.
+    let n = unsafe { libc::pread(LEASE_FILE, buf.as_mut_ptr().cast(), buf.len(), 0) };
+    let text = std::str::from_utf8(buf.get(..usize::try_from(n).ok()?)?).ok()?;
+    text.trim().parse().ok()
+}
+
+/// The other processes of this monitor's job: its cgroup's members, and
+/// the processes that carry its job mark (the fallback's containment).
+fn job_peers() -> Vec<i32> {
+    let mut pids = Vec::new();
+    if let Ok(own) = std::fs::read_to_string("/proc/self/cgroup")
+        && let Some(path) = own.lines().find_map(|l| l.strip_prefix("0::"))
+        && path.contains("/job-")
+        && let Ok(procs) =
+            std::fs::read_to_string(format!("/sys/fs/cgroup{}/cgroup.procs", path.trim()))
+    {
+        pids.extend(procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+    }
+    if let Some(mark) = std::env::var_os(crate::containment::JOB_MARKER_VAR) {
+        let mut entry = crate::containment::JOB_MARKER_VAR.as_bytes().to_vec();
+        entry.push(b'=');
+        entry.extend_from_slice(mark.as_bytes());
+        if let Ok(dir) = std::fs::read_dir("/proc") {
+            for pid in dir
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            {
+                if let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ"))
+                    && environ.split(|b| *b == 0).any(|var| var == entry)
+                {
+                    pids.push(pid);
+                }
+            }
+        }
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+/// Exits as a process with wait status `status` would have: its exit code,
+/// or killed by its signal (without a core file of the monitor's).
+fn exit_as(status: i32) -> i32 {
+    if libc::WIFEXITED(status) {
+        return libc::WEXITSTATUS(status);
+    }
+    let sig = libc::WTERMSIG(status);
+    // SAFETY: resetting one signal to its default, then raising it.
+    unsafe {
+        let none = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        libc::setrlimit(libc::RLIMIT_CORE, &none);
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
+    }
+    128 + sig
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_survive_their_round_trip() {
+        let args = MonitorArgs {
+            grace_ms: 3000,
+            max_file_bytes: 1 << 20,
+            rlimits: vec![(0, 5, 6), (4, 0, 0)],
+            program: "/usr/bin/bash".into(),
+            argv: vec!["bash".into(), "-c".into(), "echo 'a b'".into()],
+        };
+        let words = args.to_args();
+        assert_eq!(words[0], MONITOR_COMMAND);
+        assert_eq!(MonitorArgs::parse(&words[1..]).unwrap(), args);
+        let none = MonitorArgs {
+            rlimits: Vec::new(),
+            ..args
+        };
+        assert_eq!(MonitorArgs::parse(&none.to_args()[1..]).unwrap(), none);
+        assert!(MonitorArgs::parse(&["x".into()]).is_err());
+        assert!(MonitorArgs::parse(&["1".into(), "2".into(), "1:2".into()]).is_err());
+    }
+
+    #[test]
+    fn an_end_is_read_only_when_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let end = JobEnd {
+            code: None,
+            signal: Some(15),
+            ended_at: 7,
+            user_ms: 1,
+            sys_ms: 2,
+            max_rss_kb: 3,
+            not_kept: [0, 4],
+            lease_expired: false,
+        };
+        let mut line = serde_json::to_vec(&end).unwrap();
+        std::fs::write(dir.path().join(END_RECORD_FILE), &line[..line.len() - 3]).unwrap();
+        assert_eq!(JobEnd::read(dir.path()), None);
+        line.push(b'\n');
+        std::fs::write(dir.path().join(END_RECORD_FILE), &line).unwrap();
+        let read = JobEnd::read(dir.path()).unwrap();
+        assert_eq!(read, end);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(read.wait_status().signal(), Some(15));
+    }
+}
