@@ -103,6 +103,11 @@ pub struct SessionReply {
     pub outcome: ToolOutcome,
 }
 
+/// What runs before each reply of a session goes out (see
+/// [`Session::set_before_reply`]).
+pub type BeforeReply =
+    Arc<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync>;
+
 /// One owner's session: its `bash` tool, the plugin's tools and its notices.
 pub struct Session {
     owner: Owner,
@@ -114,6 +119,7 @@ pub struct Session {
     start_name: OnceCell<String>,
     /// How many front ends have attached (see [`Session::reattach`]).
     front_end: AtomicU64,
+    before_reply: std::sync::OnceLock<BeforeReply>,
 }
 
 impl Session {
@@ -144,6 +150,7 @@ impl Session {
             bash,
             start_name: OnceCell::new(),
             front_end: AtomicU64::new(0),
+            before_reply: std::sync::OnceLock::new(),
         };
         (session, announced)
     }
@@ -336,10 +343,11 @@ impl Session {
             };
         }
         // Anything that settled before this result is announced with it.
-        SessionReply {
-            notices: self.collect_notices().await,
-            outcome,
+        let notices = self.collect_notices().await;
+        if let Some(hook) = self.before_reply.get() {
+            hook().await;
         }
+        SessionReply { notices, outcome }
     }
 
     /// The start tool: the plugin checks the arguments and words the answer;
@@ -380,6 +388,18 @@ impl Session {
                 },
             )
             .await
+    }
+
+    /// Runs `hook` before each reply goes out, after what it shows was read
+    /// and its notices were taken: a host that outlives a crash records
+    /// there how far the model has read. Set once; a second hook is
+    /// refused (returned).
+    ///
+    /// # Errors
+    ///
+    /// A hook was set already; `hook` is given back.
+    pub fn set_before_reply(&self, hook: BeforeReply) -> Result<(), BeforeReply> {
+        self.before_reply.set(hook)
     }
 
     /// Ends the session (for profile C, the run): its jobs are cancelled and

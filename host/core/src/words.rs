@@ -76,3 +76,30 @@ pub(crate) fn sandbox_without(parts: &[&str]) -> String {
 pub(crate) fn hooks_changed(files: &[String]) -> String {
     format!("hooks changed: {}", files.join(", "))
 }
+
+/// The detail of a job of a durable session that a new host found neither
+/// running nor ended: its monitor is gone and recorded no end (a reboot, a
+/// monitor killed). Its status is `failed`, never `completed` or `killed`
+/// (not in the contract: durable sessions').
+pub(crate) fn lost(monitor: Option<i32>) -> String {
+    match monitor {
+        Some(pid) => format!(
+            "lost: its monitor (pid {pid}) is gone and recorded no end; its output is kept up to then"
+        ),
+        None => "lost: it had no monitor recorded; its output is kept up to then".to_owned(),
+    }
+}
+
+/// The note a durable job's end adds when its monitor stopped it because
+/// its session's lease passed while no host kept it.
+pub(crate) const LEASE_PASSED: &str =
+    "stopped by its monitor: its session had no client for its linger while its daemon was down";
+
+/// The note a durable job's end adds for output its files could not keep.
+pub(crate) fn not_kept(bytes: u64, stream: &str) -> String {
+    format!("{bytes} bytes of {stream} not kept (its file's bound)")
+}
+
+/// A signal to a job adopted from a host that died, whose processes
+/// cannot be found (no cgroup).
+pub(crate) const ADOPTED_NO_SIGNALS: &str = "this job was taken on after its daemon restarted, and its processes cannot be reached without a cgroup; job_kill still stops it";

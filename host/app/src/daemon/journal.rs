@@ -16,7 +16,7 @@ use anyhow::{Context, Result, bail};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 /// The schema this build writes and reads (`PRAGMA user_version`).
-pub const SCHEMA: i64 = 1;
+pub const SCHEMA: i64 = 2;
 
 /// Marks a database as a jobs-host journal (`PRAGMA application_id`): "JOBS".
 const APPLICATION_ID: i64 = 0x4a4f_4253;
@@ -58,6 +58,24 @@ pub struct JobRow {
     pub started_at: u64,
     /// End, epoch ms.
     pub finished_at: Option<u64>,
+    /// A durable job's directory (its monitor's files).
+    pub files: Option<String>,
+    /// Its monitor's pid and start time (see `host::bash::process_start_time`).
+    pub monitor: Option<(i64, i64)>,
+    /// How far the model has read stdout and stderr, in bytes.
+    pub cursors: [u64; 2],
+    /// Whether the model saw its end or was told of it.
+    pub end_seen: bool,
+}
+
+/// A job of a session whose daemon died while it ran under its monitor: for
+/// the next session of its key to take on.
+#[derive(Debug, Clone)]
+pub struct Orphan {
+    /// Its session instance in the journal.
+    pub session: i64,
+    /// The job as recorded.
+    pub job: JobRow,
 }
 
 /// A job with its session, as `ps --journal` shows it.
@@ -111,7 +129,7 @@ fn check(conn: &Connection, path: &Path) -> Result<()> {
     if application != APPLICATION_ID {
         return Err(refuse("is another program's database".to_owned()));
     }
-    if version != SCHEMA {
+    if version != SCHEMA && version != 1 {
         return Err(refuse(format!(
             "has schema version {version}; this jobs-host reads version {SCHEMA}"
         )));
@@ -213,15 +231,49 @@ impl Journal {
                  started_at INTEGER NOT NULL, ended_at INTEGER);
              CREATE TABLE IF NOT EXISTS sessions(
                  id INTEGER PRIMARY KEY, key TEXT NOT NULL, daemon INTEGER NOT NULL,
-                 opened_at INTEGER NOT NULL, ended_at INTEGER, dropped INTEGER NOT NULL DEFAULT 0);
+                 opened_at INTEGER NOT NULL, ended_at INTEGER, dropped INTEGER NOT NULL DEFAULT 0,
+                 crashed INTEGER NOT NULL DEFAULT 0);
              CREATE TABLE IF NOT EXISTS jobs(
                  session INTEGER NOT NULL, id TEXT NOT NULL, label TEXT NOT NULL,
                  status TEXT NOT NULL, detail TEXT, started_at INTEGER NOT NULL,
                  finished_at INTEGER, PRIMARY KEY(session, id));
              PRAGMA application_id = {APPLICATION_ID};
-             PRAGMA user_version = {SCHEMA};
              COMMIT;"
         ))?;
+        // Version 1 (no durable jobs) gains their columns; nothing is lost.
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version < SCHEMA {
+            let columns: Vec<String> = {
+                let mut stmt = conn.prepare("SELECT name FROM pragma_table_info('jobs')")?;
+                stmt.query_map([], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?
+            };
+            let tx = conn.unchecked_transaction()?;
+            let session_columns: Vec<String> = {
+                let mut stmt = tx.prepare("SELECT name FROM pragma_table_info('sessions')")?;
+                stmt.query_map([], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?
+            };
+            if !session_columns.iter().any(|c| c == "crashed") {
+                tx.execute_batch(
+                    "ALTER TABLE sessions ADD COLUMN crashed INTEGER NOT NULL DEFAULT 0;",
+                )?;
+            }
+            for (name, kind) in [
+                ("files", "TEXT"),
+                ("pid", "INTEGER"),
+                ("pid_start", "INTEGER"),
+                ("cursor_out", "INTEGER NOT NULL DEFAULT 0"),
+                ("cursor_err", "INTEGER NOT NULL DEFAULT 0"),
+                ("end_seen", "INTEGER NOT NULL DEFAULT 0"),
+            ] {
+                if !columns.iter().any(|c| c == name) {
+                    tx.execute_batch(&format!("ALTER TABLE jobs ADD COLUMN {name} {kind};"))?;
+                }
+            }
+            tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA};"))?;
+            tx.commit()?;
+        }
         let tx = conn.unchecked_transaction()?;
         let dead: Vec<(i64, i64)> = {
             let mut stmt = tx.prepare("SELECT id, pid FROM daemons WHERE ended_at IS NULL")?;
@@ -232,14 +284,17 @@ impl Journal {
             // The lock says no daemon runs: this one stopped without ending
             // its sessions (a SIGKILL, a crash, a reboot).
             let detail = format!("its daemon (pid {old_pid}) stopped without recording its end");
+            // A job under its monitor lives on: it stays running, for the
+            // next session of its key to take on (see `orphans`).
             tx.execute(
                 "UPDATE jobs SET status = ?1, detail = ?2, finished_at = ?3
-                 WHERE status IN ('running', 'stopping')
+                 WHERE status IN ('running', 'stopping') AND files IS NULL
                    AND session IN (SELECT id FROM sessions WHERE daemon = ?4)",
                 params![LOST, detail, now as i64, daemon],
             )?;
             tx.execute(
-                "UPDATE sessions SET ended_at = ?1 WHERE daemon = ?2 AND ended_at IS NULL",
+                "UPDATE sessions SET ended_at = ?1, crashed = 1
+                 WHERE daemon = ?2 AND ended_at IS NULL",
                 params![now as i64, daemon],
             )?;
             tx.execute(
@@ -335,10 +390,14 @@ impl Journal {
         let tx = conn.transaction()?;
         {
             let mut upsert = tx.prepare(
-                "INSERT INTO jobs(session, id, label, status, detail, started_at, finished_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                "INSERT INTO jobs(session, id, label, status, detail, started_at, finished_at,
+                                  files, pid, pid_start, cursor_out, cursor_err, end_seen)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
                  ON CONFLICT(session, id) DO UPDATE SET status = excluded.status,
-                     detail = excluded.detail, finished_at = excluded.finished_at",
+                     detail = excluded.detail, finished_at = excluded.finished_at,
+                     files = excluded.files, pid = excluded.pid,
+                     pid_start = excluded.pid_start, cursor_out = excluded.cursor_out,
+                     cursor_err = excluded.cursor_err, end_seen = excluded.end_seen",
             )?;
             for job in &changed {
                 upsert.execute(params![
@@ -348,7 +407,13 @@ impl Journal {
                     job.status,
                     job.detail,
                     job.started_at as i64,
-                    job.finished_at.map(|t| t as i64)
+                    job.finished_at.map(|t| t as i64),
+                    job.files,
+                    job.monitor.map(|m| m.0),
+                    job.monitor.map(|m| m.1),
+                    job.cursors[0] as i64,
+                    job.cursors[1] as i64,
+                    job.end_seen,
                 ])?;
             }
             let mut remove = tx.prepare("DELETE FROM jobs WHERE session = ?1 AND id = ?2")?;
@@ -370,6 +435,80 @@ impl Journal {
             written.insert(job.id.clone(), job);
         }
         Ok(())
+    }
+
+    /// The jobs of key `key`'s sessions whose daemons died while the jobs
+    /// ran under their monitors (or had ended under them, their output
+    /// perhaps unread), not yet taken on, oldest first.
+    ///
+    /// # Errors
+    ///
+    /// The database's.
+    pub fn orphans(&self, key: &str) -> Result<Vec<Orphan>> {
+        let conn = lock(&self.conn);
+        let mut stmt = conn.prepare(
+            "SELECT j.session, j.id, j.label, j.status, j.detail, j.started_at, j.finished_at,
+                    j.files, j.pid, j.pid_start, j.cursor_out, j.cursor_err, j.end_seen
+             FROM jobs j JOIN sessions s ON s.id = j.session JOIN daemons d ON d.id = s.daemon
+             WHERE s.key = ?1 AND s.crashed = 1 AND j.files IS NOT NULL
+               AND j.status NOT IN ('adopted', 'lost')
+             ORDER BY j.started_at, j.rowid",
+        )?;
+        let rows = stmt
+            .query_map(params![key], |r| {
+                Ok(Orphan {
+                    session: r.get(0)?,
+                    job: job_row(r, 1)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    /// Records that `orphans` were taken on by this daemon's session
+    /// instance `by` (which records them anew as its own).
+    ///
+    /// # Errors
+    ///
+    /// The database's.
+    pub fn adopted(&self, orphans: &[Orphan], by: i64, now: u64) -> Result<()> {
+        let mut conn = lock(&self.conn);
+        let tx = conn.transaction()?;
+        for orphan in orphans {
+            tx.execute(
+                "UPDATE jobs SET status = 'adopted', detail = ?1, finished_at = ?2
+                 WHERE session = ?3 AND id = ?4",
+                params![
+                    format!(
+                        "taken on by session instance {by} of daemon pid {}",
+                        std::process::id()
+                    ),
+                    now as i64,
+                    orphan.session,
+                    orphan.job.id
+                ],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The job directories the journal still needs (those of jobs a dead
+    /// daemon left, not yet taken on), for the cleanup of the rest.
+    ///
+    /// # Errors
+    ///
+    /// The database's.
+    pub fn needed_files(&self) -> Result<Vec<String>> {
+        let conn = lock(&self.conn);
+        let mut stmt = conn.prepare(
+            "SELECT j.files FROM jobs j JOIN sessions s ON s.id = j.session
+             WHERE j.files IS NOT NULL AND s.crashed = 1 AND j.status NOT IN ('adopted', 'lost')",
+        )?;
+        let files = stmt
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(files)
     }
 
     /// Records that this daemon ended in order, now.
@@ -406,6 +545,27 @@ impl Journal {
     }
 }
 
+/// The job row whose columns start at `at` (in `orphans`' order).
+fn job_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<JobRow> {
+    let pid: Option<i64> = r.get(at + 7)?;
+    let start: Option<i64> = r.get(at + 8)?;
+    Ok(JobRow {
+        id: r.get(at)?,
+        label: r.get(at + 1)?,
+        status: r.get(at + 2)?,
+        detail: r.get(at + 3)?,
+        started_at: r.get::<_, i64>(at + 4)? as u64,
+        finished_at: r.get::<_, Option<i64>>(at + 5)?.map(|t| t as u64),
+        files: r.get(at + 6)?,
+        monitor: pid.zip(start),
+        cursors: [
+            r.get::<_, i64>(at + 9)? as u64,
+            r.get::<_, i64>(at + 10)? as u64,
+        ],
+        end_seen: r.get(at + 11)?,
+    })
+}
+
 /// What the journal in `dir` recorded, read-only: every job of every kept
 /// session instance (oldest first), the jobs dropped by retention, and
 /// whether a daemon keeps the journal now. With none keeping it, the jobs a
@@ -439,25 +599,55 @@ pub fn read(dir: &Path) -> Result<Option<(Vec<Recorded>, i64, bool)>> {
     // With no daemon keeping the journal, one that never recorded its end
     // was killed: its running jobs are lost, as its successor will record.
     let kept = super::locked(&dir.join("journal.lock"));
-    let mut stmt = conn.prepare(
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let durable_columns = if version >= 2 {
+        "j.files, j.pid, j.pid_start, j.cursor_out, j.cursor_err, j.end_seen"
+    } else {
+        "NULL, NULL, NULL, 0, 0, 0"
+    };
+    let mut stmt = conn.prepare(&format!(
         "SELECT s.key, j.id, j.label, j.status, j.detail, j.started_at, j.finished_at,
-                d.pid, d.ended_at IS NULL
+                {durable_columns}, d.pid, d.ended_at IS NULL
          FROM jobs j JOIN sessions s ON s.id = j.session JOIN daemons d ON d.id = s.daemon
-         ORDER BY s.opened_at, s.id, j.started_at, j.rowid",
-    )?;
+         ORDER BY s.opened_at, s.id, j.started_at, j.rowid"
+    ))?;
     let jobs = stmt
         .query_map([], |r| {
-            let mut job = JobRow {
-                id: r.get(1)?,
-                label: r.get(2)?,
-                status: r.get(3)?,
-                detail: r.get(4)?,
-                started_at: r.get::<_, i64>(5)? as u64,
-                finished_at: r.get::<_, Option<i64>>(6)?.map(|t| t as u64),
-            };
-            let pid: i64 = r.get(7)?;
-            let unended: bool = r.get(8)?;
-            if !kept && unended && matches!(job.status.as_str(), "running" | "stopping") {
+            let mut job = job_row(r, 1)?;
+            let pid: i64 = r.get(13)?;
+            let unended: bool = r.get(14)?;
+            let running = matches!(job.status.as_str(), "running" | "stopping");
+            if running && job.files.is_some() && (!kept || !unended) {
+                // Under its monitor, whatever became of its daemon: shown
+                // as its monitor and its files say.
+                let monitor = job.monitor.map(|(pid, start)| (pid, start as u64)).or_else(|| {
+                    job.files
+                        .as_deref()
+                        .and_then(|f| host::bash::recorded_monitor(Path::new(f)))
+                        .map(|(pid, start)| (i64::from(pid), start))
+                });
+                job.detail = Some(match monitor {
+                    Some((monitor, start))
+                        if host::bash::process_start_time(monitor as i32) == Some(start) =>
+                    {
+                        format!("kept by its monitor (pid {monitor}) after its daemon (pid {pid}) stopped")
+                    }
+                    _ => match job.files.as_deref().and_then(|f| host::bash::JobEnd::read(Path::new(f))) {
+                        Some(end) => {
+                            job.status = "ended".to_owned();
+                            match (end.code, end.signal) {
+                                (Some(code), _) => format!("exit code: {code}, while its daemon was down"),
+                                (None, Some(signal)) => format!("signal {signal}, while its daemon was down"),
+                                (None, None) => "ended while its daemon was down".to_owned(),
+                            }
+                        }
+                        None => {
+                            job.status = LOST.to_owned();
+                            "its monitor is gone and recorded no end".to_owned()
+                        }
+                    },
+                });
+            } else if !kept && unended && running {
                 job.status = LOST.to_owned();
                 job.detail = Some(format!(
                     "its daemon (pid {pid}) stopped without recording its end"
@@ -495,6 +685,10 @@ mod tests {
             detail: None,
             started_at: 5,
             finished_at: None,
+            files: None,
+            monitor: None,
+            cursors: [0, 0],
+            end_seen: false,
         }
     }
 
@@ -588,11 +782,11 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         drop(Journal::open(dir.path(), 1, 1).unwrap());
         let newer = Connection::open(&path).unwrap();
-        newer.execute_batch("PRAGMA user_version = 2;").unwrap();
+        newer.execute_batch("PRAGMA user_version = 3;").unwrap();
         drop(newer);
         let refused = Journal::open(dir.path(), 1, 1).err().unwrap().to_string();
         assert!(
-            refused.contains("has schema version 2; this jobs-host reads version 1"),
+            refused.contains("has schema version 3; this jobs-host reads version 2"),
             "{refused}"
         );
 

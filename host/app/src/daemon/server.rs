@@ -106,6 +106,11 @@ struct Durable {
     key: String,
     /// Where its jobs' monitors keep their files, and its lease.
     files: Option<SessionFiles>,
+    /// The leases its jobs' monitors keep to: its own, and those of the
+    /// sessions of dead daemons whose jobs it took on.
+    leases: Vec<PathBuf>,
+    /// The directories of those sessions.
+    adopted_from: Vec<PathBuf>,
     /// The settings it was opened with, as the client sent them.
     settings: Value,
     host: Host,
@@ -148,7 +153,15 @@ impl Recorder {
             loop {
                 dirty.notified().await;
                 tokio::time::sleep(RECORD_DELAY).await;
-                write_rows(&task_journal, instance, &registry, &owner, &task_written).await;
+                // A job is recorded at its start, before its monitor exists
+                // (the spawn goes on meanwhile): it is written again once
+                // its monitor's pid is known, for whoever takes it on.
+                for _ in 0..100 {
+                    if write_rows(&task_journal, instance, &registry, &owner, &task_written).await {
+                        break;
+                    }
+                    tokio::time::sleep(RECORD_DELAY).await;
+                }
             }
         });
         Ok(Recorder {
@@ -158,6 +171,23 @@ impl Recorder {
             task,
             _listener: listener,
         })
+    }
+
+    /// Makes each reply of `session` wait until what it shows is recorded
+    /// (how far the model read, which ends it saw), so that a daemon killed
+    /// right after a reply went out leaves nothing to show twice.
+    fn flush_before_replies(&self, session: &Session) {
+        let (journal, instance, written) =
+            (self.journal.clone(), self.instance, self.written.clone());
+        let (registry, owner) = (session.registry().clone(), session.owner().clone());
+        let hook: host::session::BeforeReply = Arc::new(move || {
+            let (journal, written) = (journal.clone(), written.clone());
+            let (registry, owner) = (registry.clone(), owner.clone());
+            Box::pin(async move {
+                write_rows(&journal, instance, &registry, &owner, &written).await;
+            })
+        });
+        let _ = session.set_before_reply(hook);
     }
 
     /// Writes what is left and records the session's end.
@@ -180,14 +210,16 @@ impl Recorder {
     }
 }
 
-/// Writes `owner`'s jobs that changed since `written`, off the async workers.
+/// Writes `owner`'s jobs that changed since `written`, off the async
+/// workers. False when a running job under a monitor was written without its
+/// monitor's pid (not spawned yet).
 async fn write_rows(
     journal: &Arc<Journal>,
     instance: i64,
     registry: &JobRegistry,
     owner: &host::Owner,
     written: &Arc<Mutex<HashMap<String, JobRow>>>,
-) {
+) -> bool {
     let (journal, written) = (journal.clone(), written.clone());
     let (registry, owner) = (registry.clone(), owner.clone());
     let recorded = tokio::task::spawn_blocking(move || {
@@ -197,22 +229,49 @@ async fn write_rows(
         let rows: Vec<JobRow> = registry
             .list(Some(&owner))
             .into_iter()
-            .map(|job| JobRow {
-                id: job.id,
-                label: job.label,
-                status: job.status.as_str().to_owned(),
-                detail: job.detail,
-                started_at: job.started_at,
-                finished_at: job.finished_at,
+            .map(|job| {
+                let durable = registry.durable_view(&job.id);
+                let before = written.get(&job.id);
+                // A monitor's start time is read once: with its pid it names
+                // that process for whoever takes the job on later.
+                let monitor = durable
+                    .as_ref()
+                    .and_then(|d| d.leader)
+                    .and_then(|pid| match before.and_then(|b| b.monitor) {
+                        Some((known, start)) if known == i64::from(pid) => Some((known, start)),
+                        _ => host::bash::process_start_time(pid)
+                            .map(|start| (i64::from(pid), start as i64)),
+                    });
+                JobRow {
+                    id: job.id,
+                    label: job.label,
+                    status: job.status.as_str().to_owned(),
+                    detail: job.detail,
+                    started_at: job.started_at,
+                    finished_at: job.finished_at,
+                    files: durable.as_ref().map(|d| d.files.display().to_string()),
+                    monitor,
+                    cursors: durable.as_ref().map_or([0, 0], |d| d.cursors),
+                    end_seen: durable.is_some_and(|d| d.end_seen),
+                }
             })
             .collect();
-        journal.record(instance, rows, &mut written)
+        let whole = !rows
+            .iter()
+            .any(|row| row.status == "running" && row.files.is_some() && row.monitor.is_none());
+        journal.record(instance, rows, &mut written).map(|()| whole)
     })
     .await;
     match recorded {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!("jobs-host daemon: the journal did not take a change: {e:#}"),
-        Err(e) => tracing::warn!("jobs-host daemon: the journal's writer failed: {e}"),
+        Ok(Ok(whole)) => whole,
+        Ok(Err(e)) => {
+            tracing::warn!("jobs-host daemon: the journal did not take a change: {e:#}");
+            true
+        }
+        Err(e) => {
+            tracing::warn!("jobs-host daemon: the journal's writer failed: {e}");
+            true
+        }
     }
 }
 
@@ -245,20 +304,8 @@ impl SessionFiles {
         Ok(files)
     }
 
-    /// Writes the lease's deadline (epoch ms) in place: monitors hold the
-    /// file open, and read it whole (one short write at its start).
     fn set_deadline(&self, deadline: u64) -> Result<()> {
-        use std::os::unix::fs::{FileExt, OpenOptionsExt};
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&self.lease)
-            .with_context(|| format!("cannot open {}", self.lease.display()))?;
-        file.write_all_at(format!("{deadline:020}\n").as_bytes(), 0)
-            .with_context(|| format!("cannot write {}", self.lease.display()))?;
-        Ok(())
+        write_deadline(&self.lease, deadline)
     }
 
     /// The jobs' settings for a session kept here.
@@ -271,6 +318,64 @@ impl SessionFiles {
             lease: self.lease.clone(),
             max_file_bytes: 0,
         })
+    }
+}
+
+/// Writes a lease's deadline (epoch ms) in place: monitors hold the file
+/// open, and read it whole (one short write at its start).
+fn write_deadline(lease: &std::path::Path, deadline: u64) -> Result<()> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(lease)
+        .with_context(|| format!("cannot open {}", lease.display()))?;
+    file.write_all_at(format!("{deadline:020}\n").as_bytes(), 0)
+        .with_context(|| format!("cannot write {}", lease.display()))?;
+    Ok(())
+}
+
+impl Durable {
+    /// Sets every lease this session's monitors keep to.
+    fn set_deadline(&self, deadline: u64) {
+        for lease in &self.leases {
+            if let Err(e) = write_deadline(lease, deadline) {
+                tracing::warn!("jobs-host daemon: {e:#}");
+            }
+        }
+    }
+}
+
+/// Removes the directories that sessions of dead daemons left in
+/// `state/jobs`, but those of jobs still under their monitors (kept for the
+/// next session of their key).
+fn remove_stale_sessions(state: &std::path::Path, journal: &Journal) {
+    let needed = match journal.needed_files() {
+        Ok(needed) => needed,
+        Err(e) => {
+            tracing::warn!("jobs-host daemon: cannot read the journal: {e:#}");
+            return;
+        }
+    };
+    let Ok(entries) = std::fs::read_dir(state.join("jobs")) else {
+        return;
+    };
+    let own = format!("{}-", std::process::id());
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&own)
+            || needed
+                .iter()
+                .any(|f| std::path::Path::new(f).starts_with(&dir))
+        {
+            continue;
+        }
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            tracing::warn!("jobs-host daemon: cannot remove {}: {e}", dir.display());
+        }
     }
 }
 
@@ -382,6 +487,9 @@ pub async fn run(cache_dir: Option<PathBuf>) -> Result<u8> {
             None
         }
     };
+    if let (Some(state), Some(journal)) = (&state, &journal) {
+        remove_stale_sessions(state, journal);
+    }
     // The lock says no daemon listens: a socket left here is stale.
     let socket = super::socket_path(&dir);
     match std::fs::remove_file(&socket) {
@@ -635,9 +743,18 @@ impl Daemon {
                     ),
                     None => None,
                 };
+                // Jobs a dead daemon left to their monitors come back to
+                // the next session of their key.
+                let (leases, adopted_from) =
+                    self.adopt_orphans(&key, &host, &session, recorder.as_ref(), files.as_ref());
+                if let Some(recorder) = &recorder {
+                    recorder.flush_before_replies(&session);
+                }
                 let durable = Arc::new(Durable {
                     key: key.clone(),
                     files,
+                    leases,
+                    adopted_from,
                     settings: wanted,
                     host,
                     session: Arc::new(session),
@@ -694,11 +811,7 @@ impl Daemon {
         }
         front.connected = None;
         let linger = front.linger;
-        if let Some(files) = &durable.files
-            && let Err(e) = files.set_deadline(host::registry::now_ms() + linger.as_millis() as u64)
-        {
-            tracing::warn!("jobs-host daemon: {e:#}");
-        }
+        durable.set_deadline(host::registry::now_ms() + linger.as_millis() as u64);
         let daemon = self.clone();
         let expiring = durable.clone();
         front.lease = Some(tokio::spawn(async move {
@@ -728,6 +841,73 @@ impl Daemon {
         }));
     }
 
+    /// Takes on the jobs that sessions of `key` of dead daemons left running
+    /// under their monitors (see `host::bash::BashProducer::adopt`); the
+    /// leases the session keeps then, and the directories it took jobs from.
+    fn adopt_orphans(
+        &self,
+        key: &str,
+        host: &crate::Host,
+        session: &Session,
+        recorder: Option<&Recorder>,
+        files: Option<&SessionFiles>,
+    ) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        let mut leases: Vec<PathBuf> = files.map(|f| f.lease.clone()).into_iter().collect();
+        let mut from = Vec::new();
+        let (Some(journal), Some(recorder)) = (&self.journal, recorder) else {
+            return (leases, from);
+        };
+        let orphans = match journal.orphans(key) {
+            Ok(orphans) => orphans,
+            Err(e) => {
+                tracing::warn!("jobs-host daemon: cannot read the journal's orphans: {e:#}");
+                return (leases, from);
+            }
+        };
+        let mut taken = Vec::new();
+        for orphan in orphans {
+            let Some(dir) = orphan.job.files.as_deref().map(PathBuf::from) else {
+                continue;
+            };
+            let request = host::bash::AdoptRequest {
+                id: orphan.job.id.clone(),
+                label: orphan.job.label.clone(),
+                started_at: orphan.job.started_at,
+                files: dir.clone(),
+                monitor: orphan
+                    .job
+                    .monitor
+                    .map(|(pid, start)| (pid as i32, start as u64)),
+                cursors: orphan.job.cursors,
+                end_seen: orphan.job.end_seen,
+            };
+            match host.bash.adopt(Some(session.owner().clone()), request) {
+                Ok(found) => {
+                    tracing::info!(
+                        "jobs-host daemon: session {key:?} took on {} ({found:?})",
+                        orphan.job.id
+                    );
+                    if let Some(old) = dir.parent() {
+                        let lease = old.join("lease");
+                        if !leases.contains(&lease) {
+                            leases.push(lease);
+                            from.push(old.to_owned());
+                        }
+                    }
+                    taken.push(orphan);
+                }
+                Err(e) => tracing::warn!(
+                    "jobs-host daemon: session {key:?} cannot take on {}: {e}",
+                    orphan.job.id
+                ),
+            }
+        }
+        if let Err(e) = journal.adopted(&taken, recorder.instance, host::registry::now_ms()) {
+            tracing::warn!("jobs-host daemon: the journal did not take an adoption: {e:#}");
+        }
+        (leases, from)
+    }
+
     /// Pushes each connected session's lease on, so its monitors keep its
     /// jobs for the linger if the daemon dies now (one with no client
     /// keeps the deadline its client's leaving set).
@@ -745,10 +925,8 @@ impl Daemon {
                     let front = lock(&durable.front);
                     front.connected.map(|_| front.linger)
                 };
-                if let (Some(linger), Some(files)) = (linger, &durable.files)
-                    && let Err(e) = files.set_deadline(now + lease_ms(linger))
-                {
-                    tracing::warn!("jobs-host daemon: {e:#}");
+                if let Some(linger) = linger {
+                    durable.set_deadline(now + lease_ms(linger));
                 }
             }
         }
@@ -1021,15 +1199,18 @@ async fn end_session(durable: &Durable) {
     durable.session.close().await;
     durable.host.mount.registry().dispose().await;
     // Its jobs have ended with it: their files go too (the journal keeps
-    // their records).
-    if let Some(files) = &durable.files
-        && let Err(e) = std::fs::remove_dir_all(&files.dir)
-        && e.kind() != std::io::ErrorKind::NotFound
+    // their records), with those of the sessions it took jobs from.
+    for dir in durable
+        .files
+        .iter()
+        .map(|f| &f.dir)
+        .chain(&durable.adopted_from)
     {
-        tracing::warn!(
-            "jobs-host daemon: cannot remove {}: {e}",
-            files.dir.display()
-        );
+        if let Err(e) = std::fs::remove_dir_all(dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!("jobs-host daemon: cannot remove {}: {e}", dir.display());
+        }
     }
 }
 

@@ -193,6 +193,12 @@ impl StreamBuffer {
         self.cursor
     }
 
+    /// Moves the cursor to `offset` (at most to the end): what a reader
+    /// before this one had already read.
+    pub fn set_cursor(&mut self, offset: u64) {
+        self.cursor = offset.min(self.total);
+    }
+
     /// The stream offset of the tail's first byte: everything before it is
     /// only in the spill file, if anywhere.
     pub fn tail_start(&self) -> u64 {

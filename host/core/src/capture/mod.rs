@@ -293,6 +293,17 @@ impl Capture {
         true
     }
 
+    /// The read cursors of stdout and stderr as written (not rendered).
+    pub(crate) fn cursors(&self) -> [u64; 2] {
+        [self.stdout.cursor(), self.stderr.cursor()]
+    }
+
+    /// Moves the read cursors of stdout and stderr (see [`Capture::cursors`]).
+    pub(crate) fn set_cursors(&mut self, cursors: [u64; 2]) {
+        self.stdout.set_cursor(cursors[0]);
+        self.stderr.set_cursor(cursors[1]);
+    }
+
     /// Bytes the job ever wrote to both streams (a terminal job's as written).
     pub(crate) fn total(&self) -> u64 {
         let out = self.terminal.as_ref().map_or(&self.stdout, |t| &t.raw);

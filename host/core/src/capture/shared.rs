@@ -211,6 +211,19 @@ impl SharedCapture {
         heavy(|| lines::query(&retained, query, pattern))
     }
 
+    /// How far the model has read stdout and stderr, in bytes as written:
+    /// what a host that outlives a crash records, to restore with
+    /// [`SharedCapture::set_cursors`].
+    pub fn cursors(&self) -> [u64; 2] {
+        lock(&self.capture).cursors()
+    }
+
+    /// Moves the read cursors: a job's output pushed again (from its files,
+    /// after a host's restart) is unread only past where the model had read.
+    pub fn set_cursors(&self, cursors: [u64; 2]) {
+        lock(&self.capture).set_cursors(cursors);
+    }
+
     /// Bumped whenever output arrives (its value: bytes written so far).
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()

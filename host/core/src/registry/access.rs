@@ -199,12 +199,26 @@ impl JobRegistry {
         Some((control.leader_pid().filter(|_| live), ports))
     }
 
-    /// Where job `id`, which outlives its host, keeps its output and its end
-    /// (for the embedder: no owner fence); `None` for an unknown job or one
-    /// that does not.
-    pub fn files(&self, id: &str) -> Option<std::path::PathBuf> {
-        let control = lock(&self.shared.state).records.get(id)?.control.clone()?;
-        control.files()
+    /// What a host that outlives a crash records of job `id` (for the
+    /// embedder: no owner fence): where it keeps its output and end, how far
+    /// the model has read it, and whether its end was seen or announced;
+    /// `None` for an unknown job or one that does not outlive its host.
+    pub fn durable_view(&self, id: &str) -> Option<super::DurableView> {
+        let (control, capture, seen) = {
+            let state = lock(&self.shared.state);
+            let record = state.records.get(id)?;
+            (
+                record.control.clone()?,
+                record.capture.clone(),
+                record.reported || record.noticed || record.wait_holds > 0,
+            )
+        };
+        Some(super::DurableView {
+            files: control.files()?,
+            leader: control.leader_pid(),
+            cursors: capture.map_or([0, 0], |c| c.cursors()),
+            end_seen: seen,
+        })
     }
 
     /// Waits until the job is terminal or `timeout_ms` passes, then returns the

@@ -136,6 +136,97 @@ impl JobRegistry {
         Ok(id)
     }
 
+    /// Registers a job that began before this registry existed (its host
+    /// restarted, and its process lived on), under its old id and start
+    /// time: the same checks as [`JobRegistry::start`] but admission (it
+    /// runs already), and the kind's numbering goes on past its id. Its
+    /// `done` settles it as any job's does, with its notice owed unless
+    /// `reported` (the model saw its end, or was told of it, before).
+    ///
+    /// # Errors
+    ///
+    /// A [`StartError`]; an id that is not `<kind>-<n>`, or that a job here
+    /// already has, is a producer error. Nothing is registered then (and
+    /// `hooks` is dropped: its job is not cancelled).
+    pub fn adopt(
+        &self,
+        spec: JobStart,
+        id: &str,
+        started_at: u64,
+        reported: bool,
+        hooks: JobHooks,
+    ) -> Result<String, StartError> {
+        let n = id
+            .strip_prefix(&spec.kind)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .and_then(|n| n.parse::<u64>().ok())
+            .ok_or_else(|| StartError::Producer(format!("{id:?} is not a {} id", spec.kind)))?;
+        let mut state = lock(&self.shared.state);
+        let chain = state.chain(spec.owner.as_ref());
+        if !state.controllers.serves(&chain) {
+            return Err(StartError::NoController);
+        }
+        if spec.kind.is_empty() {
+            return Err(StartError::InvalidKind);
+        }
+        if spec.label.is_empty() {
+            return Err(StartError::InvalidLabel);
+        }
+        if let Some(owner) = &spec.owner
+            && !self.shared.agents.is_live(owner)
+        {
+            return Err(StartError::StaleOwner(owner.session_id().to_owned()));
+        }
+        if state.records.get(id).is_some() {
+            return Err(StartError::Producer(format!("a job here is already {id}")));
+        }
+        state.add_live(spec.owner.as_ref());
+        let counter = state.counters.entry(spec.kind.clone()).or_insert(0);
+        *counter = (*counter).max(n);
+        let (settled, _) = watch::channel(false);
+        let (announced, _) = watch::channel(false);
+        state.records.insert(
+            id.to_owned(),
+            JobRecord {
+                id: id.to_owned(),
+                kind: spec.kind,
+                label: bounded_label(spec.label),
+                output_limit_bytes: spec.output_limit_bytes,
+                owner: spec.owner.clone(),
+                status: JobStatus::Running,
+                detail: None,
+                output: None,
+                started_at,
+                finished_at: None,
+                reported,
+                sandbox: spec.sandbox.clone(),
+                noticed: false,
+                wait_holds: 0,
+                waiters: Vec::new(),
+                cancel: hooks.cancel,
+                capture: hooks.capture,
+                read_output: hooks.read_output,
+                output_excerpt: hooks.output_excerpt,
+                control: hooks.control,
+                settled,
+                announced: Arc::new(announced),
+            },
+        );
+        let changed = state.changed_for(spec.owner.as_ref());
+        drop(state);
+        let registry = Arc::downgrade(&self.shared);
+        let done = hooks.done;
+        let job_id = id.to_owned();
+        tokio::spawn(async move {
+            let outcome = done.await;
+            if let Some(shared) = registry.upgrade() {
+                JobRegistry { shared }.settle(&job_id, outcome);
+            }
+        });
+        notify_changed(&changed, spec.owner.as_ref());
+        Ok(id.to_owned())
+    }
+
     /// Records a job's outcome: first-wins, then waiters released, then the
     /// changed observers, then the completion listeners, in that order.
     fn settle(&self, id: &str, outcome: Result<JobOutcome, String>) {

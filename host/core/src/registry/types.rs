@@ -152,3 +152,17 @@ pub enum KillOutcome {
     /// The job had already settled.
     AlreadyFinished,
 }
+
+/// What a host that outlives a crash records of a job that outlives it
+/// (see [`crate::JobRegistry::durable_view`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurableView {
+    /// The job's directory (its monitor's files).
+    pub files: std::path::PathBuf,
+    /// The pid of its first process (its monitor), once spawned.
+    pub leader: Option<i32>,
+    /// How far the model has read stdout and stderr, in bytes.
+    pub cursors: [u64; 2],
+    /// Whether the model saw its end or was told of it.
+    pub end_seen: bool,
+}

@@ -30,6 +30,18 @@ pub(super) struct TerminalControl {
     pub(super) capture: crate::capture::SharedCapture,
 }
 
+/// The signal a model's allowlisted one stands for.
+pub(super) fn signal_of(signal: JobSignal) -> Signal {
+    match signal {
+        JobSignal::Int => Signal::SIGINT,
+        JobSignal::Term => Signal::SIGTERM,
+        JobSignal::Hup => Signal::SIGHUP,
+        JobSignal::Kill => Signal::SIGKILL,
+        JobSignal::Stop => Signal::SIGSTOP,
+        JobSignal::Cont => Signal::SIGCONT,
+    }
+}
+
 impl BashControl {
     /// The job has ended: its terminal is let go of.
     pub(super) fn ended(&self) {
@@ -78,14 +90,7 @@ impl JobControl for BashControl {
     }
 
     fn signal(&self, signal: JobSignal) -> Result<(), ControlError> {
-        let signal = match signal {
-            JobSignal::Int => Signal::SIGINT,
-            JobSignal::Term => Signal::SIGTERM,
-            JobSignal::Hup => Signal::SIGHUP,
-            JobSignal::Kill => Signal::SIGKILL,
-            JobSignal::Stop => Signal::SIGSTOP,
-            JobSignal::Cont => Signal::SIGCONT,
-        };
+        let signal = signal_of(signal);
         if lock(&self.process.state).exited {
             return Err(ControlError::Failed(
                 "the job has already finished".to_owned(),

@@ -17,6 +17,7 @@
 //! writer of a job's input) and `extras` (the extension calls only a producer
 //! can serve).
 
+mod adopt;
 mod config;
 mod exec;
 mod extras;
@@ -27,11 +28,12 @@ mod stdin;
 mod supervisor;
 pub(crate) mod vfork;
 
+pub use adopt::{AdoptRequest, Adopted, process_start_time};
 pub use config::{
     BASH_KIND, BashConfig, BashRequest, DEFAULT_GRACE, DEFAULT_MAX_COMMAND_BYTES,
     DEFAULT_SPILL_TOTAL_BYTES, DurableJobs, JobLimits, MAX_NAME_BYTES, PASSED_ENV, Started,
 };
-pub use monitor::{JobEnd, MONITOR_COMMAND, run_monitor};
+pub use monitor::{JobEnd, MONITOR_COMMAND, recorded_monitor, run_monitor};
 pub use stdin::MAX_PENDING_INPUT_BYTES;
 
 use std::path::{Path, PathBuf};

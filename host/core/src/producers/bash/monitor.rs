@@ -19,7 +19,10 @@
 //!   exits as the leader did, so the host sees the same status either way;
 //! - once its parent is gone, reads the session's lease (descriptor 6: a
 //!   deadline in epoch ms) every second, and stops the job when it passes:
-//!   no job lives on unattended for longer than its session would have.
+//!   no job lives on unattended for longer than its session would have;
+//! - writes its own pid and start time (descriptor 7) first, so a host
+//!   that takes the job on later can find it, and tell it from a process
+//!   that reused its pid.
 
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -38,6 +41,7 @@ const OUT_FILE: RawFd = 3;
 const ERR_FILE: RawFd = 4;
 const END_FILE: RawFd = 5;
 const LEASE_FILE: RawFd = 6;
+const SELF_FILE: RawFd = 7;
 
 /// Names of the files in a durable job's directory.
 pub const STDOUT_FILE: &str = "stdout";
@@ -45,6 +49,18 @@ pub const STDOUT_FILE: &str = "stdout";
 pub const STDERR_FILE: &str = "stderr";
 /// See [`STDOUT_FILE`].
 pub const END_RECORD_FILE: &str = "end";
+/// See [`STDOUT_FILE`]: the monitor's pid and start time, which it writes
+/// itself when it starts, so that a host killed before it recorded them
+/// leaves the job findable.
+pub const MONITOR_FILE: &str = "monitor";
+
+/// The monitor of the job in `dir`, as it recorded itself: its pid and
+/// start time (see [`super::process_start_time`]).
+pub fn recorded_monitor(dir: &Path) -> Option<(i32, u64)> {
+    let text = std::fs::read_to_string(dir.join(MONITOR_FILE)).ok()?;
+    let (pid, start) = text.strip_suffix('\n')?.split_once(' ')?;
+    Some((pid.parse().ok()?, start.parse().ok()?))
+}
 
 /// How a durable job ended, as its monitor wrote it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -172,7 +188,7 @@ impl MonitorArgs {
 }
 
 /// Makes job `n`'s directory in `durable.dir` and opens what its monitor
-/// gets as descriptors 3 to 6 (see the module's notes).
+/// gets as descriptors 3 to 7 (see the module's notes).
 pub(crate) fn prepare(
     durable: &super::DurableJobs,
     n: u64,
@@ -196,6 +212,7 @@ pub(crate) fn prepare(
         open(STDERR_FILE, true)?,
         open(END_RECORD_FILE, false)?,
         OwnedFd::from(lease),
+        open(MONITOR_FILE, false)?,
     ];
     Ok((dir, fds))
 }
@@ -236,12 +253,31 @@ pub(crate) fn wrap(
     }
     spec.program = monitor;
     spec.argv = argv;
+    // A host killed in the middle of the spawn leaves the job to its
+    // monitor, as one killed later does (the leader dies with the monitor).
+    spec.setup.die_with_parent = None;
     spec.rlimits = own;
     spec.extra_fds = files;
     Ok(())
 }
 
 extern "C" fn shrug(_: libc::c_int) {}
+
+/// Set by [`stop_signal`]: a host that adopted the job asks its monitor to
+/// stop it.
+static STOP_ASKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn asked_to_stop(_: libc::c_int) {
+    STOP_ASKED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The signal that asks a monitor to stop its job (SIGTERM to all of it,
+/// SIGKILL after the grace period): a real-time one, which no whole-job
+/// signal of the host's carries. A host that is not the monitor's parent
+/// (it adopted the job) cannot reach the job's processes otherwise.
+pub(crate) fn stop_signal() -> libc::c_int {
+    libc::SIGRTMIN() + 4
+}
 
 /// The signals a whole-job signal may carry that would end or stop the
 /// monitor by default; it catches them (so its children get them at their
@@ -281,9 +317,16 @@ pub fn run_monitor(args: &[OsString]) -> i32 {
     }
     // SAFETY: getppid takes no arguments.
     let parent = unsafe { libc::getppid() };
-    for fd in [OUT_FILE, ERR_FILE, END_FILE, LEASE_FILE] {
+    for fd in [OUT_FILE, ERR_FILE, END_FILE, LEASE_FILE, SELF_FILE] {
         // SAFETY: fcntl on a number; one that is not open fails harmlessly.
         unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    // SAFETY: getpid takes no arguments.
+    let me = unsafe { libc::getpid() };
+    if let Some(start) = super::process_start_time(me) {
+        let line = format!("{me} {start}\n");
+        // SAFETY: the file the host opened for us, written in one call.
+        unsafe { libc::pwrite(SELF_FILE, line.as_ptr().cast(), line.len(), 0) };
     }
     for sig in SHRUGGED {
         // SAFETY: a handler that does nothing, for a catchable signal.
@@ -294,6 +337,14 @@ pub fn run_monitor(args: &[OsString]) -> i32 {
             libc::sigemptyset(&mut action.sa_mask);
             libc::sigaction(sig, &action, std::ptr::null_mut());
         }
+    }
+    // SAFETY: a handler that only stores to an atomic.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = asked_to_stop as *const () as usize;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(stop_signal(), &action, std::ptr::null_mut());
     }
     let mut leader = match spawn_leader(&args) {
         Ok(child) => child,
@@ -459,6 +510,9 @@ fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> rustix::io::Result<()> {
 struct Lease {
     /// When the monitor sent the job SIGTERM for a passed lease.
     stopped_at: Option<Instant>,
+    /// The stop was asked for (by a host that adopted the job), not a
+    /// passed lease.
+    asked: bool,
     killed: bool,
     /// Reads that found no deadline in a row (a write seen half done).
     unreadable: u32,
@@ -556,8 +610,7 @@ impl Run {
     /// With the host gone, stops the job once the session's lease passes:
     /// SIGTERM to all of it, SIGKILL after the grace period.
     fn keep_lease(&mut self) {
-        // SAFETY: getppid takes no arguments.
-        if unsafe { libc::getppid() } == self.parent || self.lease.killed {
+        if self.lease.killed {
             return;
         }
         if let Some(at) = self.lease.stopped_at {
@@ -565,6 +618,16 @@ impl Run {
                 self.lease.killed = true;
                 self.signal_job(libc::SIGKILL);
             }
+            return;
+        }
+        if STOP_ASKED.load(std::sync::atomic::Ordering::SeqCst) {
+            self.lease.stopped_at = Some(Instant::now());
+            self.lease.asked = true;
+            self.signal_job(libc::SIGTERM);
+            return;
+        }
+        // SAFETY: getppid takes no arguments.
+        if unsafe { libc::getppid() } == self.parent {
             return;
         }
         match read_deadline() {
@@ -621,7 +684,7 @@ impl Run {
             sys_ms: ms(usage.ru_stime),
             max_rss_kb: usage.ru_maxrss as u64,
             not_kept: [self.streams[0].not_kept, self.streams[1].not_kept],
-            lease_expired: self.lease.stopped_at.is_some(),
+            lease_expired: self.lease.stopped_at.is_some() && !self.lease.asked,
         }
     }
 }
