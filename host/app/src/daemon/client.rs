@@ -25,10 +25,14 @@ async fn connect(dir: &Path) -> Result<Option<UnixStream>> {
     let path = super::socket_path(dir);
     match UnixStream::connect(&path).await {
         Ok(stream) => Ok(Some(stream)),
+        // Reset: a daemon killed as this connected (its socket took the
+        // connection, then went with it).
         Err(e)
             if matches!(
                 e.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                std::io::ErrorKind::NotFound
+                    | std::io::ErrorKind::ConnectionRefused
+                    | std::io::ErrorKind::ConnectionReset
             ) =>
         {
             Ok(None)
@@ -172,6 +176,14 @@ async fn greet(
     let answer = match next(&mut read).await {
         Ok(Some(answer)) => answer,
         Ok(None) => return Err(Refused::Closed),
+        // A daemon killed as this connected: its socket took the connection,
+        // then went with it.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset) =>
+        {
+            return Err(Refused::Closed);
+        }
         Err(e) => return Err(Refused::Other(e)),
     };
     if let Some(error) = answer.get("error").and_then(Value::as_str) {

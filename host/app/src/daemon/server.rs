@@ -184,7 +184,15 @@ impl Recorder {
             let (journal, written) = (journal.clone(), written.clone());
             let (registry, owner) = (registry.clone(), owner.clone());
             Box::pin(async move {
-                write_rows(&journal, instance, &registry, &owner, &written).await;
+                // A start's answer waits for its monitor (the spawn goes on
+                // after the start): a job it names survives a daemon killed
+                // right after it, and is found by the next one.
+                for _ in 0..200 {
+                    if write_rows(&journal, instance, &registry, &owner, &written).await {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
             })
         });
         let _ = session.set_before_reply(hook);

@@ -138,6 +138,33 @@ impl Drop for Runtime {
         let _ = std::fs::set_permissions(self.path(), std::fs::Permissions::from_mode(0o700));
         let _ = std::fs::set_permissions(self.daemon_dir(), std::fs::Permissions::from_mode(0o700));
         let _ = self.command(&["daemon", "--stop"]).output();
+        // Monitors a killed daemon left (a test that killed one), with
+        // their jobs: nothing of a test outlives it.
+        for monitor in self.monitors() {
+            // SAFETY: kill of a monitor of this test's own runtime.
+            unsafe { libc::kill(monitor, libc::SIGKILL) };
+        }
+    }
+}
+
+impl Runtime {
+    /// The live monitors of this runtime's jobs: those whose lease file
+    /// (their descriptor 6) is in its state directory.
+    fn monitors(&self) -> Vec<i32> {
+        let state = self.state();
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                std::fs::read_link(format!("/proc/{pid}/fd/6")).is_ok_and(|lease| {
+                    lease.starts_with(&state)
+                        && std::fs::read(format!("/proc/{pid}/cmdline"))
+                            .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(b"monitor"))
+                })
+            })
+            .collect()
     }
 }
 
@@ -494,27 +521,19 @@ async fn one_daemon_per_user_and_no_other_user() {
     }
 
     // A daemon killed with SIGKILL leaves its socket behind, and its running
-    // job recorded as running: the job is lost (its containment kills it
-    // with the daemon), and shown so, never as finished.
+    // job to its monitor. With the monitor killed too, the job is lost (it
+    // dies with its monitor, leaving no end), and shown so, never as
+    // finished: while no daemon runs, and in the next session of its key.
     let started = runtime.run(
         &["shell", "--session", "k"],
         "bash {\"command\": \"exec sleep 300\", \"run_in_background\": true}\n",
     );
     assert!(started.status.success(), "{}", stderr(&started));
-    eventually("the job in the journal", || {
-        let ps = runtime.json(&["ps", "--session", "k", "--journal", "--json"]);
-        (ps["jobs"]
-            .as_array()?
-            .iter()
-            .any(|j| j["id"] == "bash-2" && j["status"] == "running"))
-        .then_some(())
-    })
-    .await;
     // SAFETY: kill on a pid we read from the daemon's own lock file.
     unsafe { libc::kill(first, libc::SIGKILL) };
     assert!(gone_soon(first).await);
     assert!(daemon_dir.join("daemon.sock").exists());
-    let lost = |ps: &Value| -> Value {
+    let job_of = |ps: &Value| -> Value {
         ps["jobs"]
             .as_array()
             .unwrap()
@@ -525,21 +544,42 @@ async fn one_daemon_per_user_and_no_other_user() {
     };
     let down = runtime.json(&["ps", "--session", "k", "--json"]);
     assert_eq!(down["daemon"], false, "{down}");
-    let job = lost(&down);
-    assert_eq!(job["status"], "lost", "{down}");
-    assert_eq!(
-        job["detail"],
-        format!("its daemon (pid {first}) stopped without recording its end")
+    let job = job_of(&down);
+    assert_eq!(job["status"], "running", "{down}");
+    let detail = job["detail"].as_str().unwrap().to_owned();
+    let monitor: i32 = detail
+        .strip_prefix("kept by its monitor (pid ")
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("{detail}"));
+    assert!(
+        detail.ends_with(&format!("after its daemon (pid {first}) stopped")),
+        "{detail}"
     );
-    // The next client starts a new daemon over the stale socket, and the
-    // journal keeps the job lost.
-    let again = runtime.run(&["shell", "--session", "k"], "job_list\n");
+    // SAFETY: kill of the job's monitor, which ps named.
+    unsafe { libc::kill(monitor, libc::SIGKILL) };
+    eventually("the monitor gone", || {
+        let ps = runtime.json(&["ps", "--session", "k", "--json"]);
+        (job_of(&ps)["status"] == "lost").then_some(())
+    })
+    .await;
+    // The next client starts a new daemon over the stale socket; its
+    // session has the killed daemon's jobs (the finished one as it was, its
+    // end seen, so no notice), and tells the model, once, that the other
+    // was lost.
+    let again = runtime.run(&["shell", "--session", "k"], "job_list\njob_list\n");
     assert!(again.status.success(), "{}", stderr(&again));
-    assert_eq!(stdout(&again), "> job_list\n(no background jobs)\n");
+    let list = format!(
+        "bash-1 [bash] completed — XDG_RUNTIME_DIR={} {BIN} ps --all 2>&1; echo rc=$?\nbash-2 [bash] failed — exec sleep 300\n",
+        runtime.path().display()
+    );
+    assert_eq!(
+        stdout(&again),
+        format!(
+            "> job_list\n[notice via inject] background job bash-2 (bash: exec sleep 300) finished [status: failed, lost: its monitor (pid {monitor}) is gone and recorded no end; its output is kept up to then]. Read its output with job_output.\n{list}> job_list\n{list}"
+        )
+    );
     assert_ne!(runtime.daemon_pid(), Some(first));
-    let up = runtime.json(&["ps", "--session", "k", "--journal", "--json"]);
-    assert_eq!(up["daemon"], true, "{up}");
-    assert_eq!(lost(&up)["status"], "lost", "{up}");
     runtime.run(&["daemon", "--stop"], "");
 
     // A journal that is not one is refused, and left as it is.
@@ -737,6 +777,172 @@ async fn clients_killed_at_random_points_lose_no_output_and_no_notice() {
         );
         // Every job ended with no client connected, before the next one
         // came: its notice came once, before any read could show its end.
+        assert_eq!(job.notices, 1, "{id}'s notices");
+        assert!(!job.read_end_first, "{id}'s end was read before its notice");
+    }
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemons_killed_at_random_points_lose_no_job_output_exit_or_notice() {
+    let runtime = Runtime::new();
+    let key = "crash";
+    let rounds = 50;
+    // A fixed seed: the same kill points on every run.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut random = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let expected = |round: usize| -> String {
+        (1..=20)
+            .map(|i| format!("job {round} line {i}\n"))
+            .collect()
+    };
+    let lines = 300;
+    let streamed: String = (1..=lines).map(|i| format!("stream {i}\n")).collect();
+    let gates: Vec<Gate> = (0..rounds).map(|_| Gate::new()).collect();
+    let mut seen = std::collections::BTreeMap::<String, Seen>::new();
+    for (round, gate) in gates.iter().enumerate() {
+        let (client, pid) = runtime.mcp_with_pid(key).await;
+        if round == 0 {
+            // One job writes all along, under every daemon in turn.
+            let started = client
+                .call_tool(call(
+                    "bash",
+                    json!({
+                        "command": format!("for i in $(seq {lines}); do echo \"stream $i\"; sleep 0.025; done"),
+                        "run_in_background": true
+                    }),
+                ))
+                .await
+                .unwrap();
+            assert_eq!(
+                record(&mut seen, &texts(&started)),
+                "started background job bash-1"
+            );
+            seen.entry("bash-1".to_owned()).or_default();
+        }
+        let id = format!("bash-{}", round + 2);
+        let command = format!(
+            "{} >/dev/null; for i in $(seq 20); do echo \"job {round} line $i\"; done; exit {}",
+            gate.command(),
+            round % 5
+        );
+        let started = client
+            .call_tool(call(
+                "bash",
+                json!({"command": command, "run_in_background": true}),
+            ))
+            .await
+            .unwrap();
+        // The previous round's job ended while no daemon ran: the next
+        // daemon collected its end, and its notice comes with this client's
+        // first result, once.
+        let items = texts(&started);
+        let before = round
+            .checked_sub(1)
+            .map(|r| seen[&format!("bash-{}", r + 2)].notices);
+        let text = record(&mut seen, &items);
+        assert_eq!(text, format!("started background job {id}"), "{items:?}");
+        if let Some(before) = before {
+            let previous = format!("bash-{}", round + 1);
+            assert_eq!(seen[&previous].notices, before + 1, "{items:?}");
+        }
+        seen.entry(id.clone()).or_default();
+        // Some reads, then (some rounds) a wait on this round's job, which
+        // cannot end before its gate opens, and the daemon is killed with
+        // SIGKILL wherever it is.
+        for _ in 0..random(4) {
+            let pick = format!("bash-{}", random(round as u64 + 2) + 1);
+            let read = client
+                .call_tool(call("job_output", json!({"job_id": pick})))
+                .await
+                .unwrap();
+            let text = record(&mut seen, &texts(&read));
+            record_read(seen.get_mut(&pick).unwrap(), &text);
+        }
+        let waiting = (random(3) == 0).then(|| {
+            let peer = client.peer().clone();
+            let id = id.clone();
+            tokio::spawn(async move {
+                peer.call_tool(call(
+                    "job_output",
+                    json!({"job_id": id, "wait": true, "timeout_ms": 60000}),
+                ))
+                .await
+            })
+        });
+        tokio::time::sleep(Duration::from_millis(random(30))).await;
+        let daemon = runtime.daemon_pid().expect("a daemon runs");
+        // SAFETY: the pid of this test's own daemon, from its lock file.
+        unsafe { libc::kill(daemon, libc::SIGKILL) };
+        assert!(gone_soon(daemon).await);
+        if let Some(waiting) = waiting {
+            // Its daemon is gone: the wait has no answer.
+            assert!(waiting.await.unwrap().is_err());
+        }
+        // SAFETY: the pid of this test's own client process.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        drop(client);
+        // The job ends while no daemon runs: its monitor records its end.
+        gate.open("go").await;
+        eventually("the job's end recorded by its monitor", || {
+            let ps = runtime.json(&["ps", "--session", key, "--json"]);
+            ps["jobs"]
+                .as_array()?
+                .iter()
+                .any(|j| j["id"] == id.as_str() && j["status"] == "ended")
+                .then_some(())
+        })
+        .await;
+    }
+    // A last client reads every job to its end.
+    let (client, _) = runtime.mcp_with_pid(key).await;
+    let first = client.call_tool(call("job_list", json!({}))).await.unwrap();
+    record(&mut seen, &texts(&first));
+    let last = format!("bash-{}", rounds + 1);
+    assert_eq!(seen[&last].notices, 1, "{:?}", texts(&first));
+    for n in 1..=rounds + 1 {
+        let id = format!("bash-{n}");
+        loop {
+            let read = client
+                .call_tool(call(
+                    "job_output",
+                    json!({"job_id": id, "wait": true, "timeout_ms": 60000}),
+                ))
+                .await
+                .unwrap();
+            let text = record(&mut seen, &texts(&read));
+            record_read(seen.get_mut(&id).unwrap(), &text);
+            if !text.ends_with("[status: running]") {
+                assert!(
+                    text.ends_with(&format!(
+                        "[status: completed, exit code: {}]",
+                        if n == 1 { 0 } else { (n - 2) % 5 }
+                    )),
+                    "{id}: {text}"
+                );
+                break;
+            }
+        }
+    }
+    assert_eq!(
+        seen["bash-1"].output, streamed,
+        "the writer's output, as the model read it"
+    );
+    for round in 0..rounds {
+        let id = format!("bash-{}", round + 2);
+        let job = &seen[&id];
+        assert_eq!(
+            job.output,
+            expected(round),
+            "{id}'s output, as the model read it"
+        );
+        // Every job ended while no daemon ran: its notice came once, from
+        // the daemon that collected its end, before any read showed it.
         assert_eq!(job.notices, 1, "{id}'s notices");
         assert!(!job.read_end_first, "{id}'s end was read before its notice");
     }

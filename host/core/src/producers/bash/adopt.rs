@@ -55,13 +55,18 @@ pub enum Adopted {
 const TAIL_EVERY: Duration = Duration::from_millis(20);
 
 /// The start time of process `pid` (field 22 of its `stat`, in clock
-/// ticks since boot), which with the pid names one process for good.
+/// ticks since boot), which with the pid names one process for good;
+/// `None` for a process that is gone or has exited (a zombie nobody has
+/// reaped yet).
 pub fn process_start_time(pid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may hold spaces and parentheses: fields count from
     // the last `)`.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    if matches!(fields.next(), Some("Z" | "X") | None) {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
 }
 
 /// A pidfd of the monitor recorded as (`pid`, `start`), if that very
@@ -134,14 +139,18 @@ fn outcome(files: &Path, monitor: Option<i32>) -> JobOutcome {
 /// and its input pipe went with the old host, so it takes no input; signals
 /// and ports reach its processes through its cgroup.
 struct AdoptedControl {
-    monitor: i32,
+    /// Its monitor, while it runs.
+    monitor: Option<i32>,
     files: PathBuf,
 }
 
 impl AdoptedControl {
     /// The job's processes but its monitor, from its monitor's cgroup.
     fn processes(&self) -> Vec<i32> {
-        let Ok(own) = std::fs::read_to_string(format!("/proc/{}/cgroup", self.monitor)) else {
+        let Some(monitor) = self.monitor else {
+            return Vec::new();
+        };
+        let Ok(own) = std::fs::read_to_string(format!("/proc/{monitor}/cgroup")) else {
             return Vec::new();
         };
         let Some(path) = own.lines().find_map(|l| l.strip_prefix("0::")) else {
@@ -155,7 +164,7 @@ impl AdoptedControl {
                 procs
                     .lines()
                     .filter_map(|l| l.trim().parse().ok())
-                    .filter(|pid| *pid != self.monitor)
+                    .filter(|pid| *pid != monitor)
                     .collect()
             })
             .unwrap_or_default()
@@ -186,7 +195,7 @@ impl JobControl for AdoptedControl {
     }
 
     fn leader_pid(&self) -> Option<i32> {
-        Some(self.monitor)
+        self.monitor
     }
 
     fn files(&self) -> Option<PathBuf> {
@@ -227,60 +236,69 @@ impl BashProducer {
         };
         let files = job.files.clone();
         let recorded = job_monitor.map(|(pid, _)| pid);
-        let (cancel, control, done): (crate::registry::CancelHook, _, crate::registry::DoneFuture) =
-            match monitor {
-                Some((pid, pidfd)) => {
-                    let pidfd = Arc::new(pidfd);
-                    let stopper = pidfd.clone();
-                    let watched = capture.clone();
-                    let control: Arc<dyn JobControl> = Arc::new(AdoptedControl {
-                        monitor: pid,
-                        files: files.clone(),
-                    });
-                    (
-                        Box::new(move |_reason| {
-                            use std::os::fd::AsRawFd;
-                            // SAFETY: pidfd_send_signal on our pidfd, with no
-                            // siginfo. (rustix names only the standard signals.)
-                            let sent = unsafe {
-                                libc::syscall(
-                                    libc::SYS_pidfd_send_signal,
-                                    stopper.as_fd().as_raw_fd(),
-                                    stop_signal(),
-                                    std::ptr::null::<libc::siginfo_t>(),
-                                    0,
-                                )
-                            };
-                            match sent {
-                                0 => Ok(()),
-                                _ => match std::io::Error::last_os_error() {
-                                    // Its monitor has just exited: so has the job.
-                                    e if e.raw_os_error() == Some(libc::ESRCH) => Ok(()),
-                                    e => Err(e.to_string()),
-                                },
-                            }
-                        }),
-                        Some(control),
-                        Box::pin(async move {
-                            follow(pidfd, &files, &mut offsets, &watched).await;
-                            tail(&files, &mut offsets, &watched);
-                            watched.close();
-                            Ok(outcome(&files, Some(pid)))
-                        }),
-                    )
-                }
-                None => {
-                    let ended = capture.clone();
-                    (
-                        Box::new(|_reason| Ok(())),
-                        None,
-                        Box::pin(async move {
-                            ended.close();
-                            Ok(outcome(&files, recorded))
-                        }),
-                    )
-                }
-            };
+        let (cancel, control, done): (
+            crate::registry::CancelHook,
+            Option<Arc<dyn JobControl>>,
+            crate::registry::DoneFuture,
+        ) = match monitor {
+            Some((pid, pidfd)) => {
+                let pidfd = Arc::new(pidfd);
+                let stopper = pidfd.clone();
+                let watched = capture.clone();
+                let control: Arc<dyn JobControl> = Arc::new(AdoptedControl {
+                    monitor: Some(pid),
+                    files: files.clone(),
+                });
+                (
+                    Box::new(move |_reason| {
+                        use std::os::fd::AsRawFd;
+                        // SAFETY: pidfd_send_signal on our pidfd, with no
+                        // siginfo. (rustix names only the standard signals.)
+                        let sent = unsafe {
+                            libc::syscall(
+                                libc::SYS_pidfd_send_signal,
+                                stopper.as_fd().as_raw_fd(),
+                                stop_signal(),
+                                std::ptr::null::<libc::siginfo_t>(),
+                                0,
+                            )
+                        };
+                        match sent {
+                            0 => Ok(()),
+                            _ => match std::io::Error::last_os_error() {
+                                // Its monitor has just exited: so has the job.
+                                e if e.raw_os_error() == Some(libc::ESRCH) => Ok(()),
+                                e => Err(e.to_string()),
+                            },
+                        }
+                    }),
+                    Some(control),
+                    Box::pin(async move {
+                        follow(pidfd, &files, &mut offsets, &watched).await;
+                        tail(&files, &mut offsets, &watched);
+                        watched.close();
+                        Ok(outcome(&files, Some(pid)))
+                    }),
+                )
+            }
+            None => {
+                let ended = capture.clone();
+                // Without a monitor, but with its files: the next host
+                // after this one finds it again.
+                let control: Arc<dyn JobControl> = Arc::new(AdoptedControl {
+                    monitor: None,
+                    files: files.clone(),
+                });
+                (
+                    Box::new(|_reason| Ok(())),
+                    Some(control),
+                    Box::pin(async move {
+                        ended.close();
+                        Ok(outcome(&files, recorded))
+                    }),
+                )
+            }
+        };
         inner.registry.adopt(
             JobStart {
                 kind: BASH_KIND.to_owned(),
