@@ -5,7 +5,7 @@
 use std::io::IsTerminal;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -610,6 +610,7 @@ pub async fn logs(
     lines: Option<u32>,
     follow: bool,
 ) -> Result<u8> {
+    let (id_asked, session_asked) = (id.clone(), session.clone());
     let Some((mut read, _write, _)) = request(Request::Logs {
         id,
         session,
@@ -619,7 +620,7 @@ pub async fn logs(
     })
     .await?
     else {
-        bail!("no daemon is running for this user");
+        return logs_from_files(&id_asked, session_asked.as_deref(), stderr, lines, follow).await;
     };
     let terminal = std::io::stdout().is_terminal();
     let mut stdout = tokio::io::stdout();
@@ -650,6 +651,111 @@ pub async fn logs(
         }
     }
     bail!("the daemon went away")
+}
+
+/// `jobs-host logs` with no daemon running: a durable job's output from
+/// its monitor's files, as the journal names them (followed while its
+/// monitor runs).
+async fn logs_from_files(
+    id: &str,
+    session: Option<&str>,
+    stderr: bool,
+    lines: Option<u32>,
+    follow: bool,
+) -> Result<u8> {
+    let Some(state) = super::journal::state_dir() else {
+        bail!("no daemon is running for this user, and no state directory to read");
+    };
+    let Some((jobs, _, _)) = super::journal::read(&state)? else {
+        bail!("no daemon is running for this user, and nothing was journaled");
+    };
+    let mut found: Vec<_> = jobs
+        .into_iter()
+        .filter(|r| r.job.id == id && session.is_none_or(|s| s == r.session))
+        .filter(|r| r.job.status != "adopted")
+        .collect();
+    let Some(job) = found.pop() else {
+        bail!("no daemon is running for this user, and the journal has no job {id}");
+    };
+    if session.is_none() && found.iter().any(|other| other.session != job.session) {
+        bail!("job {id} is in more than one session; name one with --session");
+    }
+    let Some(files) = job.job.files.map(PathBuf::from) else {
+        bail!(
+            "no daemon is running for this user, and job {id} of session {:?} kept no files (it ran without a monitor)",
+            job.session
+        );
+    };
+    let path = files.join(if stderr {
+        host::bash::monitor::STDERR_FILE
+    } else {
+        host::bash::monitor::STDOUT_FILE
+    });
+    let text = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) => bail!("job {id}'s output is gone ({}: {e})", path.display()),
+    };
+    let terminal = std::io::stdout().is_terminal();
+    let print = |bytes: &[u8]| {
+        let text = String::from_utf8_lossy(bytes);
+        let text = if terminal {
+            console::for_terminal(&text).into_owned()
+        } else {
+            text.into_owned()
+        };
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+    };
+    let mut start = 0;
+    if let Some(n) = lines {
+        // The last `n` lines: from after the (n+1)th line ending from the end.
+        let body = text.strip_suffix(b"\n").unwrap_or(&text);
+        let mut seen = 0;
+        for (at, byte) in body.iter().enumerate().rev() {
+            if *byte == b'\n' {
+                seen += 1;
+                if seen == n {
+                    start = at + 1;
+                    break;
+                }
+            }
+        }
+        if n == 0 {
+            start = text.len();
+        }
+    }
+    print(&text[start..]);
+    let mut offset = text.len() as u64;
+    let live = |files: &std::path::Path| {
+        host::bash::recorded_monitor(files)
+            .is_some_and(|(pid, start)| host::bash::process_start_time(pid) == Some(start))
+    };
+    while follow && live(&files) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        offset += follow_file(&path, offset, &print)?;
+    }
+    if follow {
+        follow_file(&path, offset, &print)?;
+    }
+    Ok(0)
+}
+
+/// Prints what `path` holds past `offset`; how many bytes that was.
+fn follow_file(path: &std::path::Path, offset: u64, print: &impl Fn(&[u8])) -> Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut read = 0u64;
+    loop {
+        let n = file.read_at(&mut buf, offset + read)?;
+        if n == 0 {
+            return Ok(read);
+        }
+        print(&buf[..n]);
+        read += n as u64;
+    }
 }
 
 /// `jobs-host kill`.

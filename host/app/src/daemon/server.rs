@@ -325,6 +325,11 @@ impl SessionFiles {
             dir: self.dir.clone(),
             lease: self.lease.clone(),
             max_file_bytes: 0,
+            state_dir: self
+                .dir
+                .parent()
+                .and_then(std::path::Path::parent)
+                .map(ToOwned::to_owned),
         })
     }
 }

@@ -83,6 +83,9 @@ pub struct DurableJobs {
     pub lease: PathBuf,
     /// The most bytes each stream's file keeps.
     pub max_file_bytes: u64,
+    /// The host's whole state directory (its journal, every session's
+    /// files), which no fenced job may read or write; `None`: `dir` only.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl Default for BashConfig {

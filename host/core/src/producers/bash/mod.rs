@@ -541,7 +541,10 @@ fn private_to_us(dir: &Path) -> bool {
 fn make_fence(config: &BashConfig, spill_dir: &Path, shell: &Path) -> Arc<crate::fence::Fence> {
     let mut private = config.private_dirs.clone();
     private.push(spill_dir.to_owned());
-    private.extend(config.durable.as_ref().map(|d| d.dir.clone()));
+    if let Some(durable) = &config.durable {
+        private.push(durable.dir.clone());
+        private.extend(durable.state_dir.clone());
+    }
     Arc::new(crate::fence::Fence::new(
         config.sandbox.clone(),
         &private,
