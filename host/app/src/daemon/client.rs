@@ -686,15 +686,17 @@ async fn logs_from_files(
             job.session
         );
     };
-    let path = files.join(if stderr {
-        host::bash::monitor::STDERR_FILE
-    } else {
-        host::bash::monitor::STDOUT_FILE
-    });
-    let text = match std::fs::read(&path) {
-        Ok(bytes) => bytes,
-        Err(e) => bail!("job {id}'s output is gone ({}: {e})", path.display()),
+    let wanted = if stderr { 2 } else { 1 };
+    let file = match std::fs::File::open(&files) {
+        Ok(file) => file,
+        Err(e) => bail!("job {id}'s output is gone ({}: {e})", files.display()),
     };
+    let mut text = Vec::new();
+    let mut offset = host::bash::monitor::read_frames(&file, 0, |tag, bytes| {
+        if tag == wanted {
+            text.extend_from_slice(bytes);
+        }
+    });
     let terminal = std::io::stdout().is_terminal();
     let print = |bytes: &[u8]| {
         let text = String::from_utf8_lossy(bytes);
@@ -727,35 +729,25 @@ async fn logs_from_files(
         }
     }
     print(&text[start..]);
-    let mut offset = text.len() as u64;
     let live = |files: &std::path::Path| {
         host::bash::recorded_monitor(files)
             .is_some_and(|(pid, start)| host::bash::process_start_time(pid) == Some(start))
     };
+    let more = |offset: u64| {
+        host::bash::monitor::read_frames(&file, offset, |tag, bytes| {
+            if tag == wanted {
+                print(bytes);
+            }
+        })
+    };
     while follow && live(&files) {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        offset += follow_file(&path, offset, &print)?;
+        offset = more(offset);
     }
     if follow {
-        follow_file(&path, offset, &print)?;
+        more(offset);
     }
     Ok(0)
-}
-
-/// Prints what `path` holds past `offset`; how many bytes that was.
-fn follow_file(path: &std::path::Path, offset: u64, print: &impl Fn(&[u8])) -> Result<u64> {
-    use std::os::unix::fs::FileExt;
-    let file = std::fs::File::open(path)?;
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut read = 0u64;
-    loop {
-        let n = file.read_at(&mut buf, offset + read)?;
-        if n == 0 {
-            return Ok(read);
-        }
-        print(&buf[..n]);
-        read += n as u64;
-    }
 }
 
 /// `jobs-host kill`.

@@ -129,7 +129,9 @@ fn check(conn: &Connection, path: &Path) -> Result<()> {
     if application != APPLICATION_ID {
         return Err(refuse("is another program's database".to_owned()));
     }
-    if version != SCHEMA && version != 1 {
+    // Version 0 with our id: a journal made by a daemon killed before its
+    // first migration finished (made again, nothing in it lost).
+    if version != SCHEMA && version != 1 && version != 0 {
         return Err(refuse(format!(
             "has schema version {version}; this jobs-host reads version {SCHEMA}"
         )));
@@ -303,16 +305,26 @@ impl Journal {
             )?;
         }
         // Bounded: the newest ended session instances stay, with their jobs.
+        // A killed daemon's session whose jobs no later session took on yet
+        // is kept whatever its age: its jobs are still to be taken on.
+        let waiting = "(SELECT DISTINCT session FROM jobs WHERE files IS NOT NULL
+                          AND status NOT IN ('adopted', 'lost')
+                          AND session IN (SELECT id FROM sessions WHERE crashed = 1))";
         tx.execute(
-            "DELETE FROM jobs WHERE session IN (
-                 SELECT id FROM sessions WHERE ended_at IS NOT NULL
-                 ORDER BY ended_at DESC, id DESC LIMIT -1 OFFSET ?1)",
+            &format!(
+                "DELETE FROM jobs WHERE session NOT IN {waiting} AND session IN (
+                     SELECT id FROM sessions WHERE ended_at IS NOT NULL
+                     ORDER BY ended_at DESC, id DESC LIMIT -1 OFFSET ?1)"
+            ),
             params![KEPT_SESSIONS],
         )?;
         tx.execute(
-            "DELETE FROM sessions WHERE ended_at IS NOT NULL AND id NOT IN (
-                 SELECT id FROM sessions WHERE ended_at IS NOT NULL
-                 ORDER BY ended_at DESC, id DESC LIMIT ?1)",
+            &format!(
+                "DELETE FROM sessions WHERE ended_at IS NOT NULL AND id NOT IN {waiting}
+                   AND id NOT IN (
+                     SELECT id FROM sessions WHERE ended_at IS NOT NULL
+                     ORDER BY ended_at DESC, id DESC LIMIT ?1)"
+            ),
             params![KEPT_SESSIONS],
         )?;
         tx.execute(
@@ -454,7 +466,7 @@ impl Journal {
                AND j.status NOT IN ('adopted', 'lost')
              ORDER BY j.started_at, j.rowid",
         )?;
-        let rows = stmt
+        let rows: Vec<Orphan> = stmt
             .query_map(params![key], |r| {
                 Ok(Orphan {
                     session: r.get(0)?,
@@ -462,7 +474,28 @@ impl Journal {
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;
-        Ok(rows)
+        // A daemon killed while it took jobs on leaves a job in two sessions
+        // (the new rows are written before the old let go): the newer has
+        // the newer cursors.
+        let mut newest: HashMap<String, Orphan> = HashMap::new();
+        let mut order = Vec::new();
+        for orphan in rows {
+            let files = orphan.job.files.clone().unwrap_or_default();
+            match newest.get(&files) {
+                Some(known) if known.session >= orphan.session => {}
+                Some(_) => {
+                    newest.insert(files, orphan);
+                }
+                None => {
+                    order.push(files.clone());
+                    newest.insert(files, orphan);
+                }
+            }
+        }
+        Ok(order
+            .into_iter()
+            .filter_map(|f| newest.remove(&f))
+            .collect())
     }
 
     /// Records that `orphans` were taken on by this daemon's session
@@ -475,17 +508,19 @@ impl Journal {
         let mut conn = lock(&self.conn);
         let tx = conn.transaction()?;
         for orphan in orphans {
+            // Every older row of the job too (see `orphans`).
             tx.execute(
                 "UPDATE jobs SET status = 'adopted', detail = ?1, finished_at = ?2
-                 WHERE session = ?3 AND id = ?4",
+                 WHERE files = ?3 AND session != ?4
+                   AND session IN (SELECT id FROM sessions WHERE crashed = 1)",
                 params![
                     format!(
                         "taken on by session instance {by} of daemon pid {}",
                         std::process::id()
                     ),
                     now as i64,
-                    orphan.session,
-                    orphan.job.id
+                    orphan.job.files,
+                    by
                 ],
             )?;
         }

@@ -239,17 +239,10 @@ async fn write_rows(
             .into_iter()
             .map(|job| {
                 let durable = registry.durable_view(&job.id);
-                let before = written.get(&job.id);
-                // A monitor's start time is read once: with its pid it names
-                // that process for whoever takes the job on later.
                 let monitor = durable
                     .as_ref()
-                    .and_then(|d| d.leader)
-                    .and_then(|pid| match before.and_then(|b| b.monitor) {
-                        Some((known, start)) if known == i64::from(pid) => Some((known, start)),
-                        _ => host::bash::process_start_time(pid)
-                            .map(|start| (i64::from(pid), start as i64)),
-                    });
+                    .and_then(|d| d.monitor)
+                    .map(|(pid, start)| (i64::from(pid), start as i64));
                 JobRow {
                     id: job.id,
                     label: job.label,
@@ -302,7 +295,12 @@ impl SessionFiles {
     fn make(state: &std::path::Path, n: u64, linger: Duration) -> Result<SessionFiles> {
         let jobs = state.join("jobs");
         super::private_dir(&jobs)?;
-        let dir = jobs.join(format!("{}-{n}", std::process::id()));
+        // With a random part: a later daemon may get the same pid (after a
+        // reboot, in a container), and must not take a dead one's directory.
+        let dir = jobs.join(format!("{}-{n}-{:016x}", std::process::id(), random_u64()));
+        if dir.exists() {
+            bail!("{} exists already", dir.display());
+        }
         super::private_dir(&dir)?;
         let files = SessionFiles {
             lease: dir.join("lease"),
@@ -321,7 +319,9 @@ impl SessionFiles {
     /// the rest of its settings.)
     fn durable_jobs(&self) -> Result<host::bash::DurableJobs> {
         Ok(host::bash::DurableJobs {
-            monitor: std::env::current_exe().context("cannot find this program's path")?,
+            // This very binary, even once an upgrade has replaced its file:
+            // a monitor of the same build as its host.
+            monitor: PathBuf::from("/proc/self/exe"),
             dir: self.dir.clone(),
             lease: self.lease.clone(),
             max_file_bytes: 0,
@@ -361,6 +361,30 @@ impl Durable {
     }
 }
 
+/// Whether `path` is a job's file in a session directory of `jobs_dir`
+/// (`jobs_dir/<session>/job-<n>`, a regular file, no link on the way).
+fn is_job_file(jobs_dir: &std::path::Path, path: &std::path::Path) -> bool {
+    use std::path::Component;
+    let Ok(rest) = path.strip_prefix(jobs_dir) else {
+        return false;
+    };
+    let parts: Vec<Component<'_>> = rest.components().collect();
+    let [Component::Normal(_), Component::Normal(name)] = parts[..] else {
+        return false;
+    };
+    let numbered = name
+        .to_str()
+        .and_then(|n| n.strip_prefix("job-"))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    let plain = |p: &std::path::Path| {
+        std::fs::symlink_metadata(p).is_ok_and(|m| !m.file_type().is_symlink())
+    };
+    numbered
+        && plain(jobs_dir)
+        && path.parent().is_some_and(plain)
+        && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+}
+
 /// Removes the directories that sessions of dead daemons left in
 /// `state/jobs`, but those of jobs still under their monitors (kept for the
 /// next session of their key).
@@ -375,20 +399,30 @@ fn remove_stale_sessions(state: &std::path::Path, journal: &Journal) {
     let Ok(entries) = std::fs::read_dir(state.join("jobs")) else {
         return;
     };
-    let own = format!("{}-", std::process::id());
+    // Before this daemon has any session: every directory is a dead one's.
     for entry in entries.flatten() {
         let dir = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with(&own)
-            || needed
-                .iter()
-                .any(|f| std::path::Path::new(f).starts_with(&dir))
+        if needed
+            .iter()
+            .any(|f| std::path::Path::new(f).starts_with(&dir))
         {
             continue;
         }
         if let Err(e) = std::fs::remove_dir_all(&dir) {
             tracing::warn!("jobs-host daemon: cannot remove {}: {e}", dir.display());
         }
+    }
+}
+
+/// A random number from the kernel (the time's, without one).
+fn random_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: getrandom into a buffer of its length.
+    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if got == 8 {
+        u64::from_ne_bytes(bytes)
+    } else {
+        host::registry::now_ms()
     }
 }
 
@@ -758,8 +792,9 @@ impl Daemon {
                 };
                 // Jobs a dead daemon left to their monitors come back to
                 // the next session of their key.
-                let (leases, adopted_from) =
-                    self.adopt_orphans(&key, &host, &session, recorder.as_ref(), files.as_ref());
+                let (leases, adopted_from) = self
+                    .adopt_orphans(&key, &host, &session, recorder.as_ref(), files.as_ref())
+                    .await;
                 if let Some(recorder) = &recorder {
                     recorder.flush_before_replies(&session);
                 }
@@ -811,7 +846,11 @@ impl Daemon {
         let (front_end, announced) = durable.session.reattach();
         front.front_end = front_end;
         front.connected = Some(peer);
+        let lease = lease_ms(front.linger);
         drop(front);
+        // A client is here: the monitors keep the jobs a linger from now
+        // (a lease a dead daemon left may be about to pass).
+        durable.set_deadline(host::registry::now_ms() + lease);
         Ok((durable.clone(), front_end, announced))
     }
 
@@ -857,7 +896,7 @@ impl Daemon {
     /// Takes on the jobs that sessions of `key` of dead daemons left running
     /// under their monitors (see `host::bash::BashProducer::adopt`); the
     /// leases the session keeps then, and the directories it took jobs from.
-    fn adopt_orphans(
+    async fn adopt_orphans(
         &self,
         key: &str,
         host: &crate::Host,
@@ -878,10 +917,23 @@ impl Daemon {
             }
         };
         let mut taken = Vec::new();
+        let Some(jobs_dir) = self.state.as_ref().map(|s| s.join("jobs")) else {
+            return (leases, from);
+        };
         for orphan in orphans {
             let Some(dir) = orphan.job.files.as_deref().map(PathBuf::from) else {
                 continue;
             };
+            // Only a job file of a session directory of ours, whatever the
+            // journal says.
+            if !is_job_file(&jobs_dir, &dir) {
+                tracing::warn!(
+                    "jobs-host daemon: the journal names {} for {}, which is not a job's file; not taken on",
+                    dir.display(),
+                    orphan.job.id
+                );
+                continue;
+            }
             let request = host::bash::AdoptRequest {
                 id: orphan.job.id.clone(),
                 label: orphan.job.label.clone(),
@@ -893,6 +945,8 @@ impl Daemon {
                     .map(|(pid, start)| (pid as i32, start as u64)),
                 cursors: orphan.job.cursors,
                 end_seen: orphan.job.end_seen,
+                recorded: (orphan.job.status != "running")
+                    .then(|| (orphan.job.status.clone(), orphan.job.detail.clone())),
             };
             match host.bash.adopt(Some(session.owner().clone()), request) {
                 Ok(found) => {
@@ -915,6 +969,17 @@ impl Daemon {
                 ),
             }
         }
+        // The jobs are this session's in the journal before the old rows
+        // let go of them: a daemon killed in between leaves two rows of a
+        // job, and the next one takes the newer.
+        write_rows(
+            &recorder.journal,
+            recorder.instance,
+            session.registry(),
+            session.owner(),
+            &recorder.written,
+        )
+        .await;
         if let Err(e) = journal.adopted(&taken, recorder.instance, host::registry::now_ms()) {
             tracing::warn!("jobs-host daemon: the journal did not take an adoption: {e:#}");
         }

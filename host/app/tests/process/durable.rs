@@ -149,7 +149,7 @@ impl Drop for Runtime {
 
 impl Runtime {
     /// The live monitors of this runtime's jobs: those whose lease file
-    /// (their descriptor 6) is in its state directory.
+    /// (their descriptor 5) is in its state directory.
     fn monitors(&self) -> Vec<i32> {
         let state = self.state();
         std::fs::read_dir("/proc")
@@ -158,7 +158,7 @@ impl Runtime {
             .flatten()
             .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
             .filter(|pid| {
-                std::fs::read_link(format!("/proc/{pid}/fd/6")).is_ok_and(|lease| {
+                std::fs::read_link(format!("/proc/{pid}/fd/5")).is_ok_and(|lease| {
                     lease.starts_with(&state)
                         && std::fs::read(format!("/proc/{pid}/cmdline"))
                             .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(b"monitor"))

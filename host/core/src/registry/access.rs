@@ -210,12 +210,14 @@ impl JobRegistry {
             (
                 record.control.clone()?,
                 record.capture.clone(),
-                record.reported || record.noticed || record.wait_holds > 0,
+                // Not a wait's hold that is not yet shown: its notice is
+                // owed again if the wait's caller goes.
+                record.reported || record.noticed,
             )
         };
         Some(super::DurableView {
             files: control.files()?,
-            leader: control.leader_pid(),
+            monitor: control.monitor(),
             cursors: capture.map_or([0, 0], |c| c.cursors()),
             end_seen: seen,
         })

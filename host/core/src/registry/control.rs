@@ -109,6 +109,12 @@ pub trait JobControl: Send + Sync {
     fn files(&self) -> Option<std::path::PathBuf> {
         None
     }
+    /// The pid and start time of a job's monitor (see
+    /// [`JobControl::files`]), read when it was spawned or taken on, so a
+    /// pid reused later is never taken for it.
+    fn monitor(&self) -> Option<(i32, u64)> {
+        None
+    }
     /// Gives the job's terminal a new size.
     ///
     /// # Errors

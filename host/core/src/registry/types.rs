@@ -159,8 +159,9 @@ pub enum KillOutcome {
 pub struct DurableView {
     /// The job's directory (its monitor's files).
     pub files: std::path::PathBuf,
-    /// The pid of its first process (its monitor), once spawned.
-    pub leader: Option<i32>,
+    /// Its monitor's pid and start time (see
+    /// [`crate::bash::process_start_time`]), once spawned.
+    pub monitor: Option<(i32, u64)>,
     /// How far the model has read stdout and stderr, in bytes.
     pub cursors: [u64; 2],
     /// Whether the model saw its end or was told of it.

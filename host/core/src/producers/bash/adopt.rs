@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::monitor::{JobEnd, STDERR_FILE, STDOUT_FILE, stop_signal};
+use super::monitor::{FRAMES_AT, JobEnd, read_frames, stop_signal};
 use super::{BASH_KIND, BashProducer};
 use crate::capture::{OutputStream, SharedCapture};
 use crate::owner::Owner;
@@ -27,7 +27,7 @@ pub struct AdoptRequest {
     pub label: String,
     /// Its start, epoch ms.
     pub started_at: u64,
-    /// Its directory (its monitor's files).
+    /// Its file (see [`super::monitor`]).
     pub files: PathBuf,
     /// Its monitor's pid and start time (field 22 of `/proc/<pid>/stat`),
     /// when they were recorded.
@@ -37,6 +37,10 @@ pub struct AdoptRequest {
     /// Whether the model had seen its end or been told of it: no notice
     /// then.
     pub end_seen: bool,
+    /// Its status and detail as the old host recorded them, when not
+    /// `running`: an end it recorded is the job's (a kill's, a limit's, with
+    /// its words), and `stopping` means it was being killed.
+    pub recorded: Option<(String, Option<String>)>,
 }
 
 /// What an adoption found.
@@ -81,34 +85,58 @@ fn live_monitor(pid: i32, start: u64) -> Option<OwnedFd> {
     (process_start_time(pid) == Some(start)).then_some(fd)
 }
 
-/// Reads what was appended to a job's files since `offsets` into `capture`.
-fn tail(files: &Path, offsets: &mut [u64; 2], capture: &SharedCapture) {
-    use std::os::unix::fs::FileExt;
-    for (n, (name, stream)) in [
-        (STDOUT_FILE, OutputStream::Stdout),
-        (STDERR_FILE, OutputStream::Stderr),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let Ok(file) = std::fs::File::open(files.join(name)) else {
-            continue;
-        };
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match file.read_at(&mut buf, offsets[n]) {
-                Ok(0) | Err(_) => break,
-                Ok(read) => {
-                    capture.push(stream, &buf[..read]);
-                    offsets[n] += read as u64;
-                }
-            }
-        }
+/// Whether the process of `pidfd` has not exited.
+fn alive(pidfd: &OwnedFd) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: pidfd_send_signal with signal 0 (a check) on our pidfd.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            0,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        ) == 0
     }
 }
 
-/// The job's outcome from its monitor's end record, or lost.
-fn outcome(files: &Path, monitor: Option<i32>) -> JobOutcome {
+/// Reads the frames appended to a job's file since `offset` into
+/// `capture`.
+fn tail(file: &Path, offset: &mut u64, capture: &SharedCapture) {
+    let Ok(file) = std::fs::File::open(file) else {
+        return;
+    };
+    *offset = read_frames(&file, *offset, |tag, bytes| {
+        let stream = if tag == 1 {
+            OutputStream::Stdout
+        } else {
+            OutputStream::Stderr
+        };
+        capture.push(stream, bytes);
+    });
+}
+
+/// The job's outcome: as the old host recorded it, else from its monitor's
+/// end record (a kill the old host asked for counted as one), else lost.
+fn outcome(
+    files: &Path,
+    monitor: Option<i32>,
+    recorded: Option<&(String, Option<String>)>,
+) -> JobOutcome {
+    let status = match recorded.map(|(status, _)| status.as_str()) {
+        Some("completed") => Some(OutcomeStatus::Completed),
+        Some("killed") => Some(OutcomeStatus::Killed),
+        Some("failed") => Some(OutcomeStatus::Failed),
+        _ => None,
+    };
+    if let (Some(status), Some((_, detail))) = (status, recorded) {
+        return JobOutcome {
+            status,
+            detail: detail.clone(),
+            output: None,
+        };
+    }
+    let kill_requested = recorded.is_some_and(|(status, _)| status == "stopping");
     let Some(end) = JobEnd::read(files) else {
         return JobOutcome {
             status: OutcomeStatus::Failed,
@@ -116,7 +144,7 @@ fn outcome(files: &Path, monitor: Option<i32>) -> JobOutcome {
             output: None,
         };
     };
-    let mut outcome = super::process::process_outcome(Some(end.wait_status()), false);
+    let mut outcome = super::process::process_outcome(Some(end.wait_status()), kill_requested);
     let mut notes = Vec::new();
     if end.lease_expired {
         notes.push(crate::words::LEASE_PASSED.to_owned());
@@ -139,35 +167,40 @@ fn outcome(files: &Path, monitor: Option<i32>) -> JobOutcome {
 /// and its input pipe went with the old host, so it takes no input; signals
 /// and ports reach its processes through its cgroup.
 struct AdoptedControl {
-    /// Its monitor, while it runs.
-    monitor: Option<i32>,
+    /// Its monitor (pid and start time, and a pidfd), while it runs.
+    monitor: Option<(i32, u64, Arc<OwnedFd>)>,
     files: PathBuf,
 }
 
 impl AdoptedControl {
     /// The job's processes but its monitor, from its monitor's cgroup.
     fn processes(&self) -> Vec<i32> {
-        let Some(monitor) = self.monitor else {
+        let Some((monitor, _, pidfd)) = &self.monitor else {
             return Vec::new();
         };
+        let monitor = *monitor;
         let Ok(own) = std::fs::read_to_string(format!("/proc/{monitor}/cgroup")) else {
             return Vec::new();
         };
         let Some(path) = own.lines().find_map(|l| l.strip_prefix("0::")) else {
             return Vec::new();
         };
-        if !path.contains("/job-") {
+        if !crate::containment::is_job_cgroup(path) {
             return Vec::new();
         }
-        std::fs::read_to_string(format!("/sys/fs/cgroup{}/cgroup.procs", path.trim()))
-            .map(|procs| {
-                procs
-                    .lines()
-                    .filter_map(|l| l.trim().parse().ok())
-                    .filter(|pid| *pid != monitor)
-                    .collect()
-            })
-            .unwrap_or_default()
+        let pids: Vec<i32> =
+            std::fs::read_to_string(format!("/sys/fs/cgroup{}/cgroup.procs", path.trim()))
+                .map(|procs| {
+                    procs
+                        .lines()
+                        .filter_map(|l| l.trim().parse().ok())
+                        .filter(|pid| *pid != monitor)
+                        .collect()
+                })
+                .unwrap_or_default();
+        // Read by pid: only if that pid was still the monitor after the read
+        // (its cgroup was then the job's).
+        if alive(pidfd) { pids } else { Vec::new() }
     }
 }
 
@@ -195,7 +228,11 @@ impl JobControl for AdoptedControl {
     }
 
     fn leader_pid(&self) -> Option<i32> {
-        self.monitor
+        self.monitor.as_ref().map(|m| m.0)
+    }
+
+    fn monitor(&self) -> Option<(i32, u64)> {
+        self.monitor.as_ref().map(|m| (m.0, m.1))
     }
 
     fn files(&self) -> Option<PathBuf> {
@@ -219,21 +256,23 @@ impl BashProducer {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let stem = inner.spill_dir.path().join(format!("adopted-{n}"));
         let capture = SharedCapture::new(&stem, inner.config.limits, Some(inner.budget.clone()));
-        let mut offsets = [0u64; 2];
-        tail(&job.files, &mut offsets, &capture);
+        let mut offset = FRAMES_AT;
+        tail(&job.files, &mut offset, &capture);
         capture.set_cursors(job.cursors);
         // The monitor as the old host recorded it, or as it recorded itself
         // (a host killed before it recorded the pid).
         let job_monitor = job
             .monitor
             .or_else(|| super::monitor::recorded_monitor(&job.files));
-        let monitor =
-            job_monitor.and_then(|(pid, start)| live_monitor(pid, start).map(|fd| (pid, fd)));
-        let found = match (&monitor, JobEnd::read(&job.files)) {
-            (Some(_), _) => Adopted::Running,
-            (None, Some(_)) => Adopted::Ended,
-            (None, None) => Adopted::Lost,
+        let monitor = job_monitor
+            .and_then(|(pid, start)| live_monitor(pid, start).map(|fd| (pid, start, fd)));
+        let found = match (&monitor, JobEnd::read(&job.files), &job.recorded) {
+            (Some(_), _, _) => Adopted::Running,
+            (None, Some(_), _) => Adopted::Ended,
+            (None, None, Some((status, _))) if status != "stopping" => Adopted::Ended,
+            (None, None, _) => Adopted::Lost,
         };
+        let recorded_end = job.recorded.clone();
         let files = job.files.clone();
         let recorded = job_monitor.map(|(pid, _)| pid);
         let (cancel, control, done): (
@@ -241,12 +280,12 @@ impl BashProducer {
             Option<Arc<dyn JobControl>>,
             crate::registry::DoneFuture,
         ) = match monitor {
-            Some((pid, pidfd)) => {
+            Some((pid, start, pidfd)) => {
                 let pidfd = Arc::new(pidfd);
                 let stopper = pidfd.clone();
                 let watched = capture.clone();
                 let control: Arc<dyn JobControl> = Arc::new(AdoptedControl {
-                    monitor: Some(pid),
+                    monitor: Some((pid, start, pidfd.clone())),
                     files: files.clone(),
                 });
                 (
@@ -274,10 +313,10 @@ impl BashProducer {
                     }),
                     Some(control),
                     Box::pin(async move {
-                        follow(pidfd, &files, &mut offsets, &watched).await;
-                        tail(&files, &mut offsets, &watched);
+                        follow(pidfd, &files, &mut offset, &watched).await;
+                        tail(&files, &mut offset, &watched);
                         watched.close();
-                        Ok(outcome(&files, Some(pid)))
+                        Ok(outcome(&files, Some(pid), recorded_end.as_ref()))
                     }),
                 )
             }
@@ -294,7 +333,7 @@ impl BashProducer {
                     Some(control),
                     Box::pin(async move {
                         ended.close();
-                        Ok(outcome(&files, recorded))
+                        Ok(outcome(&files, recorded, recorded_end.as_ref()))
                     }),
                 )
             }
@@ -325,12 +364,7 @@ impl BashProducer {
 
 /// Reads the job's files into `capture` as they grow, until its monitor
 /// exits.
-async fn follow(
-    pidfd: Arc<OwnedFd>,
-    files: &Path,
-    offsets: &mut [u64; 2],
-    capture: &SharedCapture,
-) {
+async fn follow(pidfd: Arc<OwnedFd>, files: &Path, offset: &mut u64, capture: &SharedCapture) {
     let Ok(duplicate) = pidfd.try_clone() else {
         return;
     };
@@ -348,7 +382,7 @@ async fn follow(
                     return;
                 }
             }
-            () = tokio::time::sleep(TAIL_EVERY) => tail(files, offsets, capture),
+            () = tokio::time::sleep(TAIL_EVERY) => tail(files, offset, capture),
         }
     }
 }

@@ -108,6 +108,11 @@ impl JobControl for BashControl {
         self.files.clone()
     }
 
+    fn monitor(&self) -> Option<(i32, u64)> {
+        self.files.as_ref()?;
+        self.process.leader_start.get().copied()
+    }
+
     fn ports(&self) -> Vec<ListeningPort> {
         let pids = lock(&self.process.container).pids();
         crate::producers::ports::listening_ports(&pids)

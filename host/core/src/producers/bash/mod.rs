@@ -415,6 +415,8 @@ impl BashProducer {
             exited,
             limit_hit: Mutex::new(None),
             none_left: std::sync::atomic::AtomicBool::new(false),
+            leader_start: std::sync::OnceLock::new(),
+            durable: files.is_some(),
         });
         let (stdin_tx, stdin_rx) = tokio::sync::oneshot::channel();
         let extras = Arc::new(BashControl {

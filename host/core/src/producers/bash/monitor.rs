@@ -9,18 +9,20 @@
 //!   with the host) and becomes the subreaper of the job's processes;
 //! - starts the leader in a process group of its own, with the job's own
 //!   limits, and the death signal tied to the monitor;
-//! - appends each stream to its file (descriptors 3 and 4, which the host
-//!   opened, so the fence needs no path of the host's), at most a bound of
-//!   bytes each, counting what it could not keep, and passes the same bytes
-//!   on to the host while the host reads;
+//! - appends each stream's bytes to the job's file as frames (descriptor
+//!   3, which the host opened, so the fence needs no path of the host's),
+//!   at most a bound of bytes each, counting what it could not keep, and
+//!   passes the same bytes on to the host while the host reads;
 //! - shrugs off the signals aimed at the whole job (they are the job's),
 //!   and once the leader has ended and its pipes are done (or the grace
-//!   period is over) writes the job's end (descriptor 5) as one line, then
-//!   exits as the leader did, so the host sees the same status either way;
-//! - once its parent is gone, reads the session's lease (descriptor 6: a
+//!   period is over) kills what is left of the job if the host is gone,
+//!   writes the job's end in the file's header (descriptor 4) as one line,
+//!   then exits as the leader did, so the host sees the same status either
+//!   way;
+//! - once its parent is gone, reads the session's lease (descriptor 5: a
 //!   deadline in epoch ms) every second, and stops the job when it passes:
 //!   no job lives on unattended for longer than its session would have;
-//! - writes its own pid and start time (descriptor 7) first, so a host
+//! - writes its own pid and start time (in the header) first, so a host
 //!   that takes the job on later can find it, and tell it from a process
 //!   that reused its pid.
 
@@ -35,31 +37,80 @@ use serde::{Deserialize, Serialize};
 /// The subcommand a host binary runs the monitor under.
 pub const MONITOR_COMMAND: &str = "monitor";
 
-/// The descriptors the monitor gets, from 3: the stdout file, the stderr
-/// file, the end file and the lease file.
-const OUT_FILE: RawFd = 3;
-const ERR_FILE: RawFd = 4;
-const END_FILE: RawFd = 5;
-const LEASE_FILE: RawFd = 6;
-const SELF_FILE: RawFd = 7;
+/// The descriptors the monitor gets, from 3: its job's file opened to
+/// append (the output's frames), the same file opened to write in place
+/// (its header), and the session's lease.
+const FRAMES: RawFd = 3;
+const HEADER: RawFd = 4;
+const LEASE_FILE: RawFd = 5;
 
-/// Names of the files in a durable job's directory.
-pub const STDOUT_FILE: &str = "stdout";
-/// See [`STDOUT_FILE`].
-pub const STDERR_FILE: &str = "stderr";
-/// See [`STDOUT_FILE`].
-pub const END_RECORD_FILE: &str = "end";
-/// See [`STDOUT_FILE`]: the monitor's pid and start time, which it writes
-/// itself when it starts, so that a host killed before it recorded them
-/// leaves the job findable.
-pub const MONITOR_FILE: &str = "monitor";
+/// A durable job's file, one per job (one file made per start: a spawn
+/// storm creates as few inodes as it can). Its header holds, from 0, the
+/// monitor's `pid start-time` line, which it writes when it starts (so a
+/// host killed before it recorded them leaves the job findable), and from
+/// [`END_AT`] the job's end as one JSON line. From [`FRAMES_AT`] come the
+/// output's frames, in the order the monitor read them: a stream byte (1
+/// stdout, 2 stderr), the length (u32, little-endian), the bytes.
+pub const END_AT: u64 = 64;
+/// See [`END_AT`].
+pub const FRAMES_AT: u64 = 4096;
+const FRAME_HEADER: usize = 5;
+/// No frame is longer (the monitor reads at most 64 KiB at a time): a
+/// length past it is a damaged file, read no further.
+const MAX_FRAME: usize = 1 << 20;
 
-/// The monitor of the job in `dir`, as it recorded itself: its pid and
-/// start time (see [`super::process_start_time`]).
-pub fn recorded_monitor(dir: &Path) -> Option<(i32, u64)> {
-    let text = std::fs::read_to_string(dir.join(MONITOR_FILE)).ok()?;
-    let (pid, start) = text.strip_suffix('\n')?.split_once(' ')?;
+/// Reads `len` bytes of `file` at `at`, or fewer at its end.
+fn read_at(file: &std::fs::File, at: u64, len: usize) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; len];
+    let mut got = 0;
+    while got < len {
+        match file.read_at(&mut buf[got..], at + got as u64) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    buf.truncate(got);
+    buf
+}
+
+/// The line at the start of `bytes`, if it is whole.
+fn header_line(bytes: &[u8]) -> Option<&[u8]> {
+    let end = bytes.iter().position(|b| *b == b'\n')?;
+    (end > 0).then(|| &bytes[..end])
+}
+
+/// The monitor of the job whose file is `file`, as it recorded itself: its
+/// pid and start time (see [`super::process_start_time`]).
+pub fn recorded_monitor(file: &Path) -> Option<(i32, u64)> {
+    let bytes = read_at(&std::fs::File::open(file).ok()?, 0, END_AT as usize);
+    let line = std::str::from_utf8(header_line(&bytes)?).ok()?;
+    let (pid, start) = line.split_once(' ')?;
     Some((pid.parse().ok()?, start.parse().ok()?))
+}
+
+/// Calls `each` with the stream (1 stdout, 2 stderr) and bytes of every
+/// whole frame of `file` from `offset` (a frame's start, at least
+/// [`FRAMES_AT`]); the offset after the last whole one. A frame still being
+/// written, or a damaged one, ends the reading there.
+pub fn read_frames(file: &std::fs::File, mut offset: u64, mut each: impl FnMut(u8, &[u8])) -> u64 {
+    offset = offset.max(FRAMES_AT);
+    loop {
+        let head = read_at(file, offset, FRAME_HEADER);
+        if head.len() < FRAME_HEADER || !matches!(head[0], 1 | 2) {
+            return offset;
+        }
+        let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        if len > MAX_FRAME {
+            return offset;
+        }
+        let body = read_at(file, offset + FRAME_HEADER as u64, len);
+        if body.len() < len {
+            return offset;
+        }
+        each(head[0], &body);
+        offset += (FRAME_HEADER + len) as u64;
+    }
 }
 
 /// How a durable job ended, as its monitor wrote it.
@@ -85,11 +136,15 @@ pub struct JobEnd {
 }
 
 impl JobEnd {
-    /// The end recorded in `dir`, if its monitor wrote one whole.
-    pub fn read(dir: &Path) -> Option<JobEnd> {
-        let text = std::fs::read(dir.join(END_RECORD_FILE)).ok()?;
-        let line = text.strip_suffix(b"\n")?;
-        serde_json::from_slice(line).ok()
+    /// The end recorded in the job's file `file`, if its monitor wrote one
+    /// whole.
+    pub fn read(file: &Path) -> Option<JobEnd> {
+        let bytes = read_at(
+            &std::fs::File::open(file).ok()?,
+            END_AT,
+            (FRAMES_AT - END_AT) as usize,
+        );
+        serde_json::from_slice(header_line(&bytes)?).ok()
     }
 
     /// The leader's status as `waitpid` would have given it.
@@ -107,6 +162,9 @@ impl JobEnd {
 /// [`MONITOR_COMMAND`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MonitorArgs {
+    /// The host's pid: once the monitor's parent is another, the host is
+    /// gone (it may be gone before the monitor starts).
+    pub parent: i32,
     pub grace_ms: u64,
     /// The most bytes each stream's file keeps.
     pub max_file_bytes: u64,
@@ -132,6 +190,7 @@ impl MonitorArgs {
         };
         let mut args: Vec<OsString> = vec![
             MONITOR_COMMAND.into(),
+            self.parent.to_string().into(),
             self.grace_ms.to_string().into(),
             self.max_file_bytes.to_string().into(),
             limits.into(),
@@ -153,9 +212,10 @@ impl MonitorArgs {
                 .parse::<u64>()
                 .map_err(|e| format!("argument {n}: {e}"))
         };
-        let grace_ms = number(0)?;
-        let max_file_bytes = number(1)?;
-        let rlimits = match text(2)? {
+        let parent = i32::try_from(number(0)?).map_err(|e| format!("argument 0: {e}"))?;
+        let grace_ms = number(1)?;
+        let max_file_bytes = number(2)?;
+        let rlimits = match text(3)? {
             "-" => Vec::new(),
             list => list
                 .split(',')
@@ -172,12 +232,13 @@ impl MonitorArgs {
                 })
                 .collect::<Result<_, _>>()?,
         };
-        let program = args.get(3).cloned().ok_or("no program")?;
-        let argv = args.get(4..).map(<[OsString]>::to_vec).unwrap_or_default();
+        let program = args.get(4).cloned().ok_or("no program")?;
+        let argv = args.get(5..).map(<[OsString]>::to_vec).unwrap_or_default();
         if argv.is_empty() {
             return Err("no argv".to_owned());
         }
         Ok(MonitorArgs {
+            parent,
             grace_ms,
             max_file_bytes,
             rlimits,
@@ -187,34 +248,30 @@ impl MonitorArgs {
     }
 }
 
-/// Makes job `n`'s directory in `durable.dir` and opens what its monitor
-/// gets as descriptors 3 to 7 (see the module's notes).
+/// Makes job `n`'s file in `durable.dir` and opens what its monitor gets
+/// as descriptors 3 to 5 (see the module's notes).
 pub(crate) fn prepare(
     durable: &super::DurableJobs,
     n: u64,
 ) -> std::io::Result<(std::path::PathBuf, Vec<OwnedFd>)> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let dir = durable.dir.join(format!("job-{n}"));
-    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-    let open = |name: &str, append: bool| {
-        std::fs::OpenOptions::new()
-            .read(!append)
-            .write(true)
-            .append(append)
-            .create_new(true)
-            .mode(0o600)
-            .open(dir.join(name))
-            .map(OwnedFd::from)
-    };
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = durable.dir.join(format!("job-{n}"));
+    let header = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    // The header's room (sparse): the frames are appended after it.
+    header.set_len(FRAMES_AT)?;
+    let frames = std::fs::OpenOptions::new().append(true).open(&path)?;
     let lease = std::fs::File::open(&durable.lease)?;
     let fds = vec![
-        open(STDOUT_FILE, true)?,
-        open(STDERR_FILE, true)?,
-        open(END_RECORD_FILE, false)?,
+        OwnedFd::from(frames),
+        OwnedFd::from(header),
         OwnedFd::from(lease),
-        open(MONITOR_FILE, false)?,
     ];
-    Ok((dir, fds))
+    Ok((path, fds))
 }
 
 /// `spec` run under its monitor, which gets `files` (from [`prepare`]):
@@ -232,6 +289,7 @@ pub(crate) fn wrap(
         .iter()
         .partition(|(resource, _, _)| job_only.contains(resource));
     let args = MonitorArgs {
+        parent: std::process::id() as i32,
         grace_ms: grace.as_millis() as u64,
         max_file_bytes: durable.max_file_bytes,
         rlimits: leader_limits,
@@ -315,9 +373,12 @@ pub fn run_monitor(args: &[OsString]) -> i32 {
         // Orphans of the job come here, not to whoever adopts them outside.
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
     }
-    // SAFETY: getppid takes no arguments.
-    let parent = unsafe { libc::getppid() };
-    for fd in [OUT_FILE, ERR_FILE, END_FILE, LEASE_FILE, SELF_FILE] {
+    let parent = args.parent;
+    // Nothing of the job (same user, same sandbox) may read the monitor's
+    // memory or descriptors, or trace it, to forge its records.
+    // SAFETY: a plain prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) };
+    for fd in [FRAMES, HEADER, LEASE_FILE] {
         // SAFETY: fcntl on a number; one that is not open fails harmlessly.
         unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
     }
@@ -326,7 +387,7 @@ pub fn run_monitor(args: &[OsString]) -> i32 {
     if let Some(start) = super::process_start_time(me) {
         let line = format!("{me} {start}\n");
         // SAFETY: the file the host opened for us, written in one call.
-        unsafe { libc::pwrite(SELF_FILE, line.as_ptr().cast(), line.len(), 0) };
+        unsafe { libc::pwrite(HEADER, line.as_ptr().cast(), line.len(), 0) };
     }
     for sig in SHRUGGED {
         // SAFETY: a handler that does nothing, for a catchable signal.
@@ -359,8 +420,8 @@ pub fn run_monitor(args: &[OsString]) -> i32 {
     };
     let mut run = Run {
         streams: [
-            Relay::new(OwnedFd::from(out), OUT_FILE, 1),
-            Relay::new(OwnedFd::from(err), ERR_FILE, 2),
+            Relay::new(OwnedFd::from(out), 1, 1),
+            Relay::new(OwnedFd::from(err), 2, 2),
         ],
         max_file_bytes: args.max_file_bytes,
         leader: leader_pid,
@@ -378,12 +439,18 @@ pub fn run_monitor(args: &[OsString]) -> i32 {
     // Reaped below by pid (a `Child` waits only when asked).
     drop(leader);
     run.relay_until_done();
+    // SAFETY: getppid takes no arguments.
+    if unsafe { libc::getppid() } != parent {
+        // With the host gone, nobody else ends what is left of the job
+        // (background children): the monitor does, as the host would have.
+        run.signal_job(libc::SIGKILL);
+    }
     let status = run.status.unwrap_or(libc::SIGKILL);
     let end = run.end(status);
     let mut line = serde_json::to_vec(&end).unwrap_or_default();
     line.push(b'\n');
     // SAFETY: the end file the host opened for us, written in one call.
-    unsafe { libc::pwrite(END_FILE, line.as_ptr().cast(), line.len(), 0) };
+    unsafe { libc::pwrite(HEADER, line.as_ptr().cast(), line.len(), END_AT as i64) };
     exit_as(status)
 }
 
@@ -426,24 +493,28 @@ fn spawn_leader(args: &MonitorArgs) -> std::io::Result<std::process::Child> {
     cmd.spawn()
 }
 
-/// One stream: the leader's pipe, its file and the host's pipe.
+/// One stream: the leader's pipe, its frames' stream byte and the host's
+/// pipe.
 struct Relay {
     pipe: Option<OwnedFd>,
-    file: RawFd,
+    tag: u8,
     host: Option<RawFd>,
     kept: u64,
     not_kept: u64,
+    /// The frame being written: its header, then the bytes.
+    frame: Vec<u8>,
 }
 
 impl Relay {
-    fn new(pipe: OwnedFd, file: RawFd, host: RawFd) -> Relay {
+    fn new(pipe: OwnedFd, tag: u8, host: RawFd) -> Relay {
         let _ = rustix::io::ioctl_fionbio(&pipe, true);
         Relay {
             pipe: Some(pipe),
-            file,
+            tag,
             host: Some(host),
             kept: 0,
             not_kept: 0,
+            frame: Vec::new(),
         }
     }
 
@@ -463,8 +534,13 @@ impl Relay {
                     let room = max_file_bytes.saturating_sub(self.kept) as usize;
                     let keep = &bytes[..room.min(n)];
                     // SAFETY: the file the host opened for us.
-                    let file = unsafe { BorrowedFd::borrow_raw(self.file) };
-                    if write_all(file, keep).is_ok() {
+                    let file = unsafe { BorrowedFd::borrow_raw(FRAMES) };
+                    self.frame.clear();
+                    self.frame.push(self.tag);
+                    self.frame
+                        .extend_from_slice(&(keep.len() as u32).to_le_bytes());
+                    self.frame.extend_from_slice(keep);
+                    if keep.is_empty() || write_all(file, &self.frame).is_ok() {
                         self.kept += keep.len() as u64;
                         self.not_kept += (n - keep.len()) as u64;
                     } else {
@@ -704,7 +780,7 @@ fn job_peers() -> Vec<i32> {
     let mut pids = Vec::new();
     if let Ok(own) = std::fs::read_to_string("/proc/self/cgroup")
         && let Some(path) = own.lines().find_map(|l| l.strip_prefix("0::"))
-        && path.contains("/job-")
+        && crate::containment::is_job_cgroup(path)
         && let Ok(procs) =
             std::fs::read_to_string(format!("/sys/fs/cgroup{}/cgroup.procs", path.trim()))
     {
@@ -763,6 +839,7 @@ mod tests {
     #[test]
     fn arguments_survive_their_round_trip() {
         let args = MonitorArgs {
+            parent: 42,
             grace_ms: 3000,
             max_file_bytes: 1 << 20,
             rlimits: vec![(0, 5, 6), (4, 0, 0)],
@@ -778,12 +855,53 @@ mod tests {
         };
         assert_eq!(MonitorArgs::parse(&none.to_args()[1..]).unwrap(), none);
         assert!(MonitorArgs::parse(&["x".into()]).is_err());
-        assert!(MonitorArgs::parse(&["1".into(), "2".into(), "1:2".into()]).is_err());
+        assert!(MonitorArgs::parse(&["7".into(), "1".into(), "2".into(), "1:2".into()]).is_err());
+    }
+
+    #[test]
+    fn frames_are_read_whole_and_in_order() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("job-1");
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_len(FRAMES_AT).unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        for (tag, bytes) in [(1u8, &b"out"[..]), (2, b"err"), (1, b"more")] {
+            file.write_all(&[tag]).unwrap();
+            file.write_all(&(bytes.len() as u32).to_le_bytes()).unwrap();
+            file.write_all(bytes).unwrap();
+        }
+        // A frame cut short (being written, or a crash) is not read.
+        file.write_all(&[1, 9, 0, 0, 0, b'x']).unwrap();
+        let reader = std::fs::File::open(&path).unwrap();
+        let mut seen = Vec::new();
+        let end = read_frames(&reader, 0, |tag, bytes| seen.push((tag, bytes.to_vec())));
+        assert_eq!(
+            seen,
+            vec![
+                (1, b"out".to_vec()),
+                (2, b"err".to_vec()),
+                (1, b"more".to_vec())
+            ]
+        );
+        assert_eq!(end, FRAMES_AT + 5 * 3 + 10);
+        let mut again = Vec::new();
+        assert_eq!(read_frames(&reader, end, |tag, _| again.push(tag)), end);
+        assert!(again.is_empty());
     }
 
     #[test]
     fn an_end_is_read_only_when_whole() {
+        use std::os::unix::fs::FileExt;
         let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("job-1");
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(FRAMES_AT)
+            .unwrap();
         let end = JobEnd {
             code: None,
             signal: Some(15),
@@ -795,11 +913,15 @@ mod tests {
             lease_expired: false,
         };
         let mut line = serde_json::to_vec(&end).unwrap();
-        std::fs::write(dir.path().join(END_RECORD_FILE), &line[..line.len() - 3]).unwrap();
-        assert_eq!(JobEnd::read(dir.path()), None);
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.write_all_at(&line[..line.len() - 3], END_AT).unwrap();
+        assert_eq!(JobEnd::read(&path), None);
         line.push(b'\n');
-        std::fs::write(dir.path().join(END_RECORD_FILE), &line).unwrap();
-        let read = JobEnd::read(dir.path()).unwrap();
+        file.write_all_at(&line, END_AT).unwrap();
+        let read = JobEnd::read(&path).unwrap();
+        assert_eq!(recorded_monitor(&path), None);
+        file.write_all_at(b"12 34\n", 0).unwrap();
+        assert_eq!(recorded_monitor(&path), Some((12, 34)));
         assert_eq!(read, end);
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(read.wait_status().signal(), Some(15));

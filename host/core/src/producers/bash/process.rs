@@ -72,6 +72,12 @@ pub(super) struct ProcessControl {
     /// Set at the job's end when its container proved that none of its
     /// processes is left (see `JobContainer::release`).
     pub(super) none_left: std::sync::atomic::AtomicBool,
+    /// The leader's pid and start time, read right after its spawn (before
+    /// it can be reaped, so its pid is still its own).
+    pub(super) leader_start: std::sync::OnceLock<(i32, u64)>,
+    /// Whether the leader is a monitor (a durable job), whose start time is
+    /// worth reading.
+    pub(super) durable: bool,
 }
 
 impl ProcessControl {
@@ -104,6 +110,11 @@ impl ProcessControl {
     /// what was sent before now reaches the job.
     pub(super) fn started(&self, pid: u32) {
         lock(&self.container).set_leader(pid);
+        if self.durable
+            && let Some(start) = super::process_start_time(pid as i32)
+        {
+            let _ = self.leader_start.set((pid as i32, start));
+        }
         let pending = {
             let mut state = lock(&self.state);
             state.started = true;
