@@ -156,11 +156,13 @@ impl Recorder {
                 // A job is recorded at its start, before its monitor exists
                 // (the spawn goes on meanwhile): it is written again once
                 // its monitor's pid is known, for whoever takes it on.
-                for _ in 0..100 {
-                    if write_rows(&task_journal, instance, &registry, &owner, &task_written).await {
+                for _ in 0..3 {
+                    let unspawned =
+                        write_rows(&task_journal, instance, &registry, &owner, &task_written).await;
+                    if unspawned.is_empty() {
                         break;
                     }
-                    tokio::time::sleep(RECORD_DELAY).await;
+                    until_spawned(&registry, &unspawned).await;
                 }
             }
         });
@@ -187,11 +189,13 @@ impl Recorder {
                 // A start's answer waits for its monitor (the spawn goes on
                 // after the start): a job it names survives a daemon killed
                 // right after it, and is found by the next one.
-                for _ in 0..200 {
-                    if write_rows(&journal, instance, &registry, &owner, &written).await {
+                for _ in 0..3 {
+                    let unspawned =
+                        write_rows(&journal, instance, &registry, &owner, &written).await;
+                    if unspawned.is_empty() {
                         break;
                     }
-                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    until_spawned(&registry, &unspawned).await;
                 }
             })
         });
@@ -218,16 +222,27 @@ impl Recorder {
     }
 }
 
+/// Waits until the jobs `ids` are spawned, at most a second (a spawner
+/// thread stalled by the machine is not waited for without end).
+async fn until_spawned(registry: &JobRegistry, ids: &[String]) {
+    let all = async {
+        for id in ids {
+            registry.until_spawned(id).await;
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), all).await;
+}
+
 /// Writes `owner`'s jobs that changed since `written`, off the async
-/// workers. False when a running job under a monitor was written without its
-/// monitor's pid (not spawned yet).
+/// workers. The running jobs under a monitor that were written without
+/// their monitor's pid (not spawned yet).
 async fn write_rows(
     journal: &Arc<Journal>,
     instance: i64,
     registry: &JobRegistry,
     owner: &host::Owner,
     written: &Arc<Mutex<HashMap<String, JobRow>>>,
-) -> bool {
+) -> Vec<String> {
     let (journal, written) = (journal.clone(), written.clone());
     let (registry, owner) = (registry.clone(), owner.clone());
     let recorded = tokio::task::spawn_blocking(move || {
@@ -257,21 +272,25 @@ async fn write_rows(
                 }
             })
             .collect();
-        let whole = !rows
+        let unspawned: Vec<String> = rows
             .iter()
-            .any(|row| row.status == "running" && row.files.is_some() && row.monitor.is_none());
-        journal.record(instance, rows, &mut written).map(|()| whole)
+            .filter(|row| row.status == "running" && row.files.is_some() && row.monitor.is_none())
+            .map(|row| row.id.clone())
+            .collect();
+        journal
+            .record(instance, rows, &mut written)
+            .map(|()| unspawned)
     })
     .await;
     match recorded {
-        Ok(Ok(whole)) => whole,
+        Ok(Ok(unspawned)) => unspawned,
         Ok(Err(e)) => {
             tracing::warn!("jobs-host daemon: the journal did not take a change: {e:#}");
-            true
+            Vec::new()
         }
         Err(e) => {
             tracing::warn!("jobs-host daemon: the journal's writer failed: {e}");
-            true
+            Vec::new()
         }
     }
 }
@@ -319,9 +338,7 @@ impl SessionFiles {
     /// the rest of its settings.)
     fn durable_jobs(&self) -> Result<host::bash::DurableJobs> {
         Ok(host::bash::DurableJobs {
-            // This very binary, even once an upgrade has replaced its file:
-            // a monitor of the same build as its host.
-            monitor: PathBuf::from("/proc/self/exe"),
+            monitor: monitor_program(),
             dir: self.dir.clone(),
             lease: self.lease.clone(),
             max_file_bytes: 0,
@@ -412,6 +429,31 @@ fn remove_stale_sessions(state: &std::path::Path, journal: &Journal) {
             tracing::warn!("jobs-host daemon: cannot remove {}: {e}", dir.display());
         }
     }
+}
+
+/// The program durable jobs' monitors run: `jobs-host-monitor` beside
+/// this binary (small, so it loads fast), held open from the daemon's start
+/// so that an upgrade that replaces the files still runs the monitor of
+/// this build; else this binary itself (`jobs-host monitor`).
+fn monitor_program() -> PathBuf {
+    static PROGRAM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PROGRAM
+        .get_or_init(|| {
+            let beside = std::env::current_exe()
+                .ok()
+                .and_then(|exe| exe.parent().map(|d| d.join("jobs-host-monitor")));
+            let opened = beside.and_then(|path| std::fs::File::open(path).ok());
+            match opened {
+                Some(file) => {
+                    // Kept open for the daemon's life: a spawn runs it by
+                    // its descriptor's name (closed in the job at its exec).
+                    let fd = std::os::fd::IntoRawFd::into_raw_fd(file);
+                    PathBuf::from(format!("/proc/self/fd/{fd}"))
+                }
+                None => PathBuf::from("/proc/self/exe"),
+            }
+        })
+        .clone()
 }
 
 /// A random number from the kernel (the time's, without one).
@@ -518,6 +560,8 @@ pub async fn run(cache_dir: Option<PathBuf>) -> Result<u8> {
     // served at once, and one whose daemon cannot load it finds no socket
     // and reads the log.
     let runtime = crate::load_runtime(cache_dir.as_deref())?;
+    // The monitors' program, held from now on (see `monitor_program`).
+    monitor_program();
     // A journal that is not ours, or broken, stops the daemon here: it is
     // never overwritten.
     let state = super::journal::state_dir();

@@ -223,6 +223,19 @@ impl JobRegistry {
         })
     }
 
+    /// Waits until job `id`'s first process exists, or its spawn failed (a
+    /// producer's start answers before): at once for an unknown job, or one
+    /// with no spawn.
+    pub async fn until_spawned(&self, id: &str) {
+        let control = {
+            let state = lock(&self.shared.state);
+            state.records.get(id).and_then(|r| r.control.clone())
+        };
+        if let Some(mut spawned) = control.and_then(|c| c.spawned()) {
+            let _ = spawned.wait_for(|done| *done).await;
+        }
+    }
+
     /// Waits until the job is terminal or `timeout_ms` passes, then returns the
     /// current snapshot (marked reported when terminal). Cancelling `abort` while
     /// the job is live fails the wait with [`RegistryError::WaitAborted`]. Waiting

@@ -115,6 +115,11 @@ pub trait JobControl: Send + Sync {
     fn monitor(&self) -> Option<(i32, u64)> {
         None
     }
+    /// True once the job's first process exists (or its spawn failed);
+    /// `None` for a job that has no spawn to wait for.
+    fn spawned(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
+        None
+    }
     /// Gives the job's terminal a new size.
     ///
     /// # Errors

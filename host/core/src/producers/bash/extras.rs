@@ -108,6 +108,10 @@ impl JobControl for BashControl {
         self.files.clone()
     }
 
+    fn spawned(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
+        Some(self.process.spawned.subscribe())
+    }
+
     fn monitor(&self) -> Option<(i32, u64)> {
         self.files.as_ref()?;
         self.process.leader_start.get().copied()

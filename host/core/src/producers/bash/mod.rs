@@ -416,6 +416,7 @@ impl BashProducer {
             limit_hit: Mutex::new(None),
             none_left: std::sync::atomic::AtomicBool::new(false),
             leader_start: std::sync::OnceLock::new(),
+            spawned: watch::channel(false).0,
             durable: files.is_some(),
         });
         let (stdin_tx, stdin_rx) = tokio::sync::oneshot::channel();

@@ -67,6 +67,8 @@ pub(super) struct ProcessControl {
     pub(super) container: Mutex<JobContainer>,
     /// True once the leader has exited.
     pub(super) exited: watch::Sender<bool>,
+    /// True once the spawn is done (the leader exists, or never will).
+    pub(super) spawned: watch::Sender<bool>,
     /// The limit that stopped the job, in the words its status shows.
     pub(super) limit_hit: Mutex<Option<String>>,
     /// Set at the job's end when its container proved that none of its
@@ -115,6 +117,7 @@ impl ProcessControl {
         {
             let _ = self.leader_start.set((pid as i32, start));
         }
+        self.spawned.send_replace(true);
         let pending = {
             let mut state = lock(&self.state);
             state.started = true;

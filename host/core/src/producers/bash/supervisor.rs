@@ -62,6 +62,7 @@ impl Supervisor {
 
     /// The spawn failed: nothing ran, and the one next read says why.
     pub(super) async fn not_started(self, why: &str) -> JobOutcome {
+        self.control.spawned.send_replace(true);
         lock(&self.control.state).exited = true;
         self.control.exited.send_replace(true);
         self.release_container().await;

@@ -1,0 +1,13 @@
+//! `jobs-host-monitor monitor ...`: a durable job's monitor (see
+//! `host::bash::monitor`), the same as `jobs-host monitor ...` but without
+//! the rest of the host, so it loads in a fraction of the time: one runs
+//! per durable job. The daemon runs it when it sits beside its own binary.
+
+fn main() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_none_or(|a| a != host::bash::MONITOR_COMMAND) {
+        eprintln!("jobs-host-monitor: started by jobs-host for its durable jobs, not by hand");
+        std::process::exit(2);
+    }
+    std::process::exit(host::bash::run_monitor(&args[2..]));
+}
