@@ -386,15 +386,46 @@ impl Journal {
         jobs: Vec<JobRow>,
         written: &mut HashMap<String, JobRow>,
     ) -> Result<()> {
+        self.record_rows(session, jobs, written, true)
+    }
+
+    /// [`Journal::record`] of some of the session's jobs (`jobs`): no other
+    /// row is taken for gone.
+    ///
+    /// # Errors
+    ///
+    /// The database's; `written` is then left as it was.
+    pub fn record_some(
+        &self,
+        session: i64,
+        jobs: Vec<JobRow>,
+        written: &mut HashMap<String, JobRow>,
+    ) -> Result<()> {
+        self.record_rows(session, jobs, written, false)
+    }
+
+    fn record_rows(
+        &self,
+        session: i64,
+        jobs: Vec<JobRow>,
+        written: &mut HashMap<String, JobRow>,
+        all: bool,
+    ) -> Result<()> {
         let changed: Vec<&JobRow> = jobs
             .iter()
             .filter(|job| written.get(&job.id) != Some(job))
             .collect();
-        let gone: Vec<String> = written
-            .keys()
-            .filter(|id| !jobs.iter().any(|job| &job.id == *id))
-            .cloned()
-            .collect();
+        let present: std::collections::HashSet<&str> =
+            jobs.iter().map(|job| job.id.as_str()).collect();
+        let gone: Vec<String> = if all {
+            written
+                .keys()
+                .filter(|id| !present.contains(id.as_str()))
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
         if changed.is_empty() && gone.is_empty() {
             return Ok(());
         }

@@ -191,7 +191,8 @@ impl Recorder {
                 // right after it, and is found by the next one.
                 for _ in 0..3 {
                     let unspawned =
-                        write_rows(&journal, instance, &registry, &owner, &written).await;
+                        write_durable_changes(&journal, instance, &registry, &owner, &written)
+                            .await;
                     if unspawned.is_empty() {
                         break;
                     }
@@ -220,6 +221,85 @@ impl Recorder {
             tracing::warn!("jobs-host daemon: the journal did not take a session's end: {e:#}");
         }
     }
+}
+
+/// Writes what changed of `owner`'s durable jobs (a start, a read's cursor,
+/// a seen end; see `host::registry::DurableState`) since `written`, at the
+/// cost of a look at each, not of writing each: before every reply. The
+/// running ones written without their monitor's pid (not spawned yet).
+async fn write_durable_changes(
+    journal: &Arc<Journal>,
+    instance: i64,
+    registry: &JobRegistry,
+    owner: &host::Owner,
+    written: &Arc<Mutex<HashMap<String, JobRow>>>,
+) -> Vec<String> {
+    let (journal, written) = (journal.clone(), written.clone());
+    let (registry, owner) = (registry.clone(), owner.clone());
+    let recorded = tokio::task::spawn_blocking(move || {
+        let mut written = lock(&written);
+        let states = registry.durable_states(Some(&owner));
+        let unspawned: Vec<String> = states
+            .iter()
+            .filter(|(_, s)| s.status == host::registry::JobStatus::Running && s.monitor.is_none())
+            .map(|(id, _)| id.clone())
+            .collect();
+        let changed: Vec<JobRow> = states
+            .into_iter()
+            .filter(|(id, state)| {
+                written.get(id).is_none_or(|row| {
+                    row.status != state.status.as_str()
+                        || row.finished_at != state.finished_at
+                        || row.cursors != state.cursors
+                        || row.end_seen != state.end_seen
+                        || row.monitor
+                            != state
+                                .monitor
+                                .map(|(pid, start)| (i64::from(pid), start as i64))
+                })
+            })
+            .filter_map(|(id, _)| job_row(&registry, registry.inspect(&id)?))
+            .collect();
+        if changed.is_empty() {
+            return Ok(unspawned);
+        }
+        journal
+            .record_some(instance, changed, &mut written)
+            .map(|()| unspawned)
+    })
+    .await;
+    match recorded {
+        Ok(Ok(unspawned)) => unspawned,
+        Ok(Err(e)) => {
+            tracing::warn!("jobs-host daemon: the journal did not take a change: {e:#}");
+            Vec::new()
+        }
+        Err(e) => {
+            tracing::warn!("jobs-host daemon: the journal's writer failed: {e}");
+            Vec::new()
+        }
+    }
+}
+
+/// The journal's row of `job`.
+fn job_row(registry: &JobRegistry, job: host::registry::JobSnapshot) -> Option<JobRow> {
+    let durable = registry.durable_view(&job.id);
+    let monitor = durable
+        .as_ref()
+        .and_then(|d| d.monitor)
+        .map(|(pid, start)| (i64::from(pid), start as i64));
+    Some(JobRow {
+        id: job.id,
+        label: job.label,
+        status: job.status.as_str().to_owned(),
+        detail: job.detail,
+        started_at: job.started_at,
+        finished_at: job.finished_at,
+        files: durable.as_ref().map(|d| d.files.display().to_string()),
+        monitor,
+        cursors: durable.as_ref().map_or([0, 0], |d| d.cursors),
+        end_seen: durable.is_some_and(|d| d.end_seen),
+    })
 }
 
 /// Waits until the jobs `ids` are spawned, at most a second (a spawner
@@ -252,25 +332,7 @@ async fn write_rows(
         let rows: Vec<JobRow> = registry
             .list(Some(&owner))
             .into_iter()
-            .map(|job| {
-                let durable = registry.durable_view(&job.id);
-                let monitor = durable
-                    .as_ref()
-                    .and_then(|d| d.monitor)
-                    .map(|(pid, start)| (i64::from(pid), start as i64));
-                JobRow {
-                    id: job.id,
-                    label: job.label,
-                    status: job.status.as_str().to_owned(),
-                    detail: job.detail,
-                    started_at: job.started_at,
-                    finished_at: job.finished_at,
-                    files: durable.as_ref().map(|d| d.files.display().to_string()),
-                    monitor,
-                    cursors: durable.as_ref().map_or([0, 0], |d| d.cursors),
-                    end_seen: durable.is_some_and(|d| d.end_seen),
-                }
-            })
+            .filter_map(|job| job_row(&registry, job))
             .collect();
         let unspawned: Vec<String> = rows
             .iter()

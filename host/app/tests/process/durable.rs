@@ -787,7 +787,11 @@ async fn clients_killed_at_random_points_lose_no_output_and_no_notice() {
 async fn daemons_killed_at_random_points_lose_no_job_output_exit_or_notice() {
     let runtime = Runtime::new();
     let key = "crash";
-    let rounds = 50;
+    // 50 in CI; the benchmark runs 1,000 (JOBS_HOST_CHAOS_ROUNDS).
+    let rounds: usize = std::env::var("JOBS_HOST_CHAOS_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(50);
     // A fixed seed: the same kill points on every run.
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut random = move |n: u64| {

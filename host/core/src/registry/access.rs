@@ -223,6 +223,51 @@ impl JobRegistry {
         })
     }
 
+    /// The changing parts of each of `caller`'s jobs that outlive their host
+    /// (see [`super::DurableState`]), with their ids, in registration order.
+    pub fn durable_states(&self, caller: Option<&Owner>) -> Vec<(String, super::DurableState)> {
+        type Picked = (
+            String,
+            super::JobStatus,
+            Option<u64>,
+            bool,
+            Arc<dyn super::control::JobControl>,
+            Option<SharedCapture>,
+        );
+        let picked: Vec<Picked> = {
+            let state = lock(&self.shared.state);
+            state
+                .records
+                .values()
+                .filter(|r| r.visible_to(caller))
+                .filter_map(|r| {
+                    let control = r.control.clone().filter(|c| c.durable())?;
+                    Some((
+                        r.id.clone(),
+                        r.status,
+                        r.finished_at,
+                        r.reported || r.noticed,
+                        control,
+                        r.capture.clone(),
+                    ))
+                })
+                .collect()
+        };
+        picked
+            .into_iter()
+            .map(|(id, status, finished_at, end_seen, control, capture)| {
+                let state = super::DurableState {
+                    status,
+                    finished_at,
+                    cursors: capture.map_or([0, 0], |c| c.cursors()),
+                    end_seen,
+                    monitor: control.monitor(),
+                };
+                (id, state)
+            })
+            .collect()
+    }
+
     /// Waits until job `id`'s first process exists, or its spawn failed (a
     /// producer's start answers before): at once for an unknown job, or one
     /// with no spawn.

@@ -115,6 +115,10 @@ pub trait JobControl: Send + Sync {
     fn monitor(&self) -> Option<(i32, u64)> {
         None
     }
+    /// Whether the job outlives its host (see [`JobControl::files`]).
+    fn durable(&self) -> bool {
+        false
+    }
     /// True once the job's first process exists (or its spawn failed);
     /// `None` for a job that has no spawn to wait for.
     fn spawned(&self) -> Option<tokio::sync::watch::Receiver<bool>> {

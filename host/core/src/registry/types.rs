@@ -153,6 +153,23 @@ pub enum KillOutcome {
     AlreadyFinished,
 }
 
+/// The parts of a durable job's record that change while it runs (see
+/// [`crate::JobRegistry::durable_states`]): cheap to take and compare, so a
+/// host can tell which of many jobs it must record again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurableState {
+    /// Its status.
+    pub status: JobStatus,
+    /// Its end, epoch ms.
+    pub finished_at: Option<u64>,
+    /// How far the model has read stdout and stderr, in bytes.
+    pub cursors: [u64; 2],
+    /// Whether the model saw its end or was told of it.
+    pub end_seen: bool,
+    /// Its monitor's pid and start time, once spawned.
+    pub monitor: Option<(i32, u64)>,
+}
+
 /// What a host that outlives a crash records of a job that outlives it
 /// (see [`crate::JobRegistry::durable_view`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -231,6 +231,10 @@ impl JobControl for AdoptedControl {
         self.monitor.as_ref().map(|m| m.0)
     }
 
+    fn durable(&self) -> bool {
+        true
+    }
+
     fn monitor(&self) -> Option<(i32, u64)> {
         self.monitor.as_ref().map(|m| (m.0, m.1))
     }

@@ -108,6 +108,10 @@ impl JobControl for BashControl {
         self.files.clone()
     }
 
+    fn durable(&self) -> bool {
+        self.files.is_some()
+    }
+
     fn spawned(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
         Some(self.process.spawned.subscribe())
     }

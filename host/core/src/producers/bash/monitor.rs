@@ -305,7 +305,8 @@ pub(crate) fn wrap(
             .map_err(|_| crate::words::spawn_failed("a NUL byte in the monitor's path"))
     };
     let monitor = c(durable.monitor.as_os_str().as_bytes())?;
-    let mut argv = vec![monitor.clone()];
+    // Named for a person's `ps`, whatever path runs it.
+    let mut argv = vec![c"jobs-host-monitor".to_owned()];
     for arg in args.to_args() {
         argv.push(c(arg.as_bytes())?);
     }
@@ -374,6 +375,9 @@ pub fn run_monitor(args: &[OsString]) -> i32 {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
     }
     let parent = args.parent;
+    // Its name in a person's `ps` (it may run as `/proc/self/fd/N`).
+    // SAFETY: PR_SET_NAME with a NUL-terminated name of at most 16 bytes.
+    unsafe { libc::prctl(libc::PR_SET_NAME, c"jobs-monitor".as_ptr()) };
     // Nothing of the job (same user, same sandbox) may read the monitor's
     // memory or descriptors, or trace it, to forge its records.
     // SAFETY: a plain prctl with integer arguments.
