@@ -375,7 +375,8 @@ impl Journal {
     /// Records what changed in session `session`'s jobs since `written` (the
     /// rows as last recorded, updated here): new and changed rows, and the
     /// jobs that are gone (dropped by retention: counted, then removed). One
-    /// transaction.
+    /// transaction. Answers the files of the jobs that are gone (the caller
+    /// removes them: nothing reads them any more).
     ///
     /// # Errors
     ///
@@ -385,7 +386,7 @@ impl Journal {
         session: i64,
         jobs: Vec<JobRow>,
         written: &mut HashMap<String, JobRow>,
-    ) -> Result<()> {
+    ) -> Result<Vec<String>> {
         self.record_rows(session, jobs, written, true)
     }
 
@@ -400,7 +401,7 @@ impl Journal {
         session: i64,
         jobs: Vec<JobRow>,
         written: &mut HashMap<String, JobRow>,
-    ) -> Result<()> {
+    ) -> Result<Vec<String>> {
         self.record_rows(session, jobs, written, false)
     }
 
@@ -410,7 +411,7 @@ impl Journal {
         jobs: Vec<JobRow>,
         written: &mut HashMap<String, JobRow>,
         all: bool,
-    ) -> Result<()> {
+    ) -> Result<Vec<String>> {
         let changed: Vec<&JobRow> = jobs
             .iter()
             .filter(|job| written.get(&job.id) != Some(job))
@@ -427,7 +428,7 @@ impl Journal {
             Vec::new()
         };
         if changed.is_empty() && gone.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let mut conn = lock(&self.conn);
         let tx = conn.transaction()?;
@@ -471,13 +472,14 @@ impl Journal {
             }
         }
         tx.commit()?;
+        let mut files = Vec::new();
         for id in gone {
-            written.remove(&id);
+            files.extend(written.remove(&id).and_then(|row| row.files));
         }
         for job in jobs {
             written.insert(job.id.clone(), job);
         }
-        Ok(())
+        Ok(files)
     }
 
     /// The jobs of key `key`'s sessions whose daemons died while the jobs

@@ -265,7 +265,7 @@ async fn write_durable_changes(
         }
         journal
             .record_some(instance, changed, &mut written)
-            .map(|()| unspawned)
+            .map(|_| unspawned)
     })
     .await;
     match recorded {
@@ -339,9 +339,13 @@ async fn write_rows(
             .filter(|row| row.status == "running" && row.files.is_some() && row.monitor.is_none())
             .map(|row| row.id.clone())
             .collect();
-        journal
-            .record(instance, rows, &mut written)
-            .map(|()| unspawned)
+        journal.record(instance, rows, &mut written).map(|gone| {
+            // Retention dropped these jobs: their files go with them.
+            for file in gone {
+                let _ = std::fs::remove_file(file);
+            }
+            unspawned
+        })
     })
     .await;
     match recorded {
