@@ -5,6 +5,11 @@
 
 fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // The daemon asks which monitor this is before it runs any.
+    if args.get(1).is_some_and(|a| a == "--protocol") {
+        println!("{}", host::bash::MONITOR_COMMAND);
+        return;
+    }
     if args.get(1).is_none_or(|a| a != host::bash::MONITOR_COMMAND) {
         eprintln!("jobs-host-monitor: started by jobs-host for its durable jobs, not by hand");
         std::process::exit(2);

@@ -307,9 +307,16 @@ impl Journal {
         // Bounded: the newest ended session instances stay, with their jobs.
         // A killed daemon's session whose jobs no later session took on yet
         // is kept whatever its age: its jobs are still to be taken on.
-        let waiting = "(SELECT DISTINCT session FROM jobs WHERE files IS NOT NULL
-                          AND status NOT IN ('adopted', 'lost')
-                          AND session IN (SELECT id FROM sessions WHERE crashed = 1))";
+        // (For a linger's longest and a day more: by then the monitors have
+        // stopped those jobs, their lease long passed.)
+        let waiting = format!(
+            "(SELECT DISTINCT session FROM jobs WHERE files IS NOT NULL
+               AND status NOT IN ('adopted', 'lost')
+               AND session IN (SELECT id FROM sessions WHERE crashed = 1 AND ended_at > {}))",
+            now.saturating_sub(
+                (super::MAX_LINGER + std::time::Duration::from_secs(86_400)).as_millis() as u64
+            )
+        );
         tx.execute(
             &format!(
                 "DELETE FROM jobs WHERE session NOT IN {waiting} AND session IN (
@@ -544,7 +551,7 @@ impl Journal {
             // Every older row of the job too (see `orphans`).
             tx.execute(
                 "UPDATE jobs SET status = 'adopted', detail = ?1, finished_at = ?2
-                 WHERE files = ?3 AND session != ?4
+                 WHERE files = ?3 AND session != ?4 AND status NOT IN ('adopted', 'lost')
                    AND session IN (SELECT id FROM sessions WHERE crashed = 1)",
                 params![
                     format!(
@@ -554,6 +561,35 @@ impl Journal {
                     now as i64,
                     orphan.job.files,
                     by
+                ],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Records `orphans` as lost: they cannot be taken on (their file is not
+    /// one of ours, or a job of the session has their id).
+    ///
+    /// # Errors
+    ///
+    /// The database's.
+    pub fn lost(&self, orphans: &[Orphan], now: u64) -> Result<()> {
+        if orphans.is_empty() {
+            return Ok(());
+        }
+        let mut conn = lock(&self.conn);
+        let tx = conn.transaction()?;
+        for orphan in orphans {
+            tx.execute(
+                "UPDATE jobs SET status = ?1, detail = ?2, finished_at = ?3
+                 WHERE session = ?4 AND id = ?5",
+                params![
+                    LOST,
+                    "the next daemon could not take it on",
+                    now as i64,
+                    orphan.session,
+                    orphan.job.id
                 ],
             )?;
         }

@@ -156,10 +156,12 @@ impl Recorder {
                 // A job is recorded at its start, before its monitor exists
                 // (the spawn goes on meanwhile): it is written again once
                 // its monitor's pid is known, for whoever takes it on.
-                for _ in 0..3 {
+                for attempt in 0..3 {
                     let unspawned =
-                        write_rows(&task_journal, instance, &registry, &owner, &task_written).await;
-                    if unspawned.is_empty() {
+                        write_rows(&task_journal, instance, &registry, &owner, &task_written)
+                            .await
+                            .unwrap_or_default();
+                    if unspawned.is_empty() || attempt == 2 {
                         break;
                     }
                     until_spawned(&registry, &unspawned).await;
@@ -189,11 +191,11 @@ impl Recorder {
                 // A start's answer waits for its monitor (the spawn goes on
                 // after the start): a job it names survives a daemon killed
                 // right after it, and is found by the next one.
-                for _ in 0..3 {
+                for attempt in 0..3 {
                     let unspawned =
                         write_durable_changes(&journal, instance, &registry, &owner, &written)
                             .await;
-                    if unspawned.is_empty() {
+                    if unspawned.is_empty() || attempt == 2 {
                         break;
                     }
                     until_spawned(&registry, &unspawned).await;
@@ -315,14 +317,15 @@ async fn until_spawned(registry: &JobRegistry, ids: &[String]) {
 
 /// Writes `owner`'s jobs that changed since `written`, off the async
 /// workers. The running jobs under a monitor that were written without
-/// their monitor's pid (not spawned yet).
+/// their monitor's pid (not spawned yet); `None` when the journal did not
+/// take the write.
 async fn write_rows(
     journal: &Arc<Journal>,
     instance: i64,
     registry: &JobRegistry,
     owner: &host::Owner,
     written: &Arc<Mutex<HashMap<String, JobRow>>>,
-) -> Vec<String> {
+) -> Option<Vec<String>> {
     let (journal, written) = (journal.clone(), written.clone());
     let (registry, owner) = (registry.clone(), owner.clone());
     let recorded = tokio::task::spawn_blocking(move || {
@@ -349,14 +352,14 @@ async fn write_rows(
     })
     .await;
     match recorded {
-        Ok(Ok(unspawned)) => unspawned,
+        Ok(Ok(unspawned)) => Some(unspawned),
         Ok(Err(e)) => {
             tracing::warn!("jobs-host daemon: the journal did not take a change: {e:#}");
-            Vec::new()
+            None
         }
         Err(e) => {
             tracing::warn!("jobs-host daemon: the journal's writer failed: {e}");
-            Vec::new()
+            None
         }
     }
 }
@@ -508,14 +511,31 @@ fn monitor_program() -> PathBuf {
             let beside = std::env::current_exe()
                 .ok()
                 .and_then(|exe| exe.parent().map(|d| d.join("jobs-host-monitor")));
-            let opened = beside.and_then(|path| std::fs::File::open(path).ok());
-            match opened {
-                Some(file) => {
-                    // Kept open for the daemon's life: a spawn runs it by
-                    // its descriptor's name (closed in the job at its exec).
-                    let fd = std::os::fd::IntoRawFd::into_raw_fd(file);
-                    PathBuf::from(format!("/proc/self/fd/{fd}"))
-                }
+            // Only a monitor of this build's protocol (a half-done upgrade
+            // may leave another beside this binary).
+            let ours = |path: &std::path::Path| {
+                std::process::Command::new(path)
+                    .arg("--protocol")
+                    .stdin(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .output()
+                    .is_ok_and(|out| {
+                        String::from_utf8_lossy(&out.stdout).trim() == host::bash::MONITOR_COMMAND
+                    })
+            };
+            let opened =
+                beside.and_then(|path| std::fs::File::open(&path).ok().filter(|_| ours(&path)));
+            // Kept open for the daemon's life, far above the descriptors a
+            // job's spawn places (0 to 5): a spawn runs it by its
+            // descriptor's name (closed in the job at its exec).
+            let moved = opened.and_then(|file| {
+                // SAFETY: F_DUPFD_CLOEXEC of a descriptor we own; the
+                // duplicate is ours to keep.
+                let fd = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 100) };
+                (fd >= 0).then_some(fd)
+            });
+            match moved {
+                Some(fd) => PathBuf::from(format!("/proc/self/fd/{fd}")),
                 None => PathBuf::from("/proc/self/exe"),
             }
         })
@@ -1027,6 +1047,9 @@ impl Daemon {
             }
         };
         let mut taken = Vec::new();
+        // Orphans that cannot be taken on are recorded lost, not kept
+        // waiting forever.
+        let mut skipped = Vec::new();
         let Some(jobs_dir) = self.state.as_ref().map(|s| s.join("jobs")) else {
             return (leases, from);
         };
@@ -1042,6 +1065,7 @@ impl Daemon {
                     dir.display(),
                     orphan.job.id
                 );
+                skipped.push(orphan);
                 continue;
             }
             let request = host::bash::AdoptRequest {
@@ -1073,16 +1097,19 @@ impl Daemon {
                     }
                     taken.push(orphan);
                 }
-                Err(e) => tracing::warn!(
-                    "jobs-host daemon: session {key:?} cannot take on {}: {e}",
-                    orphan.job.id
-                ),
+                Err(e) => {
+                    tracing::warn!(
+                        "jobs-host daemon: session {key:?} cannot take on {}: {e}",
+                        orphan.job.id
+                    );
+                    skipped.push(orphan);
+                }
             }
         }
         // The jobs are this session's in the journal before the old rows
         // let go of them: a daemon killed in between leaves two rows of a
         // job, and the next one takes the newer.
-        write_rows(
+        let recorded = write_rows(
             &recorder.journal,
             recorder.instance,
             session.registry(),
@@ -1090,8 +1117,14 @@ impl Daemon {
             &recorder.written,
         )
         .await;
-        if let Err(e) = journal.adopted(&taken, recorder.instance, host::registry::now_ms()) {
+        // Not recorded anew: the old rows keep the jobs for the next daemon.
+        if recorded.is_some()
+            && let Err(e) = journal.adopted(&taken, recorder.instance, host::registry::now_ms())
+        {
             tracing::warn!("jobs-host daemon: the journal did not take an adoption: {e:#}");
+        }
+        if let Err(e) = journal.lost(&skipped, host::registry::now_ms()) {
+            tracing::warn!("jobs-host daemon: the journal did not take a lost job: {e:#}");
         }
         (leases, from)
     }
@@ -1370,6 +1403,18 @@ async fn end_session(durable: &Durable) {
     // session forgets them. A job that will not settle (stuck in the
     // kernel, or started meanwhile) is not waited for past the grace.
     let grace = durable.host.shutdown_grace;
+    // Jobs taken on from a dead daemon are not the producer's own spawns:
+    // their monitors are asked to stop them as the producer stops its own.
+    let registry = durable.session.registry();
+    for job in registry.list(Some(durable.session.owner())) {
+        if !job.status.is_terminal()
+            && registry
+                .durable_view(&job.id)
+                .is_some_and(|d| d.monitor.is_some())
+        {
+            let _ = registry.cancel(&job.id, Some("its session ended"));
+        }
+    }
     durable.host.bash.shutdown(grace).await;
     let settled = async {
         for job in durable

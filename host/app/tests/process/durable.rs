@@ -161,7 +161,7 @@ impl Runtime {
                 std::fs::read_link(format!("/proc/{pid}/fd/5")).is_ok_and(|lease| {
                     lease.starts_with(&state)
                         && std::fs::read(format!("/proc/{pid}/cmdline"))
-                            .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(b"monitor"))
+                            .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(b"monitor-2"))
                 })
             })
             .collect()

@@ -342,6 +342,12 @@ impl BashProducer {
                 )
             }
         };
+        let stopping = found == Adopted::Running
+            && job
+                .recorded
+                .as_ref()
+                .is_some_and(|(status, _)| status == "stopping");
+        let id = job.id.clone();
         inner.registry.adopt(
             JobStart {
                 kind: BASH_KIND.to_owned(),
@@ -362,6 +368,11 @@ impl BashProducer {
                 done,
             },
         )?;
+        // Its old host was killing it: so is this one (its monitor is told
+        // again, and the journal records it stopping).
+        if stopping {
+            let _ = inner.registry.cancel(&id, Some("its kill was under way"));
+        }
         Ok(found)
     }
 }

@@ -382,9 +382,10 @@ impl BashProducer {
             })?;
         let mut spec = self.spec(request, dir, &container, fence.as_ref(), pty)?;
         // A job on a terminal has no monitor: its output is the terminal's
-        // (it dies with the host, as without durability).
+        // (it dies with the host, as without durability); nor has a rendered
+        // one, whose reads count rendered text, which its file does not hold.
         let files = match (&inner.config.durable, request.tty) {
-            (Some(durable), None) => {
+            (Some(durable), None) if !request.render => {
                 let (dir, fds) = monitor::prepare(durable, n).map_err(|e| {
                     crate::words::spawn_failed(&format!("cannot make the job's files: {e}"))
                 })?;

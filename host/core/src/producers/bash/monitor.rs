@@ -34,8 +34,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-/// The subcommand a host binary runs the monitor under.
-pub const MONITOR_COMMAND: &str = "monitor";
+/// The subcommand a host binary runs the monitor under: with the version
+/// of its command line and file, so a monitor of another build refuses it.
+pub const MONITOR_COMMAND: &str = "monitor-2";
 
 /// The descriptors the monitor gets, from 3: its job's file opened to
 /// append (the output's frames), the same file opened to write in place
@@ -414,7 +415,25 @@ pub fn run_monitor(args: &[OsString]) -> i32 {
     let mut leader = match spawn_leader(&args) {
         Ok(child) => child,
         Err(e) => {
-            eprintln!("{}", crate::words::spawn_failed(&e.to_string()));
+            // Said where the host reads it, and kept in the file with an end
+            // (exit code 127, as a shell says of a command it cannot run).
+            let why = format!("{}\n", crate::words::spawn_failed(&e.to_string()));
+            eprint!("{why}");
+            let mut frame = vec![2u8];
+            frame.extend_from_slice(&(why.len() as u32).to_le_bytes());
+            frame.extend_from_slice(why.as_bytes());
+            // SAFETY: the file the host opened for us.
+            let _ = write_all(unsafe { BorrowedFd::borrow_raw(FRAMES) }, &frame);
+            write_end(&JobEnd {
+                code: Some(127),
+                signal: None,
+                ended_at: crate::registry::now_ms(),
+                user_ms: 0,
+                sys_ms: 0,
+                max_rss_kb: 0,
+                not_kept: [0, 0],
+                lease_expired: false,
+            });
             return 127;
         }
     };
@@ -450,12 +469,16 @@ pub fn run_monitor(args: &[OsString]) -> i32 {
         run.signal_job(libc::SIGKILL);
     }
     let status = run.status.unwrap_or(libc::SIGKILL);
-    let end = run.end(status);
-    let mut line = serde_json::to_vec(&end).unwrap_or_default();
-    line.push(b'\n');
-    // SAFETY: the end file the host opened for us, written in one call.
-    unsafe { libc::pwrite(HEADER, line.as_ptr().cast(), line.len(), END_AT as i64) };
+    write_end(&run.end(status));
     exit_as(status)
+}
+
+/// Writes `end` in the job file's header, in one call.
+fn write_end(end: &JobEnd) {
+    let mut line = serde_json::to_vec(end).unwrap_or_default();
+    line.push(b'\n');
+    // SAFETY: the file the host opened for us, written in one call.
+    unsafe { libc::pwrite(HEADER, line.as_ptr().cast(), line.len(), END_AT as i64) };
 }
 
 /// Starts the leader: its own process group, the job's limits, and death
