@@ -1,7 +1,8 @@
-//! `jobs-host-monitor monitor ...`: a durable job's monitor (see
-//! `host::bash::monitor`), the same as `jobs-host monitor ...` but without
-//! the rest of the host, so it loads in a fraction of the time: one runs
-//! per durable job. The daemon runs it when it sits beside its own binary.
+//! `jobs-host-monitor monitor-2 ...`: a durable job's monitor (see
+//! `host::bash::monitor`), the same as `jobs-host monitor-2 ...` but
+//! without the rest of the host (2 MB, not 40): one runs per durable job.
+//! The daemon runs it when it sits beside its own binary and speaks its
+//! protocol (`--protocol`).
 
 fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();

@@ -501,7 +501,7 @@ fn remove_stale_sessions(state: &std::path::Path, journal: &Journal) {
 }
 
 /// The program durable jobs' monitors run: `jobs-host-monitor` beside
-/// this binary (small, so it loads fast), held open from the daemon's start
+/// this binary (small: nothing of the host but the monitor), held open from the daemon's start
 /// so that an upgrade that replaces the files still runs the monitor of
 /// this build; else this binary itself (`jobs-host monitor`).
 fn monitor_program() -> PathBuf {
