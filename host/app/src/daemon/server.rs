@@ -260,7 +260,7 @@ async fn write_durable_changes(
                                 .map(|(pid, start)| (i64::from(pid), start as i64))
                 })
             })
-            .filter_map(|(id, _)| job_row(&registry, registry.inspect(&id)?))
+            .filter_map(|(id, _)| Some(job_row(&registry, registry.inspect(&id)?)))
             .collect();
         if changed.is_empty() {
             return Ok(unspawned);
@@ -270,27 +270,17 @@ async fn write_durable_changes(
             .map(|_| unspawned)
     })
     .await;
-    match recorded {
-        Ok(Ok(unspawned)) => unspawned,
-        Ok(Err(e)) => {
-            tracing::warn!("jobs-host daemon: the journal did not take a change: {e:#}");
-            Vec::new()
-        }
-        Err(e) => {
-            tracing::warn!("jobs-host daemon: the journal's writer failed: {e}");
-            Vec::new()
-        }
-    }
+    taken(recorded).unwrap_or_default()
 }
 
 /// The journal's row of `job`.
-fn job_row(registry: &JobRegistry, job: host::registry::JobSnapshot) -> Option<JobRow> {
+fn job_row(registry: &JobRegistry, job: host::registry::JobSnapshot) -> JobRow {
     let durable = registry.durable_view(&job.id);
     let monitor = durable
         .as_ref()
         .and_then(|d| d.monitor)
         .map(|(pid, start)| (i64::from(pid), start as i64));
-    Some(JobRow {
+    JobRow {
         id: job.id,
         label: job.label,
         status: job.status.as_str().to_owned(),
@@ -301,7 +291,7 @@ fn job_row(registry: &JobRegistry, job: host::registry::JobSnapshot) -> Option<J
         monitor,
         cursors: durable.as_ref().map_or([0, 0], |d| d.cursors),
         end_seen: durable.is_some_and(|d| d.end_seen),
-    })
+    }
 }
 
 /// Waits until the jobs `ids` are spawned, at most a second (a spawner
@@ -335,7 +325,7 @@ async fn write_rows(
         let rows: Vec<JobRow> = registry
             .list(Some(&owner))
             .into_iter()
-            .filter_map(|job| job_row(&registry, job))
+            .map(|job| job_row(&registry, job))
             .collect();
         let unspawned: Vec<String> = rows
             .iter()
@@ -351,8 +341,14 @@ async fn write_rows(
         })
     })
     .await;
+    taken(recorded)
+}
+
+/// What a journal write off the async workers answered; `None`, said in
+/// the log, when the journal did not take it or its thread failed.
+fn taken<T>(recorded: std::result::Result<Result<T>, tokio::task::JoinError>) -> Option<T> {
     match recorded {
-        Ok(Ok(unspawned)) => Some(unspawned),
+        Ok(Ok(answer)) => Some(answer),
         Ok(Err(e)) => {
             tracing::warn!("jobs-host daemon: the journal did not take a change: {e:#}");
             None

@@ -91,49 +91,8 @@ impl JobRegistry {
         let counter = state.counters.entry(spec.kind.clone()).or_insert(0);
         *counter += 1;
         let id = format!("{}-{}", spec.kind, counter);
-        let (settled, _) = watch::channel(false);
-        let (announced, _) = watch::channel(false);
-        state.records.insert(
-            id.clone(),
-            JobRecord {
-                id: id.clone(),
-                kind: spec.kind,
-                label: bounded_label(spec.label),
-                output_limit_bytes: spec.output_limit_bytes,
-                owner: spec.owner.clone(),
-                status: JobStatus::Running,
-                detail: None,
-                output: None,
-                started_at: self.now_ms(),
-                finished_at: None,
-                reported: false,
-                sandbox: spec.sandbox.clone(),
-                noticed: false,
-                wait_holds: 0,
-                waiters: Vec::new(),
-                cancel: hooks.cancel,
-                capture: hooks.capture,
-                read_output: hooks.read_output,
-                output_excerpt: hooks.output_excerpt,
-                control: hooks.control,
-                settled,
-                announced: Arc::new(announced),
-            },
-        );
-        let changed = state.changed_for(spec.owner.as_ref());
-        drop(state);
-
-        let registry = Arc::downgrade(&self.shared);
-        let done = hooks.done;
-        let job_id = id.clone();
-        tokio::spawn(async move {
-            let outcome = done.await;
-            if let Some(shared) = registry.upgrade() {
-                JobRegistry { shared }.settle(&job_id, outcome);
-            }
-        });
-        notify_changed(&changed, spec.owner.as_ref());
-        Ok(id)
+        let started_at = self.now_ms();
+        Ok(self.register(state, id, spec, started_at, false, hooks))
     }
 
     /// Registers a job that began before this registry existed (its host
@@ -183,12 +142,27 @@ impl JobRegistry {
         state.add_live(spec.owner.as_ref());
         let counter = state.counters.entry(spec.kind.clone()).or_insert(0);
         *counter = (*counter).max(n);
+        Ok(self.register(state, id.to_owned(), spec, started_at, reported, hooks))
+    }
+
+    /// Inserts the record of a job that `start` or `adopt` admitted (the
+    /// lock still held), then, without the lock, waits for its producer's
+    /// `done` to settle it and tells the observers; answers its id.
+    fn register(
+        &self,
+        mut state: std::sync::MutexGuard<'_, super::State>,
+        id: String,
+        spec: JobStart,
+        started_at: u64,
+        reported: bool,
+        hooks: JobHooks,
+    ) -> String {
         let (settled, _) = watch::channel(false);
         let (announced, _) = watch::channel(false);
         state.records.insert(
-            id.to_owned(),
+            id.clone(),
             JobRecord {
-                id: id.to_owned(),
+                id: id.clone(),
                 kind: spec.kind,
                 label: bounded_label(spec.label),
                 output_limit_bytes: spec.output_limit_bytes,
@@ -216,7 +190,7 @@ impl JobRegistry {
         drop(state);
         let registry = Arc::downgrade(&self.shared);
         let done = hooks.done;
-        let job_id = id.to_owned();
+        let job_id = id.clone();
         tokio::spawn(async move {
             let outcome = done.await;
             if let Some(shared) = registry.upgrade() {
@@ -224,7 +198,7 @@ impl JobRegistry {
             }
         });
         notify_changed(&changed, spec.owner.as_ref());
-        Ok(id.to_owned())
+        id
     }
 
     /// Records a job's outcome: first-wins, then waiters released, then the
