@@ -379,6 +379,7 @@ impl Journal {
         Ok(())
     }
 
+    #[cfg(test)]
     /// Records what changed in session `session`'s jobs since `written` (the
     /// rows as last recorded, updated here): new and changed rows, and the
     /// jobs that are gone (dropped by retention: counted, then removed). One
@@ -394,7 +395,25 @@ impl Journal {
         jobs: Vec<JobRow>,
         written: &mut HashMap<String, JobRow>,
     ) -> Result<Vec<String>> {
-        self.record_rows(session, jobs, written, true)
+        let present = jobs.iter().map(|job| job.id.clone()).collect();
+        self.record_rows(session, jobs, Some(&present), written)
+    }
+
+    /// [`Journal::record`] of the jobs of the session that changed
+    /// (`changed`) when its jobs are now `present`: the rows of the others
+    /// are gone.
+    ///
+    /// # Errors
+    ///
+    /// The database's; `written` is then left as it was.
+    pub fn record_changes(
+        &self,
+        session: i64,
+        changed: Vec<JobRow>,
+        present: &std::collections::HashSet<String>,
+        written: &mut HashMap<String, JobRow>,
+    ) -> Result<Vec<String>> {
+        self.record_rows(session, changed, Some(present), written)
     }
 
     /// [`Journal::record`] of some of the session's jobs (`jobs`): no other
@@ -409,30 +428,27 @@ impl Journal {
         jobs: Vec<JobRow>,
         written: &mut HashMap<String, JobRow>,
     ) -> Result<Vec<String>> {
-        self.record_rows(session, jobs, written, false)
+        self.record_rows(session, jobs, None, written)
     }
 
     fn record_rows(
         &self,
         session: i64,
         jobs: Vec<JobRow>,
+        present: Option<&std::collections::HashSet<String>>,
         written: &mut HashMap<String, JobRow>,
-        all: bool,
     ) -> Result<Vec<String>> {
         let changed: Vec<&JobRow> = jobs
             .iter()
             .filter(|job| written.get(&job.id) != Some(job))
             .collect();
-        let present: std::collections::HashSet<&str> =
-            jobs.iter().map(|job| job.id.as_str()).collect();
-        let gone: Vec<String> = if all {
-            written
+        let gone: Vec<String> = match present {
+            Some(present) => written
                 .keys()
                 .filter(|id| !present.contains(id.as_str()))
                 .cloned()
-                .collect()
-        } else {
-            Vec::new()
+                .collect(),
+            None => Vec::new(),
         };
         if changed.is_empty() && gone.is_empty() {
             return Ok(Vec::new());
@@ -440,7 +456,8 @@ impl Journal {
         let mut conn = lock(&self.conn);
         let tx = conn.transaction()?;
         {
-            let mut upsert = tx.prepare(
+            // Cached: a session records a few rows at a time, often.
+            let mut upsert = tx.prepare_cached(
                 "INSERT INTO jobs(session, id, label, status, detail, started_at, finished_at,
                                   files, pid, pid_start, cursor_out, cursor_err, end_seen)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
@@ -467,7 +484,8 @@ impl Journal {
                     job.end_seen,
                 ])?;
             }
-            let mut remove = tx.prepare("DELETE FROM jobs WHERE session = ?1 AND id = ?2")?;
+            let mut remove =
+                tx.prepare_cached("DELETE FROM jobs WHERE session = ?1 AND id = ?2")?;
             for id in &gone {
                 remove.execute(params![session, id])?;
             }

@@ -188,16 +188,16 @@ impl Recorder {
             let (journal, written) = (journal.clone(), written.clone());
             let (registry, owner) = (registry.clone(), owner.clone());
             Box::pin(async move {
-                // A start's answer waits for its monitor (the spawn goes on
-                // after the start): a job it names survives a daemon killed
-                // right after it, and is found by the next one.
-                for attempt in 0..3 {
-                    let unspawned =
-                        write_durable_changes(&journal, instance, &registry, &owner, &written)
-                            .await;
-                    if unspawned.is_empty() || attempt == 2 {
-                        break;
-                    }
+                // A start's answer waits for its monitor to exist (the spawn
+                // goes on after the start): a job it names survives a daemon
+                // killed right after it, and is found by the next one. Its
+                // row names the job's file, which is held from its making to
+                // its monitor's end, and where the monitor writes its pid
+                // first (see `host::bash::file_in_use`); the recorder writes
+                // the pid too, later, for a person's `ps`.
+                let unspawned =
+                    write_durable_changes(&journal, instance, &registry, &owner, &written).await;
+                if !unspawned.is_empty() {
                     until_spawned(&registry, &unspawned).await;
                 }
             })
@@ -240,37 +240,54 @@ async fn write_durable_changes(
     let (registry, owner) = (registry.clone(), owner.clone());
     let recorded = tokio::task::spawn_blocking(move || {
         let mut written = lock(&written);
-        let states = registry.durable_states(Some(&owner));
-        let unspawned: Vec<String> = states
-            .iter()
-            .filter(|(_, s)| s.status == host::registry::JobStatus::Running && s.monitor.is_none())
-            .map(|(id, _)| id.clone())
-            .collect();
-        let changed: Vec<JobRow> = states
-            .into_iter()
-            .filter(|(id, state)| {
-                written.get(id).is_none_or(|row| {
-                    row.status != state.status.as_str()
-                        || row.finished_at != state.finished_at
-                        || row.cursors != state.cursors
-                        || row.end_seen != state.end_seen
-                        || row.monitor
-                            != state
-                                .monitor
-                                .map(|(pid, start)| (i64::from(pid), start as i64))
-                })
-            })
-            .filter_map(|(id, _)| Some(job_row(&registry, registry.inspect(&id)?)))
-            .collect();
-        if changed.is_empty() {
-            return Ok(unspawned);
+        let states = registry.changed_states(Some(&owner));
+        let unspawned = unspawned(&states);
+        let changed = changed_rows(&registry, &states, &written);
+        if !changed.is_empty() {
+            journal.record_some(instance, changed, &mut written)?;
         }
-        journal
-            .record_some(instance, changed, &mut written)
-            .map(|_| unspawned)
+        registry.mark_recorded(&states);
+        Ok(unspawned)
     })
     .await;
     taken(recorded).unwrap_or_default()
+}
+
+/// The running jobs under a monitor in `states` whose monitor is not
+/// spawned yet.
+fn unspawned(states: &[(String, host::registry::DurableState)]) -> Vec<String> {
+    states
+        .iter()
+        .filter(|(_, s)| {
+            s.durable && s.status == host::registry::JobStatus::Running && s.monitor.is_none()
+        })
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// The rows of the jobs in `states` that changed since `written`: only
+/// they are read whole.
+fn changed_rows(
+    registry: &JobRegistry,
+    states: &[(String, host::registry::DurableState)],
+    written: &HashMap<String, JobRow>,
+) -> Vec<JobRow> {
+    states
+        .iter()
+        .filter(|(id, state)| {
+            written.get(id).is_none_or(|row| {
+                row.status != state.status.as_str()
+                    || row.finished_at != state.finished_at
+                    || row.cursors != state.cursors
+                    || row.end_seen != state.end_seen
+                    || row.monitor
+                        != state
+                            .monitor
+                            .map(|(pid, start)| (i64::from(pid), start as i64))
+            })
+        })
+        .filter_map(|(id, _)| Some(job_row(registry, registry.inspect(id)?)))
+        .collect()
 }
 
 /// The journal's row of `job`.
@@ -322,23 +339,20 @@ async fn write_rows(
         // Looked at under the lock: of two writes, the later one's look is
         // the newer, so an older one can never overwrite it.
         let mut written = lock(&written);
-        let rows: Vec<JobRow> = registry
-            .list(Some(&owner))
-            .into_iter()
-            .map(|job| job_row(&registry, job))
-            .collect();
-        let unspawned: Vec<String> = rows
-            .iter()
-            .filter(|row| row.status == "running" && row.files.is_some() && row.monitor.is_none())
-            .map(|row| row.id.clone())
-            .collect();
-        journal.record(instance, rows, &mut written).map(|gone| {
-            // Retention dropped these jobs: their files go with them.
-            for file in gone {
-                let _ = std::fs::remove_file(file);
-            }
-            unspawned
-        })
+        let states = registry.job_states(Some(&owner));
+        let unspawned = unspawned(&states);
+        let changed = changed_rows(&registry, &states, &written);
+        let present = states.iter().map(|(id, _)| id.clone()).collect();
+        journal
+            .record_changes(instance, changed, &present, &mut written)
+            .map(|gone| {
+                registry.mark_recorded(&states);
+                // Retention dropped these jobs: their files go with them.
+                for file in gone {
+                    retire_file(std::path::Path::new(&file));
+                }
+                unspawned
+            })
     })
     .await;
     taken(recorded)
@@ -357,6 +371,28 @@ fn taken<T>(recorded: std::result::Result<Result<T>, tokio::task::JoinError>) ->
             tracing::warn!("jobs-host daemon: the journal's writer failed: {e}");
             None
         }
+    }
+}
+
+/// The daemon's emptied job files, reused for new jobs (see
+/// `host::bash::SpareFiles`); set once at its start.
+static SPARE_FILES: std::sync::OnceLock<Arc<host::bash::SpareFiles>> = std::sync::OnceLock::new();
+
+/// Lets go of a dropped job's file: kept empty for a later job, or removed.
+fn retire_file(file: &std::path::Path) {
+    match SPARE_FILES.get() {
+        Some(spare) => spare.retire(file),
+        None => {
+            let _ = std::fs::remove_file(file);
+        }
+    }
+}
+
+/// Lets go of a session's directory and its job files (see [`retire_file`]).
+fn retire_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    match SPARE_FILES.get() {
+        Some(spare) => spare.retire_dir(dir),
+        None => std::fs::remove_dir_all(dir),
     }
 }
 
@@ -412,6 +448,7 @@ impl SessionFiles {
                 .parent()
                 .and_then(std::path::Path::parent)
                 .map(ToOwned::to_owned),
+            spare: SPARE_FILES.get().cloned(),
         })
     }
 }
@@ -490,7 +527,7 @@ fn remove_stale_sessions(state: &std::path::Path, journal: &Journal) {
         {
             continue;
         }
-        if let Err(e) = std::fs::remove_dir_all(&dir) {
+        if let Err(e) = retire_dir(&dir) {
             tracing::warn!("jobs-host daemon: cannot remove {}: {e}", dir.display());
         }
     }
@@ -660,6 +697,14 @@ pub async fn run(cache_dir: Option<PathBuf>) -> Result<u8> {
             None
         }
     };
+    if let (Some(state), Some(_)) = (&state, &journal) {
+        match host::bash::SpareFiles::open(state.join("spare")) {
+            Ok(spare) => {
+                let _ = SPARE_FILES.set(Arc::new(spare));
+            }
+            Err(e) => tracing::warn!("jobs-host daemon: no spare job files: {e}"),
+        }
+    }
     if let (Some(state), Some(journal)) = (&state, &journal) {
         remove_stale_sessions(state, journal);
     }
@@ -1435,7 +1480,7 @@ async fn end_session(durable: &Durable) {
         .map(|f| &f.dir)
         .chain(&durable.adopted_from)
     {
-        if let Err(e) = std::fs::remove_dir_all(dir)
+        if let Err(e) = retire_dir(dir)
             && e.kind() != std::io::ErrorKind::NotFound
         {
             tracing::warn!("jobs-host daemon: cannot remove {}: {e}", dir.display());

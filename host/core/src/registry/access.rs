@@ -223,48 +223,53 @@ impl JobRegistry {
         })
     }
 
-    /// The changing parts of each of `caller`'s jobs that outlive their host
-    /// (see [`super::DurableState`]), with their ids, in registration order.
-    pub fn durable_states(&self, caller: Option<&Owner>) -> Vec<(String, super::DurableState)> {
-        type Picked = (
-            String,
-            super::JobStatus,
-            Option<u64>,
-            bool,
-            Arc<dyn super::control::JobControl>,
-            Option<SharedCapture>,
-        );
-        let picked: Vec<Picked> = {
-            let state = lock(&self.shared.state);
-            state
-                .records
-                .values()
-                .filter(|r| r.visible_to(caller))
-                .filter_map(|r| {
-                    let control = r.control.clone().filter(|c| c.durable())?;
-                    Some((
-                        r.id.clone(),
-                        r.status,
-                        r.finished_at,
-                        r.reported || r.noticed,
-                        control,
-                        r.capture.clone(),
-                    ))
-                })
-                .collect()
-        };
-        picked
-            .into_iter()
-            .map(|(id, status, finished_at, end_seen, control, capture)| {
-                let state = super::DurableState {
-                    status,
-                    finished_at,
-                    cursors: capture.map_or([0, 0], |c| c.cursors()),
-                    end_seen,
-                    monitor: control.monitor(),
-                };
-                (id, state)
+    /// [`JobRegistry::job_states`] of only the jobs whose state is not the
+    /// one last marked recorded ([`JobRegistry::mark_recorded`]), and of
+    /// those running under a monitor not spawned yet: a look at
+    /// each job without copying any, so that a host that records every
+    /// change before each reply pays for what changed, not for every job.
+    pub fn changed_states(&self, caller: Option<&Owner>) -> Vec<(String, super::DurableState)> {
+        let state = lock(&self.shared.state);
+        state
+            .records
+            .values()
+            .filter(|r| r.visible_to(caller))
+            .filter_map(|r| {
+                // A capture's lock is never held while the registry's is
+                // taken, so taking it under the registry's is safe.
+                let now = r.state_now();
+                // A job whose monitor is not spawned yet counts as changed
+                // until it is, so each reply sees it (and can wait for it).
+                let unspawned =
+                    now.durable && now.status == super::JobStatus::Running && now.monitor.is_none();
+                (unspawned || r.recorded != Some(now)).then(|| (r.id.clone(), now))
             })
+            .collect()
+    }
+
+    /// Marks `states` (from [`JobRegistry::changed_states`] or
+    /// [`JobRegistry::job_states`]) recorded, once the embedder has written
+    /// them: a job that changed since is still changed.
+    pub fn mark_recorded(&self, states: &[(String, super::DurableState)]) {
+        let mut state = lock(&self.shared.state);
+        for (id, recorded) in states {
+            if let Some(record) = state.records.get_mut(id) {
+                record.recorded = Some(*recorded);
+            }
+        }
+    }
+
+    /// The changing parts of each of `caller`'s jobs (see
+    /// [`super::DurableState`]), with their ids, in registration order; a
+    /// job that does not outlive its host has no cursors, seen end or
+    /// monitor here.
+    pub fn job_states(&self, caller: Option<&Owner>) -> Vec<(String, super::DurableState)> {
+        let state = lock(&self.shared.state);
+        state
+            .records
+            .values()
+            .filter(|r| r.visible_to(caller))
+            .map(|r| (r.id.clone(), r.state_now()))
             .collect()
     }
 

@@ -184,6 +184,7 @@ impl JobRegistry {
                 control: hooks.control,
                 settled,
                 announced: Arc::new(announced),
+                recorded: None,
             },
         );
         let changed = state.changed_for(spec.owner.as_ref());

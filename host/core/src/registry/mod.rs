@@ -80,9 +80,28 @@ struct JobRecord {
     settled: watch::Sender<bool>,
     /// Set once the completion listeners of the settlement have returned.
     announced: Arc<watch::Sender<bool>>,
+    /// Its changing parts as the embedder last recorded them (see
+    /// [`JobRegistry::changed_states`]).
+    recorded: Option<DurableState>,
 }
 
 impl JobRecord {
+    /// Its changing parts now (see [`DurableState`]).
+    fn state_now(&self) -> DurableState {
+        let durable = self.control.as_ref().filter(|c| c.durable());
+        DurableState {
+            status: self.status,
+            finished_at: self.finished_at,
+            cursors: match (durable, &self.capture) {
+                (Some(_), Some(capture)) => capture.cursors(),
+                _ => [0, 0],
+            },
+            end_seen: durable.is_some() && (self.reported || self.noticed),
+            monitor: durable.and_then(|c| c.monitor()),
+            durable: durable.is_some(),
+        }
+    }
+
     fn snapshot(&self) -> JobSnapshot {
         JobSnapshot {
             id: self.id.clone(),

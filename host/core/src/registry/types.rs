@@ -153,8 +153,8 @@ pub enum KillOutcome {
     AlreadyFinished,
 }
 
-/// The parts of a durable job's record that change while it runs (see
-/// [`crate::JobRegistry::durable_states`]): cheap to take and compare, so a
+/// The parts of a job's record that change while it runs (see
+/// [`crate::JobRegistry::job_states`]): cheap to take and compare, so a
 /// host can tell which of many jobs it must record again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DurableState {
@@ -168,6 +168,8 @@ pub struct DurableState {
     pub end_seen: bool,
     /// Its monitor's pid and start time, once spawned.
     pub monitor: Option<(i32, u64)>,
+    /// Whether it outlives its host (runs under a monitor).
+    pub durable: bool,
 }
 
 /// What a host that outlives a crash records of a job that outlives it

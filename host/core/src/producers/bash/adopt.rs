@@ -85,6 +85,20 @@ fn live_monitor(pid: i32, start: u64) -> Option<OwnedFd> {
     (process_start_time(pid) == Some(start)).then_some(fd)
 }
 
+/// The monitor of a job file that is held (see
+/// [`super::monitor::file_in_use`]) but has no monitor line yet: a monitor
+/// that is starting (its host died during the spawn), waited for a while.
+fn starting_monitor(files: &Path) -> Option<(i32, u64)> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while super::monitor::file_in_use(files) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        if let Some(found) = super::monitor::recorded_monitor(files) {
+            return Some(found);
+        }
+    }
+    super::monitor::recorded_monitor(files)
+}
+
 /// Whether the process of `pidfd` has not exited.
 fn alive(pidfd: &OwnedFd) -> bool {
     use std::os::fd::AsRawFd;
@@ -267,7 +281,8 @@ impl BashProducer {
         // (a host killed before it recorded the pid).
         let job_monitor = job
             .monitor
-            .or_else(|| super::monitor::recorded_monitor(&job.files));
+            .or_else(|| super::monitor::recorded_monitor(&job.files))
+            .or_else(|| starting_monitor(&job.files));
         let monitor = job_monitor
             .and_then(|(pid, start)| live_monitor(pid, start).map(|fd| (pid, start, fd)));
         let found = match (&monitor, JobEnd::read(&job.files), &job.recorded) {

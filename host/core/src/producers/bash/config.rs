@@ -86,6 +86,8 @@ pub struct DurableJobs {
     /// The host's whole state directory (its journal, every session's
     /// files), which no fenced job may read or write; `None`: `dir` only.
     pub state_dir: Option<PathBuf>,
+    /// Emptied files of dropped jobs, taken before a new file is made.
+    pub spare: Option<std::sync::Arc<super::monitor::SpareFiles>>,
 }
 
 impl Default for BashConfig {

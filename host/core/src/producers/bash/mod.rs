@@ -33,7 +33,9 @@ pub use config::{
     BASH_KIND, BashConfig, BashRequest, DEFAULT_GRACE, DEFAULT_MAX_COMMAND_BYTES,
     DEFAULT_SPILL_TOTAL_BYTES, DurableJobs, JobLimits, MAX_NAME_BYTES, PASSED_ENV, Started,
 };
-pub use monitor::{JobEnd, MONITOR_COMMAND, recorded_monitor, run_monitor};
+pub use monitor::{
+    JobEnd, MONITOR_COMMAND, SpareFiles, file_in_use, recorded_monitor, run_monitor,
+};
 pub use stdin::MAX_PENDING_INPUT_BYTES;
 
 use std::path::{Path, PathBuf};

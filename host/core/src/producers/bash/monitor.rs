@@ -257,13 +257,28 @@ pub(crate) fn prepare(
 ) -> std::io::Result<(std::path::PathBuf, Vec<OwnedFd>)> {
     use std::os::unix::fs::OpenOptionsExt;
     let path = durable.dir.join(format!("job-{n}"));
-    let header = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)?;
-    // The header's room (sparse): the frames are appended after it.
+    let reused = durable
+        .spare
+        .as_ref()
+        .and_then(|spare| spare.take(&path))
+        .filter(held_by_us);
+    let header = match reused {
+        Some(file) => file,
+        None => {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)?;
+            if !held_by_us(&file) {
+                return Err(std::io::Error::other("cannot lock the job's file"));
+            }
+            file
+        }
+    };
+    // The header's room (sparse, zeros): the frames are appended after it.
+    header.set_len(0)?;
     header.set_len(FRAMES_AT)?;
     let frames = std::fs::OpenOptions::new().append(true).open(&path)?;
     let lease = std::fs::File::open(&durable.lease)?;
@@ -273,6 +288,139 @@ pub(crate) fn prepare(
         OwnedFd::from(lease),
     ];
     Ok((path, fds))
+}
+
+/// Takes the job file's lock (see [`SpareFiles`]) on `file`'s open file
+/// description, which the monitor inherits: held from here until the
+/// monitor exits, however it exits. False when something else holds it.
+fn held_by_us(file: &std::fs::File) -> bool {
+    rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok()
+}
+
+/// Whether a monitor (or a spawn of one under way) holds the job file at
+/// `path`: its lock is taken when the file is made, on the description the
+/// monitor gets, so it is free only once no monitor can write to it.
+pub fn file_in_use(path: &Path) -> bool {
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    matches!(
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared),
+        Err(rustix::io::Errno::WOULDBLOCK)
+    )
+}
+
+/// The files of dropped jobs, emptied and kept for the next jobs' files
+/// instead of being removed: a file system without a journal (ext4 so)
+/// skips every inode deleted in the last seconds when it makes one, so a
+/// storm of starts after a storm of removals scanned past thousands of
+/// them per file. A file is kept only when no monitor holds it (its
+/// lock is free), so no job that still runs writes into another's file;
+/// one still held is removed as before (its monitor writes on into its
+/// unlinked file).
+#[derive(Debug)]
+pub struct SpareFiles {
+    dir: std::path::PathBuf,
+    names: std::sync::Mutex<Vec<std::path::PathBuf>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+/// The most empty files kept for later jobs.
+const SPARE_FILES: usize = 4096;
+
+impl SpareFiles {
+    /// Keeps spare files in `dir` (private, made if missing), with those
+    /// already there.
+    ///
+    /// # Errors
+    ///
+    /// `dir` cannot be made or read.
+    pub fn open(dir: std::path::PathBuf) -> std::io::Result<SpareFiles> {
+        use std::os::unix::fs::DirBuilderExt;
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+        let names: Vec<_> = std::fs::read_dir(&dir)?
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .map(|e| e.path())
+            .take(SPARE_FILES)
+            .collect();
+        Ok(SpareFiles {
+            dir,
+            next: std::sync::atomic::AtomicU64::new(names.len() as u64),
+            names: std::sync::Mutex::new(names),
+        })
+    }
+
+    /// A spare file moved to `to` and opened to read and write.
+    fn take(&self, to: &Path) -> Option<std::fs::File> {
+        use std::os::unix::fs::OpenOptionsExt;
+        loop {
+            let from = crate::sync::lock(&self.names).pop()?;
+            if std::fs::rename(&from, to).is_ok() {
+                return std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(to)
+                    .ok();
+            }
+        }
+    }
+
+    /// Lets go of the job file at `path`: emptied and kept for a later
+    /// job when no monitor holds it and there is room, else removed.
+    pub fn retire(&self, path: &Path) {
+        if !self.keep(path) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    fn keep(&self, path: &Path) -> bool {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        if crate::sync::lock(&self.names).len() >= SPARE_FILES {
+            return false;
+        }
+        let Ok(file) = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+        else {
+            return false;
+        };
+        // SAFETY: geteuid takes no arguments.
+        let me = unsafe { libc::geteuid() };
+        let ours = file
+            .metadata()
+            .is_ok_and(|m| m.is_file() && m.uid() == me && m.nlink() == 1);
+        if !ours || !held_by_us(&file) || file.set_len(0).is_err() {
+            return false;
+        }
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let to = self.dir.join(format!("spare-{n}"));
+        if std::fs::rename(path, &to).is_err() {
+            return false;
+        }
+        // Offered only once its lock is let go, with the file.
+        drop(file);
+        crate::sync::lock(&self.names).push(to);
+        true
+    }
+
+    /// Lets go of every file in `dir` (see [`SpareFiles::retire`]), then of
+    /// `dir`.
+    pub fn retire_dir(&self, dir: &Path) -> std::io::Result<()> {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_file()) {
+                    self.keep(&entry.path());
+                }
+            }
+        }
+        std::fs::remove_dir_all(dir)
+    }
 }
 
 /// `spec` run under its monitor, which gets `files` (from [`prepare`]):
