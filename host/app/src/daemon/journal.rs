@@ -399,7 +399,7 @@ impl Journal {
         self.record_rows(session, jobs, Some(&present), written)
     }
 
-    /// [`Journal::record`] of the jobs of the session that changed
+    /// What `Journal::record` writes, of the jobs of the session that changed
     /// (`changed`) when its jobs are now `present`: the rows of the others
     /// are gone.
     ///
@@ -416,7 +416,7 @@ impl Journal {
         self.record_rows(session, changed, Some(present), written)
     }
 
-    /// [`Journal::record`] of some of the session's jobs (`jobs`): no other
+    /// What `Journal::record` writes, of some of the session's jobs (`jobs`): no other
     /// row is taken for gone.
     ///
     /// # Errors

@@ -225,10 +225,10 @@ impl Recorder {
     }
 }
 
-/// Writes what changed of `owner`'s durable jobs (a start, a read's cursor,
-/// a seen end; see `host::registry::DurableState`) since `written`, at the
-/// cost of a look at each, not of writing each: before every reply. The
-/// running ones written without their monitor's pid (not spawned yet).
+/// Writes what changed of `owner`'s jobs (a start, a read's cursor, a seen
+/// end; see `host::registry::DurableState`) since they were last written,
+/// before every reply: a look at each job, a copy of only those that
+/// changed. Answers the running ones under a monitor not spawned yet.
 async fn write_durable_changes(
     journal: &Arc<Journal>,
     instance: i64,
@@ -1123,7 +1123,12 @@ impl Daemon {
                 recorded: (orphan.job.status != "running")
                     .then(|| (orphan.job.status.clone(), orphan.job.detail.clone())),
             };
-            match host.bash.adopt(Some(session.owner().clone()), request) {
+            // Off the async workers' duty while it reads the job's files (and
+            // waits, briefly, for a monitor that is starting).
+            let adopted = tokio::task::block_in_place(|| {
+                host.bash.adopt(Some(session.owner().clone()), request)
+            });
+            match adopted {
                 Ok(found) => {
                     tracing::info!(
                         "jobs-host daemon: session {key:?} took on {} ({found:?})",

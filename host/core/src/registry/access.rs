@@ -225,9 +225,11 @@ impl JobRegistry {
 
     /// [`JobRegistry::job_states`] of only the jobs whose state is not the
     /// one last marked recorded ([`JobRegistry::mark_recorded`]), and of
-    /// those running under a monitor not spawned yet: a look at
-    /// each job without copying any, so that a host that records every
-    /// change before each reply pays for what changed, not for every job.
+    /// those running under a monitor not spawned yet: a look at each job
+    /// (its capture's cursors read under the registry's lock, as reads do)
+    /// that copies only what changed, so that a host that records every
+    /// change before each reply copies and writes what changed, not every
+    /// job.
     pub fn changed_states(&self, caller: Option<&Owner>) -> Vec<(String, super::DurableState)> {
         let state = lock(&self.shared.state);
         state

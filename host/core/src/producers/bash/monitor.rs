@@ -257,22 +257,28 @@ pub(crate) fn prepare(
 ) -> std::io::Result<(std::path::PathBuf, Vec<OwnedFd>)> {
     use std::os::unix::fs::OpenOptionsExt;
     let path = durable.dir.join(format!("job-{n}"));
-    let reused = durable
-        .spare
-        .as_ref()
-        .and_then(|spare| spare.take(&path))
-        .filter(held_by_us);
+    let reused = durable.spare.as_ref().and_then(|spare| spare.take(&path));
     let header = match reused {
         Some(file) => file,
         None => {
+            // A spare that could not be taken whole is not used.
+            let _ = std::fs::remove_file(&path);
             let file = std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
                 .open(&path)?;
-            if !held_by_us(&file) {
-                return Err(std::io::Error::other("cannot lock the job's file"));
+            match lock(&file) {
+                // A file system without locks: the job runs, its file is
+                // never reused, and a host that takes it on does not wait
+                // for a monitor that is starting.
+                Ok(()) | Err(rustix::io::Errno::NOLCK | rustix::io::Errno::OPNOTSUPP) => {}
+                Err(e) => {
+                    return Err(std::io::Error::other(format!(
+                        "cannot lock the job's file: {e}"
+                    )));
+                }
             }
             file
         }
@@ -292,9 +298,19 @@ pub(crate) fn prepare(
 
 /// Takes the job file's lock (see [`SpareFiles`]) on `file`'s open file
 /// description, which the monitor inherits: held from here until the
-/// monitor exits, however it exits. False when something else holds it.
-fn held_by_us(file: &std::fs::File) -> bool {
-    rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok()
+/// monitor exits, however it exits. `WOULDBLOCK` when something else holds
+/// it.
+fn lock(file: &std::fs::File) -> rustix::io::Result<()> {
+    rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+}
+
+/// Whether `file` is a regular file of ours with no other name.
+fn ours(file: &std::fs::File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid takes no arguments.
+    let me = unsafe { libc::geteuid() };
+    file.metadata()
+        .is_ok_and(|m| m.is_file() && m.uid() == me && m.nlink() == 1)
 }
 
 /// Whether a monitor (or a spawn of one under way) holds the job file at
@@ -336,20 +352,41 @@ impl SpareFiles {
     ///
     /// `dir` cannot be made or read.
     pub fn open(dir: std::path::PathBuf) -> std::io::Result<SpareFiles> {
-        use std::os::unix::fs::DirBuilderExt;
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
             _ => {}
         }
-        let names: Vec<_> = std::fs::read_dir(&dir)?
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-            .map(|e| e.path())
-            .take(SPARE_FILES)
-            .collect();
+        let meta = std::fs::symlink_metadata(&dir)?;
+        // SAFETY: geteuid takes no arguments.
+        let me = unsafe { libc::geteuid() };
+        if !meta.is_dir() || meta.uid() != me || meta.permissions().mode() & 0o077 != 0 {
+            return Err(std::io::Error::other(format!(
+                "{} is not a private directory of ours",
+                dir.display()
+            )));
+        }
+        let mut names = Vec::new();
+        let mut next = 0;
+        for entry in std::fs::read_dir(&dir)?.flatten() {
+            let number = entry
+                .file_name()
+                .to_str()
+                .and_then(|name| name.strip_prefix("spare-"))
+                .and_then(|n| n.parse::<u64>().ok());
+            match number {
+                Some(n) if entry.file_type().is_ok_and(|t| t.is_file()) => {
+                    next = next.max(n + 1);
+                    if names.len() < SPARE_FILES {
+                        names.push(entry.path());
+                    }
+                }
+                _ => {}
+            }
+        }
         Ok(SpareFiles {
             dir,
-            next: std::sync::atomic::AtomicU64::new(names.len() as u64),
+            next: std::sync::atomic::AtomicU64::new(next),
             names: std::sync::Mutex::new(names),
         })
     }
@@ -359,13 +396,18 @@ impl SpareFiles {
         use std::os::unix::fs::OpenOptionsExt;
         loop {
             let from = crate::sync::lock(&self.names).pop()?;
-            if std::fs::rename(&from, to).is_ok() {
-                return std::fs::OpenOptions::new()
+            if rename_new(&from, to).is_ok() {
+                let file = std::fs::OpenOptions::new()
                     .read(true)
                     .write(true)
                     .custom_flags(libc::O_NOFOLLOW)
                     .open(to)
-                    .ok();
+                    .ok()
+                    .filter(|file| ours(file) && lock(file).is_ok());
+                if file.is_none() {
+                    let _ = std::fs::remove_file(to);
+                }
+                return file;
             }
         }
     }
@@ -379,7 +421,7 @@ impl SpareFiles {
     }
 
     fn keep(&self, path: &Path) -> bool {
-        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        use std::os::unix::fs::OpenOptionsExt;
         if crate::sync::lock(&self.names).len() >= SPARE_FILES {
             return false;
         }
@@ -390,17 +432,17 @@ impl SpareFiles {
         else {
             return false;
         };
-        // SAFETY: geteuid takes no arguments.
-        let me = unsafe { libc::geteuid() };
-        let ours = file
-            .metadata()
-            .is_ok_and(|m| m.is_file() && m.uid() == me && m.nlink() == 1);
-        if !ours || !held_by_us(&file) || file.set_len(0).is_err() {
+        // Free only if no monitor holds it; and no monitor of a build that
+        // did not lock its file may still run on it either (its own line
+        // names it, checked by pid and start time).
+        let running = recorded_monitor(path)
+            .is_some_and(|(pid, start)| super::process_start_time(pid) == Some(start));
+        if running || !ours(&file) || lock(&file).is_err() || file.set_len(0).is_err() {
             return false;
         }
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let to = self.dir.join(format!("spare-{n}"));
-        if std::fs::rename(path, &to).is_err() {
+        if rename_new(path, &to).is_err() {
             return false;
         }
         // Offered only once its lock is let go, with the file.
@@ -409,18 +451,36 @@ impl SpareFiles {
         true
     }
 
-    /// Lets go of every file in `dir` (see [`SpareFiles::retire`]), then of
-    /// `dir`.
+    /// Lets go of every job file in `dir` (see [`SpareFiles::retire`]),
+    /// then of `dir`: only a real directory's own `job-<n>` files are kept
+    /// (a link to elsewhere is removed, never followed).
     pub fn retire_dir(&self, dir: &Path) -> std::io::Result<()> {
-        if let Ok(entries) = std::fs::read_dir(dir) {
+        let real = std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir());
+        if real && let Ok(entries) = std::fs::read_dir(dir) {
             for entry in entries.flatten() {
-                if entry.file_type().is_ok_and(|t| t.is_file()) {
+                let job = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|name| name.strip_prefix("job-"))
+                    .is_some_and(|n| n.parse::<u64>().is_ok());
+                if job && entry.file_type().is_ok_and(|t| t.is_file()) {
                     self.keep(&entry.path());
                 }
             }
         }
         std::fs::remove_dir_all(dir)
     }
+}
+
+/// Renames `from` to `to`, which must not exist.
+fn rename_new(from: &Path, to: &Path) -> rustix::io::Result<()> {
+    rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        from,
+        rustix::fs::CWD,
+        to,
+        rustix::fs::RenameFlags::NOREPLACE,
+    )
 }
 
 /// `spec` run under its monitor, which gets `files` (from [`prepare`]):
@@ -1010,6 +1070,82 @@ fn exit_as(status: i32) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn durable(root: &Path) -> super::super::DurableJobs {
+        let dir = root.join("session");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("lease"), "0").unwrap();
+        super::super::DurableJobs {
+            monitor: "/bin/true".into(),
+            lease: dir.join("lease"),
+            dir,
+            max_file_bytes: 1 << 20,
+            state_dir: None,
+            spare: Some(std::sync::Arc::new(
+                SpareFiles::open(root.join("spare")).unwrap(),
+            )),
+        }
+    }
+
+    fn spares(root: &Path) -> usize {
+        std::fs::read_dir(root.join("spare")).unwrap().count()
+    }
+
+    #[test]
+    fn a_job_file_is_held_while_its_descriptors_live_and_reused_once_free() {
+        let root = tempfile::tempdir().unwrap();
+        let jobs = durable(root.path());
+        let (path, fds) = prepare(&jobs, 1).unwrap();
+        assert!(file_in_use(&path));
+        // SAFETY: the frames descriptor prepare opened, to append.
+        let frames = unsafe { BorrowedFd::borrow_raw(fds[0].as_raw_fd()) };
+        write_all(frames, b"old job's bytes").unwrap();
+        drop(fds);
+        assert!(!file_in_use(&path));
+        let spare = jobs.spare.as_ref().unwrap();
+        spare.retire(&path);
+        assert!(!path.exists());
+        assert_eq!(spares(root.path()), 1);
+        // The next job gets it, empty but for its header's room.
+        let (next, fds) = prepare(&jobs, 2).unwrap();
+        assert_eq!(spares(root.path()), 0);
+        assert_eq!(std::fs::read(&next).unwrap(), vec![0u8; FRAMES_AT as usize]);
+        assert!(file_in_use(&next));
+        drop(fds);
+    }
+
+    #[test]
+    fn a_held_job_file_is_removed_not_reused() {
+        let root = tempfile::tempdir().unwrap();
+        let jobs = durable(root.path());
+        let (path, fds) = prepare(&jobs, 1).unwrap();
+        jobs.spare.as_ref().unwrap().retire(&path);
+        assert!(!path.exists());
+        assert_eq!(spares(root.path()), 0);
+        // Its monitor writes on, into its own (unlinked) file.
+        // SAFETY: the frames descriptor prepare opened, to append.
+        let frames = unsafe { BorrowedFd::borrow_raw(fds[0].as_raw_fd()) };
+        write_all(frames, b"still mine").unwrap();
+    }
+
+    #[test]
+    fn retiring_a_directory_never_follows_a_link_out_of_it() {
+        let root = tempfile::tempdir().unwrap();
+        let jobs = durable(root.path());
+        let outside = root.path().join("precious");
+        std::fs::write(&outside, "keep me").unwrap();
+        std::os::unix::fs::symlink(&outside, jobs.dir.join("job-9")).unwrap();
+        let linked = root.path().join("linked");
+        std::os::unix::fs::symlink(root.path(), &linked).unwrap();
+        let spare = jobs.spare.as_ref().unwrap();
+        // A link is let go of itself, what it names untouched.
+        let _ = spare.retire_dir(&linked);
+        assert!(jobs.dir.join("lease").exists());
+        spare.retire_dir(&jobs.dir).unwrap();
+        assert!(!jobs.dir.exists());
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me");
+        assert_eq!(spares(root.path()), 0);
+    }
 
     #[test]
     fn arguments_survive_their_round_trip() {
