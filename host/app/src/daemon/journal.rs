@@ -276,6 +276,11 @@ impl Journal {
             tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA};"))?;
             tx.commit()?;
         }
+        // Jobs are found by their files when taken on; a journal of an
+        // earlier build gains the index too (readers do not need it).
+        conn.execute_batch(
+            "CREATE INDEX IF NOT EXISTS jobs_by_files ON jobs(files) WHERE files IS NOT NULL;",
+        )?;
         let tx = conn.unchecked_transaction()?;
         let dead: Vec<(i64, i64)> = {
             let mut stmt = tx.prepare("SELECT id, pid FROM daemons WHERE ended_at IS NULL")?;
@@ -557,30 +562,27 @@ impl Journal {
     }
 
     /// Records that `orphans` were taken on by this daemon's session
-    /// instance `by` (which records them anew as its own).
+    /// instance `by`, which has recorded them anew as its own: their older
+    /// rows go, so a key whose daemon is killed again and again keeps one
+    /// row per job, not one per daemon that took it on.
     ///
     /// # Errors
     ///
     /// The database's.
-    pub fn adopted(&self, orphans: &[Orphan], by: i64, now: u64) -> Result<()> {
+    pub fn adopted(&self, orphans: &[Orphan], by: i64) -> Result<()> {
         let mut conn = lock(&self.conn);
         let tx = conn.transaction()?;
-        for orphan in orphans {
-            // Every older row of the job too (see `orphans`).
-            tx.execute(
-                "UPDATE jobs SET status = 'adopted', detail = ?1, finished_at = ?2
-                 WHERE files = ?3 AND session != ?4 AND status NOT IN ('adopted', 'lost')
+        {
+            // Every older row of the job too (see `orphans`); by its files,
+            // which the index finds without a scan of every row.
+            let mut gone = tx.prepare_cached(
+                "DELETE FROM jobs
+                 WHERE files = ?1 AND session != ?2 AND status != 'lost'
                    AND session IN (SELECT id FROM sessions WHERE crashed = 1)",
-                params![
-                    format!(
-                        "taken on by session instance {by} of daemon pid {}",
-                        std::process::id()
-                    ),
-                    now as i64,
-                    orphan.job.files,
-                    by
-                ],
             )?;
+            for orphan in orphans {
+                gone.execute(params![orphan.job.files, by])?;
+            }
         }
         tx.commit()?;
         Ok(())
@@ -847,6 +849,51 @@ mod tests {
         next.end_daemon(60).unwrap();
         drop(next);
         assert!(!read(dir.path()).unwrap().unwrap().2, "nobody keeps it now");
+    }
+
+    #[test]
+    fn a_job_taken_on_again_and_again_keeps_one_row() {
+        let dir = dir();
+        let mut durable = row("bash-1", "running");
+        durable.files = Some("/state/sessions/k/job-1".to_owned());
+        let mut plain = row("bash-2", "completed");
+        plain.finished_at = Some(9);
+        let journal = Journal::open(dir.path(), 100, 1).unwrap();
+        let session = journal.open_session("k", 2).unwrap();
+        journal
+            .record(
+                session,
+                vec![durable.clone(), plain.clone()],
+                &mut HashMap::new(),
+            )
+            .unwrap();
+        drop(journal);
+        for daemon in 101..131 {
+            // Killed each time; the next takes the job on as its own.
+            let journal = Journal::open(dir.path(), daemon, u64::from(daemon)).unwrap();
+            let orphans = journal.orphans("k").unwrap();
+            assert_eq!(orphans.len(), 1, "daemon {daemon}");
+            assert_eq!(orphans[0].job.id, "bash-1");
+            let session = journal.open_session("k", u64::from(daemon)).unwrap();
+            journal
+                .record(session, vec![orphans[0].job.clone()], &mut HashMap::new())
+                .unwrap();
+            journal.adopted(&orphans, session).unwrap();
+            drop(journal);
+        }
+        let (jobs, _, _) = read(dir.path()).unwrap().unwrap();
+        let ids: Vec<&str> = jobs.iter().map(|r| r.job.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["bash-2", "bash-1"],
+            "one row per job, the plain job's kept"
+        );
+        let journal = Journal::open(dir.path(), 200, 200).unwrap();
+        let rows: i64 = lock(&journal.conn)
+            .query_row("SELECT count(*) FROM jobs", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 2);
+        assert_eq!(journal.orphans("k").unwrap().len(), 1);
     }
 
     #[test]

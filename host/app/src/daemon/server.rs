@@ -1165,7 +1165,7 @@ impl Daemon {
         .await;
         // Not recorded anew: the old rows keep the jobs for the next daemon.
         if recorded.is_some()
-            && let Err(e) = journal.adopted(&taken, recorder.instance, host::registry::now_ms())
+            && let Err(e) = journal.adopted(&taken, recorder.instance)
         {
             tracing::warn!("jobs-host daemon: the journal did not take an adoption: {e:#}");
         }

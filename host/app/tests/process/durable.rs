@@ -103,7 +103,11 @@ impl Runtime {
     }
 
     /// [`Runtime::mcp`] with the client's pid, to kill it.
-    async fn mcp_with_pid(&self, key: &str) -> (RunningService<RoleClient, Client>, i32) {
+    async fn mcp_with_pid(
+        &self,
+        key: &str,
+        flags: &[&str],
+    ) -> (RunningService<RoleClient, Client>, i32) {
         let (logs_tx, _) = mpsc::unbounded_channel();
         let runtime = self.path().to_owned();
         let transport =
@@ -113,6 +117,7 @@ impl Runtime {
                     .arg("mcp")
                     .arg("--session")
                     .arg(key)
+                    .args(flags)
                     .env("XDG_RUNTIME_DIR", &runtime)
                     .env("XDG_STATE_HOME", runtime.join("state"));
             }))
@@ -663,7 +668,7 @@ async fn clients_killed_at_random_points_lose_no_output_and_no_notice() {
     let gates: Vec<Gate> = (0..rounds).map(|_| Gate::new()).collect();
     let mut seen = std::collections::BTreeMap::<String, Seen>::new();
     for (round, gate) in gates.iter().enumerate() {
-        let (client, pid) = runtime.mcp_with_pid(key).await;
+        let (client, pid) = runtime.mcp_with_pid(key, &[]).await;
         let id = format!("bash-{}", round + 1);
         let command = format!(
             "{} >/dev/null; for i in $(seq 40); do echo \"job {round} line $i\"; done; exit {}",
@@ -742,7 +747,7 @@ async fn clients_killed_at_random_points_lose_no_output_and_no_notice() {
     }
     // A last client reads every job to its end; the last job's notice comes
     // first.
-    let (client, _) = runtime.mcp_with_pid(key).await;
+    let (client, _) = runtime.mcp_with_pid(key, &[]).await;
     let first = client.call_tool(call("job_list", json!({}))).await.unwrap();
     let items = texts(&first);
     assert_eq!(items.len(), 2, "{items:?}");
@@ -809,8 +814,12 @@ async fn daemons_killed_at_random_points_lose_no_job_output_exit_or_notice() {
     let streamed: String = (1..=lines).map(|i| format!("stream {i}\n")).collect();
     let gates: Vec<Gate> = (0..rounds).map(|_| Gate::new()).collect();
     let mut seen = std::collections::BTreeMap::<String, Seen>::new();
+    // Every job stays to be read at the end, however many rounds (and every
+    // daemon in turn takes the session on with this setting).
+    let retained = (rounds + 1).to_string();
+    let flags = ["--max-retained-jobs", retained.as_str()];
     for (round, gate) in gates.iter().enumerate() {
-        let (client, pid) = runtime.mcp_with_pid(key).await;
+        let (client, pid) = runtime.mcp_with_pid(key, &flags).await;
         if round == 0 {
             // One job writes all along, under every daemon in turn.
             let started = client
@@ -904,7 +913,7 @@ async fn daemons_killed_at_random_points_lose_no_job_output_exit_or_notice() {
         .await;
     }
     // A last client reads every job to its end.
-    let (client, _) = runtime.mcp_with_pid(key).await;
+    let (client, _) = runtime.mcp_with_pid(key, &flags).await;
     let first = client.call_tool(call("job_list", json!({}))).await.unwrap();
     record(&mut seen, &texts(&first));
     let last = format!("bash-{}", rounds + 1);
