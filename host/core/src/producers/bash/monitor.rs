@@ -283,8 +283,10 @@ pub(crate) fn prepare(
             file
         }
     };
-    // The header's room (sparse, zeros): the frames are appended after it.
-    header.set_len(0)?;
+    // The header's room (zeros: a spare's were written so when it was
+    // kept): the frames are appended after it. Never cut to zero length:
+    // ext4 then flushes the file to disk at its every close (its guard for
+    // files rewritten in place), a disk write per job.
     header.set_len(FRAMES_AT)?;
     let frames = std::fs::OpenOptions::new().append(true).open(&path)?;
     let lease = std::fs::File::open(&durable.lease)?;
@@ -437,7 +439,7 @@ impl SpareFiles {
         // names it, checked by pid and start time).
         let running = recorded_monitor(path)
             .is_some_and(|(pid, start)| super::process_start_time(pid) == Some(start));
-        if running || !ours(&file) || lock(&file).is_err() || file.set_len(0).is_err() {
+        if running || !ours(&file) || lock(&file).is_err() || !empty(&file) {
             return false;
         }
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -470,6 +472,13 @@ impl SpareFiles {
         }
         std::fs::remove_dir_all(dir)
     }
+}
+
+/// Empties a kept job file down to its header's room, zeros, as
+/// [`prepare`] makes a new one (not to zero length: see there).
+fn empty(file: &std::fs::File) -> bool {
+    use std::os::unix::fs::FileExt;
+    file.set_len(FRAMES_AT).is_ok() && file.write_all_at(&[0; FRAMES_AT as usize], 0).is_ok()
 }
 
 /// Renames `from` to `to`, which must not exist.
@@ -1100,6 +1109,17 @@ mod tests {
         // SAFETY: the frames descriptor prepare opened, to append.
         let frames = unsafe { BorrowedFd::borrow_raw(fds[0].as_raw_fd()) };
         write_all(frames, b"old job's bytes").unwrap();
+        // And its monitor's lines in the header, which go too.
+        // SAFETY: the header descriptor prepare opened, to write in place.
+        unsafe {
+            libc::pwrite(fds[1].as_raw_fd(), b"1 2\n".as_ptr().cast(), 4, 0);
+            libc::pwrite(
+                fds[1].as_raw_fd(),
+                b"{}\n".as_ptr().cast(),
+                3,
+                END_AT as i64,
+            );
+        }
         drop(fds);
         assert!(!file_in_use(&path));
         let spare = jobs.spare.as_ref().unwrap();
