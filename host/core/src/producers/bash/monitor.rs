@@ -283,8 +283,8 @@ pub(crate) fn prepare(
             file
         }
     };
-    // The header's room (zeros: a spare's were written so when it was
-    // kept): the frames are appended after it. Never cut to zero length:
+    // The header's room (zeros): the frames are appended after it, from
+    // the same offset in a new file and a spare. Never cut to zero length:
     // ext4 then flushes the file to disk at its every close (its guard for
     // files rewritten in place), a disk write per job.
     header.set_len(FRAMES_AT)?;
@@ -405,7 +405,7 @@ impl SpareFiles {
                     .custom_flags(libc::O_NOFOLLOW)
                     .open(to)
                     .ok()
-                    .filter(|file| ours(file) && lock(file).is_ok());
+                    .filter(|file| ours(file) && lock(file).is_ok() && zero_header(file));
                 if file.is_none() {
                     let _ = std::fs::remove_file(to);
                 }
@@ -474,11 +474,18 @@ impl SpareFiles {
     }
 }
 
-/// Empties a kept job file down to its header's room, zeros, as
-/// [`prepare`] makes a new one (not to zero length: see there).
+/// Empties a kept job file down to its header's room (not to zero length:
+/// see [`prepare`]); its header is zeroed when it is taken.
 fn empty(file: &std::fs::File) -> bool {
+    file.set_len(FRAMES_AT).is_ok()
+}
+
+/// Zeroes a spare's header as it is taken for a job, not when it was kept:
+/// after a machine's crash a kept file may hold its old job's lines again
+/// (a write in place may reach the disk after the rename that kept it).
+fn zero_header(file: &std::fs::File) -> bool {
     use std::os::unix::fs::FileExt;
-    file.set_len(FRAMES_AT).is_ok() && file.write_all_at(&[0; FRAMES_AT as usize], 0).is_ok()
+    file.write_all_at(&[0; FRAMES_AT as usize], 0).is_ok()
 }
 
 /// Renames `from` to `to`, which must not exist.
@@ -1131,6 +1138,29 @@ mod tests {
         assert_eq!(spares(root.path()), 0);
         assert_eq!(std::fs::read(&next).unwrap(), vec![0u8; FRAMES_AT as usize]);
         assert!(file_in_use(&next));
+        drop(fds);
+    }
+
+    #[test]
+    fn a_spare_that_came_back_with_its_old_lines_is_zeroed_when_taken() {
+        use std::os::unix::fs::{FileExt, PermissionsExt};
+        let root = tempfile::tempdir().unwrap();
+        // As a machine's crash may leave one: the old job's header written
+        // back after its file was kept.
+        let spare_dir = root.path().join("spare");
+        std::fs::create_dir(&spare_dir).unwrap();
+        std::fs::set_permissions(&spare_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let stale = std::fs::File::create(spare_dir.join("spare-0")).unwrap();
+        stale.set_len(FRAMES_AT).unwrap();
+        stale.write_all_at(b"4242 99\n", 0).unwrap();
+        stale.write_all_at(br#"{"code":3}"#, END_AT).unwrap();
+        drop(stale);
+        let jobs = durable(root.path());
+        let (path, fds) = prepare(&jobs, 1).unwrap();
+        assert_eq!(spares(root.path()), 0, "the spare was taken");
+        assert_eq!(std::fs::read(&path).unwrap(), vec![0u8; FRAMES_AT as usize]);
+        assert_eq!(recorded_monitor(&path), None);
+        assert!(JobEnd::read(&path).is_none());
         drop(fds);
     }
 
