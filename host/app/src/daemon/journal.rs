@@ -612,6 +612,16 @@ impl Journal {
                     orphan.job.id
                 ],
             )?;
+            // An older row of the job (a daemon killed as it took the job
+            // on) would offer it to the daemon after this one again.
+            if orphan.job.files.is_some() {
+                tx.execute(
+                    "DELETE FROM jobs
+                     WHERE files = ?1 AND session != ?2 AND status != 'lost'
+                       AND session IN (SELECT id FROM sessions WHERE crashed = 1)",
+                    params![orphan.job.files, orphan.session],
+                )?;
+            }
         }
         tx.commit()?;
         Ok(())
@@ -894,6 +904,37 @@ mod tests {
             .unwrap();
         assert_eq!(rows, 2);
         assert_eq!(journal.orphans("k").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_lost_job_with_an_older_row_is_not_offered_again() {
+        let dir = dir();
+        let mut job = row("bash-1", "running");
+        job.files = Some("/state/sessions/k/job-1".to_owned());
+        // A daemon that records the job in a session of its own, then is
+        // killed: the second after it recorded the job anew, before the
+        // old row went.
+        let killed_after_recording = |pid: u32, now: u64| {
+            let journal = Journal::open(dir.path(), pid, now).unwrap();
+            let session = journal.open_session("k", now + 1).unwrap();
+            journal
+                .record(session, vec![job.clone()], &mut HashMap::new())
+                .unwrap();
+            session
+        };
+        killed_after_recording(100, 1);
+        let second = killed_after_recording(101, 3);
+        let journal = Journal::open(dir.path(), 102, 5).unwrap();
+        let orphans = journal.orphans("k").unwrap();
+        assert_eq!(orphans.len(), 1);
+        assert_eq!(orphans[0].session, second, "the newer row");
+        journal.lost(&orphans, 6).unwrap();
+        drop(journal);
+        let journal = Journal::open(dir.path(), 103, 7).unwrap();
+        assert!(journal.orphans("k").unwrap().is_empty());
+        let (jobs, _, _) = read(dir.path()).unwrap().unwrap();
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(jobs[0].job.status, LOST);
     }
 
     #[test]
