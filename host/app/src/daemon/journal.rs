@@ -572,17 +572,9 @@ impl Journal {
     pub fn adopted(&self, orphans: &[Orphan], by: i64) -> Result<()> {
         let mut conn = lock(&self.conn);
         let tx = conn.transaction()?;
-        {
-            // Every older row of the job too (see `orphans`); by its files,
-            // which the index finds without a scan of every row.
-            let mut gone = tx.prepare_cached(
-                "DELETE FROM jobs
-                 WHERE files = ?1 AND session != ?2 AND status != 'lost'
-                   AND session IN (SELECT id FROM sessions WHERE crashed = 1)",
-            )?;
-            for orphan in orphans {
-                gone.execute(params![orphan.job.files, by])?;
-            }
+        for orphan in orphans {
+            // Every older row of the job too (see `orphans`).
+            drop_older_rows(&tx, orphan, by)?;
         }
         tx.commit()?;
         Ok(())
@@ -614,14 +606,7 @@ impl Journal {
             )?;
             // An older row of the job (a daemon killed as it took the job
             // on) would offer it to the daemon after this one again.
-            if orphan.job.files.is_some() {
-                tx.execute(
-                    "DELETE FROM jobs
-                     WHERE files = ?1 AND session != ?2 AND status != 'lost'
-                       AND session IN (SELECT id FROM sessions WHERE crashed = 1)",
-                    params![orphan.job.files, orphan.session],
-                )?;
-            }
+            drop_older_rows(&tx, orphan, orphan.session)?;
         }
         tx.commit()?;
         Ok(())
@@ -677,6 +662,19 @@ impl Journal {
         tx.commit()?;
         Ok(())
     }
+}
+
+/// Deletes the rows of `orphan`'s job that dead daemons' sessions other
+/// than `keep` hold (found by its files, through their index), lost ones
+/// aside: a job taken on or lost keeps one row.
+fn drop_older_rows(tx: &rusqlite::Transaction<'_>, orphan: &Orphan, keep: i64) -> Result<()> {
+    tx.prepare_cached(
+        "DELETE FROM jobs
+         WHERE files = ?1 AND session != ?2 AND status != 'lost'
+           AND session IN (SELECT id FROM sessions WHERE crashed = 1)",
+    )?
+    .execute(params![orphan.job.files, keep])?;
+    Ok(())
 }
 
 /// The job row whose columns start at `at` (in `orphans`' order).

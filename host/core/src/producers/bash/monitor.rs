@@ -439,7 +439,9 @@ impl SpareFiles {
         // names it, checked by pid and start time).
         let running = recorded_monitor(path)
             .is_some_and(|(pid, start)| super::process_start_time(pid) == Some(start));
-        if running || !ours(&file) || lock(&file).is_err() || !empty(&file) {
+        // Cut to its header's room, not to zero length (see `prepare`); the
+        // header is zeroed when the file is taken.
+        if running || !ours(&file) || lock(&file).is_err() || file.set_len(FRAMES_AT).is_err() {
             return false;
         }
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -472,12 +474,6 @@ impl SpareFiles {
         }
         std::fs::remove_dir_all(dir)
     }
-}
-
-/// Empties a kept job file down to its header's room (not to zero length:
-/// see [`prepare`]); its header is zeroed when it is taken.
-fn empty(file: &std::fs::File) -> bool {
-    file.set_len(FRAMES_AT).is_ok()
 }
 
 /// Zeroes a spare's header as it is taken for a job, not when it was kept:
