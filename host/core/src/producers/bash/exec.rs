@@ -118,6 +118,7 @@ impl BashProducer {
             setup: vfork::ChildSetup {
                 new_session: true,
                 controlling_terminal: tty.is_some(),
+                new_group: false,
                 die_with_parent: Some(std::process::id() as libc::pid_t),
                 join_cgroup: container.cgroup_procs().map(ToOwned::to_owned),
                 close_inherited_fds: true,

@@ -632,7 +632,7 @@ pub fn run_monitor(args: &[OsString]) -> i32 {
         libc::sigemptyset(&mut action.sa_mask);
         libc::sigaction(stop_signal(), &action, std::ptr::null_mut());
     }
-    let mut leader = match spawn_leader(&args) {
+    let leader = match spawn_leader(&args) {
         Ok(child) => child,
         Err(e) => {
             // Said where the host reads it, and kept in the file with an end
@@ -657,30 +657,27 @@ pub fn run_monitor(args: &[OsString]) -> i32 {
             return 127;
         }
     };
-    let leader_pid = leader.id() as i32;
-    let (Some(out), Some(err)) = (leader.stdout.take(), leader.stderr.take()) else {
+    let super::vfork::Started {
+        pid: leader_pid,
+        pidfd,
+        stdout: out,
+        stderr: Some(err),
+        ..
+    } = leader
+    else {
         return 127;
     };
     let mut run = Run {
-        streams: [
-            Relay::new(OwnedFd::from(out), 1, 1),
-            Relay::new(OwnedFd::from(err), 2, 2),
-        ],
+        streams: [Relay::new(out, 1, 1), Relay::new(err, 2, 2)],
         max_file_bytes: args.max_file_bytes,
         leader: leader_pid,
-        pidfd: rustix::process::pidfd_open(
-            rustix::process::Pid::from_raw(leader_pid).expect("a child's pid"),
-            rustix::process::PidfdFlags::empty(),
-        )
-        .ok(),
+        pidfd: Some(pidfd),
         status: None,
         exited_at: None,
         parent,
         lease: Lease::default(),
         grace: Duration::from_millis(args.grace_ms),
     };
-    // Reaped below by pid (a `Child` waits only when asked).
-    drop(leader);
     run.relay_until_done();
     // SAFETY: getppid takes no arguments.
     if unsafe { libc::getppid() } != parent {
@@ -702,42 +699,46 @@ fn write_end(end: &JobEnd) {
 }
 
 /// Starts the leader: its own process group, the job's limits, and death
-/// with the monitor.
-fn spawn_leader(args: &MonitorArgs) -> std::io::Result<std::process::Child> {
-    use std::os::unix::process::CommandExt;
-    let mut cmd = std::process::Command::new(&args.program);
-    cmd.arg0(&args.argv[0])
-        .args(&args.argv[1..])
-        .stdin(std::process::Stdio::inherit())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let rlimits = args.rlimits.clone();
-    // SAFETY: getpid takes no arguments.
-    let me = unsafe { libc::getpid() };
-    // SAFETY: only async-signal-safe calls on memory prepared before the fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setpgid(0, 0) < 0
-                || libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) < 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() != me {
-                libc::_exit(137);
-            }
-            for (resource, soft, hard) in &rlimits {
-                let limit = libc::rlimit {
-                    rlim_cur: *soft,
-                    rlim_max: *hard,
-                };
-                if libc::setrlimit(*resource, &limit) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
-    cmd.spawn()
+/// with the monitor. Cloned as the host clones its leaders (sharing the
+/// monitor's memory until the `execve`): a `fork` would copy the monitor's
+/// page tables only for the `execve` to throw them away.
+fn spawn_leader(args: &MonitorArgs) -> std::io::Result<super::vfork::Started> {
+    let c = |bytes: &[u8]| {
+        std::ffi::CString::new(bytes)
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte"))
+    };
+    let spec = super::vfork::Spec {
+        program: c(args.program.as_bytes())?,
+        argv: args
+            .argv
+            .iter()
+            .map(|a| c(a.as_bytes()))
+            .collect::<std::io::Result<_>>()?,
+        // The job's environment, which the host gave the monitor.
+        envp: std::env::vars_os()
+            .map(|(name, value)| {
+                let mut entry = std::os::unix::ffi::OsStringExt::into_vec(name);
+                entry.push(b'=');
+                entry.extend_from_slice(value.as_bytes());
+                c(&entry)
+            })
+            .collect::<std::io::Result<_>>()?,
+        cwd: None,
+        open_stdin: false,
+        tty: None,
+        rlimits: args.rlimits.clone(),
+        setup: super::vfork::ChildSetup {
+            new_group: true,
+            // SAFETY: getpid takes no arguments.
+            die_with_parent: Some(unsafe { libc::getpid() }),
+            ..Default::default()
+        },
+        hold: None,
+        hold_shared: None,
+        extra_fds: Vec::new(),
+    };
+    // SAFETY: the monitor's stdin, open for its whole life.
+    super::vfork::spawn_with_stdin(&spec, unsafe { BorrowedFd::borrow_raw(0) })
 }
 
 /// One stream: the leader's pipe, its frames' stream byte and the host's

@@ -17,7 +17,7 @@
 //! faults instead of writing into the host's heap.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
@@ -118,6 +118,10 @@ pub(crate) struct ChildSetup {
     /// Makes stdin (a terminal) the new session's controlling terminal
     /// (`TIOCSCTTY`), right after `setsid`.
     pub controlling_terminal: bool,
+    /// A process group of its own in the caller's session (`setpgid`): what
+    /// a monitor gives its job's leader, so one signal reaches the job and
+    /// not the monitor.
+    pub new_group: bool,
     /// `PR_SET_PDEATHSIG(SIGKILL)`: the child dies with the thread that cloned
     /// it. With the host's pid, which the child checks is still its parent
     /// afterwards (the host may have died between the clone and the `prctl`).
@@ -299,38 +303,52 @@ pub(crate) fn spawn(spec: &Spec) -> std::io::Result<Started> {
     if let Some(pty) = &spec.tty {
         return spawn_on_terminal(spec, pty);
     }
-    let pipe = || rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC);
-    let (out_read, out_write) = pipe()?;
-    let (err_read, err_write) = pipe()?;
     let (stdin_read, stdin_write) = if spec.open_stdin {
-        let (read, write) = pipe()?;
+        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        nonblocking(&write)?;
         (read, Some(write))
     } else {
         // std opens with O_CLOEXEC.
         (OwnedFd::from(std::fs::File::open("/dev/null")?), None)
     };
+    let mut started = spawn_on_pipes(spec, stdin_read.as_fd())?;
+    started.stdin = stdin_write;
+    Ok(started)
+}
 
+/// [`spawn`] with `stdin` (the caller's own, say) as the child's stdin, and
+/// no terminal whatever `spec` says: what a monitor starts its job's leader
+/// with.
+///
+/// # Errors
+///
+/// As [`spawn`].
+pub(crate) fn spawn_with_stdin(spec: &Spec, stdin: BorrowedFd<'_>) -> std::io::Result<Started> {
+    spawn_on_pipes(spec, stdin)
+}
+
+/// [`spawn`] with pipes for stdout and stderr, and `stdin`.
+fn spawn_on_pipes(spec: &Spec, stdin: BorrowedFd<'_>) -> std::io::Result<Started> {
+    let pipe = || rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC);
+    let (out_read, out_write) = pipe()?;
+    let (err_read, err_write) = pipe()?;
     let (pid, pidfd) = clone_child(
         spec,
         [
-            stdin_read.as_raw_fd(),
+            stdin.as_raw_fd(),
             out_write.as_raw_fd(),
             err_write.as_raw_fd(),
         ],
     )?;
-    drop((out_write, err_write, stdin_read));
-    for fd in [Some(&out_read), Some(&err_read), stdin_write.as_ref()]
-        .into_iter()
-        .flatten()
-    {
-        nonblocking(fd)?;
-    }
+    drop((out_write, err_write));
+    nonblocking(&out_read)?;
+    nonblocking(&err_read)?;
     Ok(Started {
         pid,
         pidfd,
         stdout: out_read,
         stderr: Some(err_read),
-        stdin: stdin_write,
+        stdin: None,
     })
 }
 
@@ -551,6 +569,10 @@ fn job_setup(setup: &ChildSetup) -> Result<(), i32> {
     }
     // SAFETY: an ioctl on our own stdin with an integer argument.
     if setup.controlling_terminal && unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } < 0 {
+        return Err(errno());
+    }
+    // SAFETY: setpgid of ourselves, with integer arguments.
+    if setup.new_group && unsafe { libc::setpgid(0, 0) } < 0 {
         return Err(errno());
     }
     if let Some(parent) = setup.die_with_parent {
