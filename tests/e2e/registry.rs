@@ -739,3 +739,108 @@ async fn a_start_under_way_while_its_owner_is_disposed_is_undone() {
     let (id, _control) = f.start(ScriptedJob::stream(Some(&alice))).unwrap();
     assert_eq!(id, "bash-1");
 }
+
+// --- what a host that outlives a crash writes ---------------------------------
+
+/// A job that outlives its host, as far as the registry sees one: a monitor
+/// already spawned, nothing more.
+struct Durable;
+
+impl host::registry::control::JobControl for Durable {
+    fn write_input(&self, _: &[u8], _: bool) -> Result<u64, host::registry::control::ControlError> {
+        Err(host::registry::control::ControlError::NoInput)
+    }
+    fn signal(
+        &self,
+        _: host::registry::control::JobSignal,
+    ) -> Result<(), host::registry::control::ControlError> {
+        Ok(())
+    }
+    fn ports(&self) -> Vec<host::registry::control::ListeningPort> {
+        Vec::new()
+    }
+    fn files(&self) -> Option<std::path::PathBuf> {
+        Some("job-1".into())
+    }
+    fn monitor(&self) -> Option<(i32, u64)> {
+        Some((1, 1))
+    }
+    fn durable(&self) -> bool {
+        true
+    }
+}
+
+/// Starts a durable job of `owner` whose output `capture` holds.
+fn start_durable(
+    registry: &JobRegistry,
+    owner: &Owner,
+    capture: &host::capture::SharedCapture,
+) -> String {
+    let capture = capture.clone();
+    registry
+        .start(ScriptedJob::stream(Some(owner)).spec, move || {
+            Ok(host::JobHooks {
+                capture: Some(capture),
+                control: Some(Arc::new(Durable)),
+                cancel: Box::new(|_| Ok(())),
+                read_output: None,
+                output_excerpt: None,
+                done: Box::pin(std::future::pending()),
+            })
+        })
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_durable_job_is_changed_again_after_each_read_and_settlement_only() {
+    let f = Fixture::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let captures: Vec<_> = (0..3)
+        .map(|n| {
+            host::capture::SharedCapture::new(
+                &dir.path().join(format!("job-{n}")),
+                host::capture::OutputLimits::default(),
+                None,
+            )
+        })
+        .collect();
+    let ids: Vec<String> = captures
+        .iter()
+        .map(|c| start_durable(&f.registry, &f.alice, c))
+        .collect();
+    let changed = |owner: &Owner| -> Vec<String> {
+        let states = f.registry.changed_states(Some(owner));
+        f.registry.mark_recorded(&states);
+        states.into_iter().map(|(id, _)| id).collect()
+    };
+    // New jobs are changed, once; another owner sees none of them.
+    assert!(changed(&f.bob).is_empty());
+    assert_eq!(changed(&f.alice), ids);
+    assert!(changed(&f.alice).is_empty());
+    // Output alone moves no cursor; a read does, of that job only.
+    captures[1].push(host::capture::OutputStream::Stdout, b"built\n");
+    assert!(changed(&f.alice).is_empty());
+    f.registry.read(&ids[1], Some(&f.alice)).unwrap();
+    assert_eq!(changed(&f.alice), [ids[1].clone()]);
+    // A read that moves nothing (no new output) changes nothing.
+    f.registry.read(&ids[1], Some(&f.alice)).unwrap();
+    assert!(changed(&f.alice).is_empty());
+    // Changes made between the look and the write are not lost: the job
+    // stays changed until what was written is what it is.
+    captures[2].push(host::capture::OutputStream::Stderr, b"warning\n");
+    let looked = f.registry.changed_states(Some(&f.alice));
+    assert!(looked.is_empty());
+    f.registry.read(&ids[2], Some(&f.alice)).unwrap();
+    let looked = f.registry.changed_states(Some(&f.alice));
+    assert_eq!(looked.len(), 1);
+    captures[2].push(host::capture::OutputStream::Stderr, b"again\n");
+    f.registry.read(&ids[2], Some(&f.alice)).unwrap();
+    f.registry.mark_recorded(&looked);
+    assert_eq!(changed(&f.alice), [ids[2].clone()]);
+    assert!(changed(&f.alice).is_empty());
+    // A kill changes the job's status.
+    f.registry.kill(&ids[0], Some(&f.alice), None).unwrap();
+    assert_eq!(changed(&f.alice), [ids[0].clone()]);
+    // Every job's state, whether it changed or not, is still there to write.
+    assert_eq!(f.registry.job_states(Some(&f.alice)).len(), 3);
+}

@@ -150,6 +150,10 @@ impl Recorder {
         let owner = session.owner().clone();
         let (task_journal, task_written) = (journal.clone(), written.clone());
         let task = tokio::spawn(async move {
+            // The registry's removals when every job was last written (none
+            // yet): until it moves, no row is to be dropped, and only the
+            // jobs changed since are looked at.
+            let mut removals_written = None;
             loop {
                 dirty.notified().await;
                 tokio::time::sleep(RECORD_DELAY).await;
@@ -157,10 +161,25 @@ impl Recorder {
                 // (the spawn goes on meanwhile): it is written again once
                 // its monitor's pid is known, for whoever takes it on.
                 for attempt in 0..3 {
-                    let unspawned =
-                        write_rows(&task_journal, instance, &registry, &owner, &task_written)
-                            .await
-                            .unwrap_or_default();
+                    let removals = registry.removals();
+                    let unspawned = if removals_written == Some(removals) {
+                        write_durable_changes(
+                            &task_journal,
+                            instance,
+                            &registry,
+                            &owner,
+                            &task_written,
+                        )
+                        .await
+                    } else {
+                        let written =
+                            write_rows(&task_journal, instance, &registry, &owner, &task_written)
+                                .await;
+                        if written.is_some() {
+                            removals_written = Some(removals);
+                        }
+                        written.unwrap_or_default()
+                    };
                     if unspawned.is_empty() || attempt == 2 {
                         break;
                     }

@@ -225,28 +225,33 @@ impl JobRegistry {
 
     /// [`JobRegistry::job_states`] of only the jobs whose state is not the
     /// one last marked recorded ([`JobRegistry::mark_recorded`]), and of
-    /// those running under a monitor not spawned yet: a look at each job
-    /// (its capture's cursors read under the registry's lock, as reads do)
-    /// that copies only what changed, so that a host that records every
-    /// change before each reply copies and writes what changed, not every
-    /// job.
+    /// those running under a monitor not spawned yet, in registration
+    /// order: a look at each job changed since it was last seen as
+    /// recorded (its capture's cursors read under the registry's lock, as
+    /// reads do) that copies only what changed, so that a host that records
+    /// every change before each reply copies and writes what changed, not
+    /// every job, and looks only at the jobs taken mutably since.
     pub fn changed_states(&self, caller: Option<&Owner>) -> Vec<(String, super::DurableState)> {
-        let state = lock(&self.shared.state);
-        state
-            .records
-            .values()
-            .filter(|r| r.visible_to(caller))
-            .filter_map(|r| {
-                // A capture's lock is never held while the registry's is
-                // taken, so taking it under the registry's is safe.
-                let now = r.state_now();
-                // A job whose monitor is not spawned yet counts as changed
-                // until it is, so each reply sees it (and can wait for it).
-                let unspawned =
-                    now.durable && now.status == super::JobStatus::Running && now.monitor.is_none();
-                (unspawned || r.recorded != Some(now)).then(|| (r.id.clone(), now))
-            })
-            .collect()
+        let mut state = lock(&self.shared.state);
+        let mut changed = Vec::new();
+        let mut unchanged = Vec::new();
+        for (seq, r) in state.records.touched() {
+            if !r.visible_to(caller) {
+                continue;
+            }
+            // A capture's lock is never held while the registry's is
+            // taken, so taking it under the registry's is safe.
+            let now = r.state_now();
+            if r.recorded_as(&now) {
+                unchanged.push(seq);
+            } else {
+                changed.push((r.id.clone(), now));
+            }
+        }
+        for seq in unchanged {
+            state.records.untouch(seq);
+        }
+        changed
     }
 
     /// Marks `states` (from [`JobRegistry::changed_states`] or
@@ -255,10 +260,22 @@ impl JobRegistry {
     pub fn mark_recorded(&self, states: &[(String, super::DurableState)]) {
         let mut state = lock(&self.shared.state);
         for (id, recorded) in states {
-            if let Some(record) = state.records.get_mut(id) {
+            if let Some((seq, record)) = state.records.get_mut_untouched(id) {
                 record.recorded = Some(*recorded);
+                // Changed since it was looked at (a read moved a cursor, a
+                // monitor was spawned): still to be written.
+                if record.recorded_as(&record.state_now()) {
+                    state.records.untouch(seq);
+                }
             }
         }
+    }
+
+    /// How many jobs the registry ever dropped (retention, disposal): a
+    /// copy of the jobs kept elsewhere has none to drop while this stays
+    /// the same.
+    pub fn removals(&self) -> u64 {
+        lock(&self.shared.state).records.removals()
     }
 
     /// The changing parts of each of `caller`'s jobs (see

@@ -102,6 +102,15 @@ impl JobRecord {
         }
     }
 
+    /// Whether `now` (this record's [`JobRecord::state_now`]) is what was
+    /// last recorded of it, with nothing more to come: a job under a
+    /// monitor not spawned yet counts as changed until it is, so each
+    /// reply sees it (and can wait for it).
+    fn recorded_as(&self, now: &DurableState) -> bool {
+        let unspawned = now.durable && now.status == JobStatus::Running && now.monitor.is_none();
+        !unspawned && self.recorded == Some(*now)
+    }
+
     fn snapshot(&self) -> JobSnapshot {
         JobSnapshot {
             id: self.id.clone(),
