@@ -419,6 +419,9 @@ fn main() -> ExitCode {
     {
         std::process::exit(host::bash::run_monitor(&args[2..]));
     }
+    if args.get(1).is_some_and(|a| a == host::bash::ZYGOTE_COMMAND) {
+        std::process::exit(host::bash::run_zygote());
+    }
     host_main()
 }
 

@@ -25,6 +25,10 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
         println!("{}", host::bash::MONITOR_COMMAND);
         return 0;
     }
+    // The monitors' parent, which forks one per durable job.
+    if args.get(1).is_some_and(|a| a == host::bash::ZYGOTE_COMMAND) {
+        std::process::exit(host::bash::run_zygote());
+    }
     if args.get(1).is_none_or(|a| a != host::bash::MONITOR_COMMAND) {
         eprintln!("jobs-host-monitor: started by jobs-host for its durable jobs, not by hand");
         return 2;

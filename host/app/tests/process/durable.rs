@@ -154,23 +154,55 @@ impl Drop for Runtime {
 
 impl Runtime {
     /// The live monitors of this runtime's jobs: those whose lease file
-    /// (their descriptor 5) is in its state directory.
+    /// (their descriptor 5) is in its state directory. A monitor is known
+    /// by its name, whether exec'd or forked by the monitors' parent.
     fn monitors(&self) -> Vec<i32> {
         let state = self.state();
-        std::fs::read_dir("/proc")
+        processes_named("jobs-monitor")
             .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
             .filter(|pid| {
-                std::fs::read_link(format!("/proc/{pid}/fd/5")).is_ok_and(|lease| {
-                    lease.starts_with(&state)
-                        && std::fs::read(format!("/proc/{pid}/cmdline"))
-                            .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(b"monitor-2"))
-                })
+                std::fs::read_link(format!("/proc/{pid}/fd/5"))
+                    .is_ok_and(|lease| lease.starts_with(&state))
             })
             .collect()
     }
+
+    /// The daemon's monitors' parent, if it runs.
+    fn monitors_parent(&self) -> Option<i32> {
+        let daemon = self.daemon_pid()?;
+        processes_named("jobs-monitors")
+            .into_iter()
+            .find(|pid| parent_of(*pid) == Some(daemon) && !is_zombie(*pid))
+    }
+}
+
+/// The live processes whose name (`comm`) is `name`.
+fn processes_named(name: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == name)
+        })
+        .collect()
+}
+
+/// Whether `pid` has ended and waits to be reaped.
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, s)| s.starts_with('Z'))
+    })
+}
+
+/// `pid`'s parent, from `/proc/PID/stat` (its fourth field, after the
+/// parenthesised name, which may hold anything).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, after) = stat.rsplit_once(") ")?;
+    after.split(' ').nth(1)?.parse().ok()
 }
 
 fn stdout(out: &Output) -> String {
@@ -958,6 +990,105 @@ async fn daemons_killed_at_random_points_lose_no_job_output_exit_or_notice() {
         // the daemon that collected its end, before any read showed it.
         assert_eq!(job.notices, 1, "{id}'s notices");
         assert!(!job.read_end_first, "{id}'s end was read before its notice");
+    }
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_monitors_parent_killed_alone_takes_no_job_with_it() {
+    let runtime = Runtime::new();
+    let (client, _logs) = runtime.mcp("forks", &[]).await;
+    let gate = Gate::new();
+    let command = format!("{} >/dev/null; echo outlived; exit 3", gate.command());
+    let started = client
+        .call_tool(call(
+            "bash",
+            json!({"command": command, "run_in_background": true}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(texts(&started), ["started background job bash-1"]);
+    // The job's monitor was forked by the daemon's monitors' parent.
+    let first_parent = runtime.monitors_parent().expect("a monitors' parent");
+    let monitor = eventually("bash-1's monitor", || runtime.monitors().first().copied()).await;
+    assert_eq!(parent_of(monitor), Some(first_parent));
+
+    // Every item the model is shown, to count its notices.
+    let mut told: Vec<String> = Vec::new();
+    // SAFETY: the pid of this test's own daemon's child.
+    unsafe { libc::kill(first_parent, libc::SIGKILL) };
+    assert!(gone_soon(first_parent).await);
+    // The next job's start finds the parent gone and is exec'd by the
+    // daemon; the one after goes through a new monitors' parent.
+    for (n, command) in [(2, "echo two"), (3, "echo three; exec sleep 300")] {
+        let started = client
+            .call_tool(call(
+                "bash",
+                json!({"command": command, "run_in_background": true}),
+            ))
+            .await
+            .unwrap();
+        // bash-2's notice may come with bash-3's start.
+        let items = texts(&started);
+        assert_eq!(
+            items.last(),
+            Some(&format!("started background job bash-{n}")),
+            "{items:?}"
+        );
+        told.extend(items);
+    }
+    let second = runtime.monitors_parent().expect("another monitors' parent");
+    assert_ne!(second, first_parent);
+    // A forked monitor takes its name once it runs (the start's result
+    // comes once its setup is done).
+    eventually("bash-3's monitor, forked by the new parent", || {
+        let forked = runtime
+            .monitors()
+            .into_iter()
+            .filter(|m| parent_of(*m) == Some(second))
+            .count();
+        (forked == 1).then_some(())
+    })
+    .await;
+    // Its first monitor and job go on, with the daemon's lease.
+    assert!(
+        runtime.monitors().contains(&monitor),
+        "bash-1's monitor died"
+    );
+    let list = client.call_tool(call("job_list", json!({}))).await.unwrap();
+    let list = texts(&list);
+    assert!(
+        list.last()
+            .is_some_and(|l| l.starts_with("bash-1 [bash] running — ")),
+        "{list:?}"
+    );
+    told.extend(list);
+    // bash-1 ends: its real exit code, its output and at most one notice
+    // (none when the read shows the end first).
+    gate.open("go").await;
+    for (id, expected) in [
+        ("bash-1", "outlived\n[status: completed, exit code: 3]"),
+        ("bash-2", "two\n[status: completed, exit code: 0]"),
+        ("bash-3", "three\n[status: running]"),
+    ] {
+        let read = client
+            .call_tool(call(
+                "job_output",
+                json!({"job_id": id, "wait": id == "bash-1", "timeout_ms": 60000}),
+            ))
+            .await
+            .unwrap();
+        let read = texts(&read);
+        assert_eq!(read.last().map(String::as_str), Some(expected), "{read:?}");
+        told.extend(read);
+    }
+    for (id, command) in [("bash-1", command.as_str()), ("bash-2", "echo two")] {
+        let notice = format!(
+            "background job {id} (bash: {command}) finished [status: completed, exit code: {}]. Read its output with job_output.",
+            if id == "bash-1" { 3 } else { 0 }
+        );
+        let times = told.iter().filter(|t| **t == notice).count();
+        assert!(times <= 1, "{id}'s notice came {times} times: {told:?}");
     }
     client.cancel().await.unwrap();
 }

@@ -27,6 +27,7 @@ mod spawner;
 mod stdin;
 mod supervisor;
 pub(crate) mod vfork;
+mod zygote;
 
 pub use adopt::{AdoptRequest, Adopted, process_start_time};
 pub use config::{
@@ -37,6 +38,7 @@ pub use monitor::{
     JobEnd, MONITOR_COMMAND, SpareFiles, file_in_use, recorded_monitor, run_monitor,
 };
 pub use stdin::MAX_PENDING_INPUT_BYTES;
+pub use zygote::{ZYGOTE_COMMAND, run_zygote};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -400,6 +402,12 @@ impl BashProducer {
         spec.hold = fence.as_mut().and_then(|f| f.ruleset.take());
         spec.hold_shared = fence.as_mut().and_then(|f| f.mount_ns.take());
         let create = container.creator();
+        // A monitor is forked by the monitors' parent where it can be, not
+        // exec'd (see `zygote`).
+        let monitors_parent = files
+            .as_ref()
+            .and(inner.config.durable.as_ref())
+            .map(|durable| durable.monitor.clone());
 
         let stem = inner.spill_dir.path().join(format!("spawn-{n}"));
         let budget = Some(inner.budget.clone());
@@ -450,11 +458,20 @@ impl BashProducer {
                 let result = create()
                     .map_err(|e| format!("cannot create the job's container: {e}"))
                     .and_then(|()| {
-                        containment::start_leader(|| vfork::spawn(&spec), |s| s.pid)
-                            .map_err(|e| e.to_string())
+                        containment::start_leader(
+                            || match monitors_parent
+                                .as_deref()
+                                .and_then(|monitor| zygote::spawn(monitor, &spec))
+                            {
+                                Some(forked) => forked.map(|(started, at)| (started, Some(at))),
+                                None => vfork::spawn(&spec).map(|started| (started, None)),
+                            },
+                            |(s, _)| s.pid,
+                        )
+                        .map_err(|e| e.to_string())
                     })
-                    .map(|mut started| {
-                        spawned.started(started.pid as u32);
+                    .map(|(mut started, start_time)| {
+                        spawned.started(started.pid as u32, start_time);
                         if let Some(stdin) = started.stdin.take() {
                             let _ = stdin_tx.send(stdin);
                         }

@@ -738,7 +738,7 @@ fn spawn_leader(args: &MonitorArgs) -> std::io::Result<super::vfork::Started> {
         extra_fds: Vec::new(),
     };
     // SAFETY: the monitor's stdin, open for its whole life.
-    super::vfork::spawn_with_stdin(&spec, unsafe { BorrowedFd::borrow_raw(0) })
+    super::vfork::spawn_on_pipes(&spec, unsafe { BorrowedFd::borrow_raw(0) })
 }
 
 /// One stream: the leader's pipe, its frames' stream byte and the host's

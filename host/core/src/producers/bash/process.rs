@@ -27,7 +27,16 @@ impl Leader {
         loop {
             let mut ready = self.pidfd.readable().await?;
             let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
-            let Some(status) = waitid(WaitId::PidFd(self.pidfd.get_ref().as_fd()), options)? else {
+            let waited = match waitid(WaitId::PidFd(self.pidfd.get_ref().as_fd()), options) {
+                // Not our child (a monitor forked by the monitors' parent,
+                // which reaps it): readable means it ended, and its job's
+                // end is in its file. A monitor that wrote none was killed.
+                Err(rustix::io::Errno::CHILD) => {
+                    return Ok(ExitStatus::from_raw(libc::SIGKILL));
+                }
+                other => other?,
+            };
+            let Some(status) = waited else {
                 // Readable, but not yet waitable: wait for the next wakeup.
                 ready.clear_ready();
                 continue;
@@ -110,10 +119,14 @@ impl ProcessControl {
 
     /// The leader exists (called on the spawner thread right after the spawn):
     /// what was sent before now reaches the job.
-    pub(super) fn started(&self, pid: u32) {
+    /// `start`: its start time, when its spawn knew it (a monitor forked by
+    /// the monitors' parent, which reaps it).
+    pub(super) fn started(&self, pid: u32, start: Option<u64>) {
         lock(&self.container).set_leader(pid);
         if self.durable
-            && let Some(start) = super::process_start_time(pid as i32)
+            && let Some(start) = start
+                .filter(|s| *s != 0)
+                .or_else(|| super::process_start_time(pid as i32))
         {
             let _ = self.leader_start.set((pid as i32, start));
         }

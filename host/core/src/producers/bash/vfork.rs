@@ -303,32 +303,34 @@ pub(crate) fn spawn(spec: &Spec) -> std::io::Result<Started> {
     if let Some(pty) = &spec.tty {
         return spawn_on_terminal(spec, pty);
     }
-    let (stdin_read, stdin_write) = if spec.open_stdin {
-        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-        nonblocking(&write)?;
-        (read, Some(write))
-    } else {
-        // std opens with O_CLOEXEC.
-        (OwnedFd::from(std::fs::File::open("/dev/null")?), None)
-    };
+    let (stdin_read, stdin_write) = stdin_of(spec)?;
     let mut started = spawn_on_pipes(spec, stdin_read.as_fd())?;
     started.stdin = stdin_write;
     Ok(started)
 }
 
-/// [`spawn`] with `stdin` (the caller's own, say) as the child's stdin, and
-/// no terminal whatever `spec` says: what a monitor starts its job's leader
-/// with.
+/// The child's stdin for `spec`, and the parent's end of it: a pipe
+/// (non-blocking on the parent's side) when it takes input, else
+/// `/dev/null`.
+pub(crate) fn stdin_of(spec: &Spec) -> std::io::Result<(OwnedFd, Option<OwnedFd>)> {
+    if spec.open_stdin {
+        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        nonblocking(&write)?;
+        Ok((read, Some(write)))
+    } else {
+        // std opens with O_CLOEXEC.
+        Ok((OwnedFd::from(std::fs::File::open("/dev/null")?), None))
+    }
+}
+
+/// [`spawn`] with pipes for stdout and stderr, `stdin` (the caller's own,
+/// say) as the child's stdin, and no terminal whatever `spec` says: what a
+/// monitor starts its job's leader with.
 ///
 /// # Errors
 ///
 /// As [`spawn`].
-pub(crate) fn spawn_with_stdin(spec: &Spec, stdin: BorrowedFd<'_>) -> std::io::Result<Started> {
-    spawn_on_pipes(spec, stdin)
-}
-
-/// [`spawn`] with pipes for stdout and stderr, and `stdin`.
-fn spawn_on_pipes(spec: &Spec, stdin: BorrowedFd<'_>) -> std::io::Result<Started> {
+pub(crate) fn spawn_on_pipes(spec: &Spec, stdin: BorrowedFd<'_>) -> std::io::Result<Started> {
     let pipe = || rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC);
     let (out_read, out_write) = pipe()?;
     let (err_read, err_write) = pipe()?;
@@ -469,30 +471,39 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the parent's `ChildArgs`, alive while we run (the parent
     // is suspended until we exec or exit) and read only here.
     let args = unsafe { &*arg.cast::<ChildArgs<'_>>() };
+    if let Err(errno) = child_steps(args) {
+        fail(args, errno);
+    }
+    // SAFETY: valid, null-terminated arrays built by the parent.
+    unsafe { libc::execve(args.program, args.argv, args.envp) };
+    fail(args, errno())
+}
+
+/// Everything the child does before its `execve`, in order; the errno of
+/// the first step that fails. Only async-signal-safe calls.
+fn child_steps(args: &ChildArgs<'_>) -> Result<(), i32> {
     // SAFETY: signal setup on owned values, before anything else runs.
     unsafe { reset_signals() };
     for (from, to) in [(args.stdin, 0), (args.stdout, 1), (args.stderr, 2)] {
         // SAFETY: dup2 of descriptors the parent keeps open for us.
         if unsafe { libc::dup2(from, to) } < 0 {
-            fail(args, errno());
+            return Err(errno());
         }
     }
     if let Some(cwd) = args.cwd {
         // SAFETY: a NUL-terminated path owned by the parent's `Spec`.
         if unsafe { libc::chdir(cwd) } < 0 {
-            fail(args, errno());
+            return Err(errno());
         }
     }
-    if let Err(errno) = job_setup(args.setup) {
-        fail(args, errno);
-    }
+    job_setup(args.setup)?;
     // After the setup marked every inherited descriptor close-on-exec: a
     // dup2 target is not.
     for (n, from) in args.extra.iter().enumerate() {
         // SAFETY: dup2 of descriptors the parent keeps open for us, onto
         // numbers below all of them.
         if unsafe { libc::dup2(*from, 3 + n as libc::c_int) } < 0 {
-            fail(args, errno());
+            return Err(errno());
         }
     }
     // Joining a mount namespace moved the child to its root.
@@ -505,7 +516,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     {
         // SAFETY: a NUL-terminated path owned by the parent's `Spec`.
         if unsafe { libc::chdir(cwd) } < 0 {
-            fail(args, errno());
+            return Err(errno());
         }
     }
     // Last, because the setup still opens files with the host's descriptors
@@ -518,12 +529,67 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         };
         // SAFETY: setrlimit with a valid struct.
         if unsafe { libc::setrlimit(*resource, &limit) } < 0 {
-            fail(args, errno());
+            return Err(errno());
         }
     }
-    // SAFETY: valid, null-terminated arrays built by the parent.
-    unsafe { libc::execve(args.program, args.argv, args.envp) };
-    fail(args, errno())
+    Ok(())
+}
+
+/// In a process of its own (forked, so not sharing anyone's memory), takes
+/// every step of `spec`'s setup that a spawn takes before its `execve`,
+/// with `stdio` as its 0-2: what a job's monitor forked from the monitors'
+/// parent does before it runs, where it would otherwise have been exec'd.
+/// Its descriptors from 3 on are then `spec`'s extra ones, and every other
+/// one but `keep` (above them) is closed.
+///
+/// # Errors
+///
+/// The errno of the first step that fails.
+pub(crate) fn enter_forked(
+    spec: &Spec,
+    stdio: [libc::c_int; 3],
+    keep: libc::c_int,
+) -> Result<(), i32> {
+    let extra = spec
+        .extra_fds
+        .iter()
+        .map(|fd| rustix::io::fcntl_dupfd_cloexec(fd, EXTRA_FD_FLOOR).map_err(|e| e.raw_os_error()))
+        .collect::<Result<Vec<OwnedFd>, i32>>()?;
+    if extra.len() as i32 > EXTRA_FD_FLOOR - 3 {
+        return Err(libc::EMFILE);
+    }
+    // Closed below with the rest, not when dropped.
+    let extra_raw: Vec<libc::c_int> = extra
+        .into_iter()
+        .map(std::os::fd::IntoRawFd::into_raw_fd)
+        .collect();
+    let args = ChildArgs {
+        program: spec.program.as_ptr(),
+        argv: std::ptr::null(),
+        envp: std::ptr::null(),
+        cwd: spec.cwd.as_ref().map(|c| c.as_ptr()),
+        stdin: stdio[0],
+        stdout: stdio[1],
+        stderr: stdio[2],
+        rlimits: &spec.rlimits,
+        setup: &spec.setup,
+        extra: &extra_raw,
+        error: AtomicI32::new(0),
+    };
+    child_steps(&args)?;
+    let first_free = 3 + extra_raw.len() as libc::c_uint;
+    let keep = libc::c_uint::try_from(keep).map_err(|_| libc::EBADF)?;
+    if keep < first_free {
+        return Err(libc::EBADF);
+    }
+    for (from, to) in [(first_free, keep - 1), (keep + 1, libc::c_uint::MAX)] {
+        // SAFETY: close_range with plain numbers: closes what is not ours
+        // to keep (the copies the setup came with).
+        if from <= to && unsafe { libc::syscall(libc::SYS_close_range, from, to, 0) } < 0 {
+            return Err(errno());
+        }
+    }
+    Ok(())
 }
 
 /// Tells the parent which errno failed the child, then exits without running
