@@ -811,3 +811,157 @@ fn become_monitor(spec: &Spec, stdio: [RawFd; 3], status: OwnedFd, args: Vec<OsS
     }
     std::process::exit(super::run_monitor(&args))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn null() -> OwnedFd {
+        OwnedFd::from(std::fs::File::open("/dev/null").unwrap())
+    }
+
+    /// The descriptors a request carries as the parent receives them (other
+    /// numbers than the host's): stdio, then those `encode` listed.
+    fn received(listed: &[RawFd]) -> Vec<OwnedFd> {
+        (0..3 + listed.len()).map(|_| null()).collect()
+    }
+
+    fn raw(fds: &[OwnedFd]) -> Vec<RawFd> {
+        fds.iter().map(AsRawFd::as_raw_fd).collect()
+    }
+
+    /// A monitor's spawn with every part the request carries.
+    fn sample(extra: Vec<OwnedFd>, user: RawFd, landlock: RawFd) -> Spec {
+        Spec {
+            program: c"/usr/libexec/jobs-host-monitor".to_owned(),
+            argv: vec![c"jobs-host-monitor".to_owned(), c"monitor-2".to_owned()],
+            envp: vec![c"PATH=/bin".to_owned(), c"EMPTY=".to_owned()],
+            cwd: Some(c"/work".to_owned()),
+            open_stdin: false,
+            tty: None,
+            rlimits: vec![(libc::RLIMIT_NOFILE, 1024, 4096)],
+            setup: ChildSetup {
+                new_session: true,
+                new_group: false,
+                die_with_parent: Some(77),
+                join_cgroup: Some(c"/sys/fs/cgroup/jobs/job-1/cgroup.procs".to_owned()),
+                close_inherited_fds: true,
+                sandbox: Some(ChildSandbox {
+                    namespace: Some(Namespace::JoinUser(user)),
+                    join_mount: None,
+                    mounts: vec![
+                        MountStep::ReadOnly {
+                            path: c"/".to_owned(),
+                            flags: 7,
+                        },
+                        MountStep::Hide {
+                            path: c"/root/.local/state".to_owned(),
+                        },
+                    ],
+                    landlock: Some(landlock),
+                    seccomp: vec![libc::sock_filter {
+                        code: 6,
+                        jt: 1,
+                        jf: 2,
+                        k: 0x7fff_0000,
+                    }],
+                    drop_capabilities: true,
+                }),
+                ..Default::default()
+            },
+            hold: None,
+            hold_shared: None,
+            extra_fds: extra,
+        }
+    }
+
+    #[test]
+    fn a_request_reads_back_as_the_spawn_it_was() {
+        let (user, landlock) = (null(), null());
+        let extra = vec![null(), null(), null()];
+        let sent_extra = raw(&extra);
+        let spec = sample(extra, user.as_raw_fd(), landlock.as_raw_fd());
+        let (bytes, listed) = encode(&spec).unwrap();
+        // The extra descriptors in order, then those the sandbox names.
+        let mut expected = sent_extra.clone();
+        expected.extend([user.as_raw_fd(), landlock.as_raw_fd()]);
+        assert_eq!(listed, expected);
+
+        let got = received(&listed);
+        let at = raw(&got);
+        let (back, stdio, kept) = decode(&bytes, got).unwrap();
+        assert_eq!(stdio, [at[0], at[1], at[2]]);
+        assert_eq!(back.program, spec.program);
+        assert_eq!(back.argv, spec.argv);
+        assert_eq!(back.envp, spec.envp);
+        assert_eq!(back.cwd, spec.cwd);
+        assert_eq!(back.rlimits, spec.rlimits);
+        assert!(back.setup.new_session && !back.setup.new_group);
+        assert!(!back.setup.controlling_terminal && back.setup.close_inherited_fds);
+        assert_eq!(back.setup.die_with_parent, Some(77));
+        assert_eq!(back.setup.join_cgroup, spec.setup.join_cgroup);
+        // Each descriptor is the parent's own copy, by its place.
+        assert_eq!(raw(&back.extra_fds), at[3..6]);
+        let sandbox = back.setup.sandbox.unwrap();
+        assert!(matches!(sandbox.namespace, Some(Namespace::JoinUser(fd)) if fd == at[6]));
+        assert_eq!(sandbox.join_mount, None);
+        assert_eq!(sandbox.landlock, Some(at[7]));
+        assert_eq!(sandbox.mounts, spec.setup.sandbox.as_ref().unwrap().mounts);
+        let filter = sandbox.seccomp[..]
+            .iter()
+            .map(|f| (f.code, f.jt, f.jf, f.k))
+            .collect::<Vec<_>>();
+        assert_eq!(filter, [(6, 1, 2, 0x7fff_0000)]);
+        assert!(sandbox.drop_capabilities);
+        // What the spec does not own stays open with the request.
+        assert_eq!(raw(&kept), [at[0], at[1], at[2], at[6], at[7]]);
+    }
+
+    #[test]
+    fn a_damaged_request_is_refused() {
+        let (user, landlock) = (null(), null());
+        let spec = sample(vec![null()], user.as_raw_fd(), landlock.as_raw_fd());
+        let (bytes, listed) = encode(&spec).unwrap();
+        assert!(decode(&bytes, received(&listed)).is_some());
+        // Cut anywhere, or with a byte more.
+        for cut in 0..bytes.len() {
+            assert!(
+                decode(&bytes[..cut], received(&listed)).is_none(),
+                "cut at {cut}"
+            );
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode(&longer, received(&listed)).is_none());
+        // Fewer descriptors than it names.
+        for short in 0..3 + listed.len() {
+            let fds = (0..short).map(|_| null()).collect();
+            assert!(decode(&bytes, fds).is_none(), "{short} descriptors");
+        }
+        // A list that claims more items than there are bytes: refused
+        // before anything is allocated for it.
+        let mut huge = Writer::default();
+        huge.bytes(b"/bin/monitor");
+        huge.number(u64::MAX / 2);
+        assert!(decode(&huge.0, received(&[])).is_none());
+        // A number past its field's range: the filter's last `k`, just
+        // before the closing flag.
+        let mut wide = bytes.clone();
+        let end = wide.len();
+        wide[end - 16..end - 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(decode(&wide, received(&listed)).is_none());
+    }
+
+    #[test]
+    fn a_terminal_or_an_oversized_spawn_is_left_to_the_host() {
+        let mut spec = sample(Vec::new(), 10, 11);
+        spec.setup.controlling_terminal = true;
+        assert!(encode(&spec).is_none());
+        let mut spec = sample(Vec::new(), 10, 11);
+        spec.envp
+            .push(CString::new(format!("BIG={}", "x".repeat(MAX_REQUEST))).unwrap());
+        assert!(encode(&spec).is_none());
+        let spec = sample((0..MAX_FDS).map(|_| null()).collect(), 10, 11);
+        assert!(encode(&spec).is_none());
+    }
+}
