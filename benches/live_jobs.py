@@ -8,8 +8,9 @@ Starts N `exec sleep` jobs over MCP in one burst, waits until each start has
 answered, then reads the host's RSS and open descriptors and counts the jobs'
 processes. Closing stdin then ends the session; the script checks that no job
 process survives it and that the spill directory (in a TMPDIR of its own) is
-gone. Every live job holds three host descriptors (two pipes and a pidfd), so N
-must stay under a third of the hard open-file limit (`ulimit -Hn`); past it,
+gone. Every live job holds two host descriptors (its two pipes), so N must
+stay under half the hard open-file limit (`ulimit -Hn`), less the host's own
+dozen; past it,
 starts settle `killed` with `spawn failed: Too many open files`, which the
 script reports as failed spawns.
 """

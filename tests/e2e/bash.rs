@@ -395,3 +395,43 @@ fn tempfile_dir() -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// The host reaps only the leaders it spawned: a child of the embedder's
+/// that has ended is first in line for every look at ended children, yet
+/// the embedder still collects its status, and a job that ends meanwhile
+/// is still seen to end.
+#[tokio::test]
+async fn an_ended_child_of_the_embedder_is_left_to_it_and_hides_no_job_s_end() {
+    let s = Shell::new().await;
+    let mut own = std::process::Command::new("sh")
+        .args(["-c", "exit 7"])
+        .spawn()
+        .unwrap();
+    let stat = format!("/proc/{}/stat", own.id());
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    // A zombie: state `Z`, after the command in parentheses.
+    while !std::fs::read_to_string(&stat)
+        .unwrap()
+        .rsplit_once(") ")
+        .is_some_and(|(_, rest)| rest.starts_with('Z'))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sh -c 'exit 7' did not end"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for n in 0..3 {
+        let id = s.run(None, &format!("echo after-{n}"));
+        let text = tokio::time::timeout(Duration::from_secs(120), s.collect_all(None, &id))
+            .await
+            .expect("the job's end was seen");
+        assert!(text.contains(&format!("after-{n}\n")), "{text}");
+        assert!(
+            text.ends_with("[status: completed, exit code: 0]"),
+            "{text}"
+        );
+    }
+    // Left to its parent: not reaped by the host.
+    assert_eq!(own.wait().unwrap().code(), Some(7));
+}

@@ -153,8 +153,8 @@ pub(super) static GIVEN_OPEN_FILE_LIMIT: std::sync::OnceLock<Option<(libc::rlim_
     std::sync::OnceLock::new();
 
 /// Raises this process's soft open-file limit to its hard limit, once. Every
-/// live job holds three descriptors of the host (two pipes and a pidfd), so
-/// the usual soft limit of 1,024 would fail spawns past about 300 jobs at once.
+/// live job holds two descriptors of the host (its two pipes), so the usual
+/// soft limit of 1,024 would fail spawns past about 500 jobs at once.
 pub(super) fn raise_open_file_limit() {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     GIVEN_OPEN_FILE_LIMIT.get_or_init(|| {

@@ -12,7 +12,8 @@
 //! The rooms, by lifecycle: `config` (settings and requests), here the
 //! producer and the spawn wiring, `exec` (the exec spec: argv, environment,
 //! limits), `spawner` and `vfork` (the threads jobs are cloned from and the
-//! clone itself), `process` (the leader's pidfd and the job's signal state),
+//! clone itself), `reaper` (one watcher for every leader's end), `process`
+//! (the leader and the job's signal state),
 //! `supervisor` (the pumps, limits and the end of a job), `stdin` (the
 //! writer of a job's input) and `extras` (the extension calls only a producer
 //! can serve).
@@ -23,6 +24,7 @@ mod exec;
 mod extras;
 pub mod monitor;
 mod process;
+mod reaper;
 mod spawner;
 mod stdin;
 mod supervisor;
@@ -76,6 +78,9 @@ struct Inner {
     config: BashConfig,
     shell: PathBuf,
     spawner: Arc<Spawner>,
+    /// Watches the ends of the leaders spawned here (not those a monitors'
+    /// parent forks, which are not our children).
+    reaper: Arc<reaper::Reaper>,
     live: Mutex<Vec<Weak<ProcessControl>>>,
     budget: Arc<SpillBudget>,
     next_spawn: AtomicU64,
@@ -136,6 +141,7 @@ impl BashProducer {
             inner: Arc::new(Inner {
                 registry,
                 spawner: Spawner::start()?,
+                reaper: Arc::new(reaper::Reaper::start(&handle)?),
                 names: Mutex::new(std::collections::HashMap::new()),
                 handle,
                 shell,
@@ -452,6 +458,7 @@ impl BashProducer {
 
         let (started_tx, started_rx) = tokio::sync::oneshot::channel();
         let spawned = control.clone();
+        let reaper = inner.reaper.clone();
         inner
             .spawner
             .submit(move || {
@@ -463,19 +470,28 @@ impl BashProducer {
                                 .as_deref()
                                 .and_then(|monitor| zygote::spawn(monitor, &spec))
                             {
-                                Some(forked) => forked.map(|(started, at)| (started, Some(at))),
-                                None => vfork::spawn(&spec).map(|started| (started, None)),
+                                Some(forked) => {
+                                    forked.map(|(started, at)| (started, Some(at), None))
+                                }
+                                // Our own child: the reaper watches it, and
+                                // its pidfd is closed (one descriptor fewer
+                                // for every live job).
+                                None => vfork::spawn(&spec).map(|mut started| {
+                                    let exit = reaper.record(started.pid);
+                                    started.pidfd = None;
+                                    (started, None, Some(exit))
+                                }),
                             },
-                            |(s, _)| s.pid,
+                            |(s, _, _)| s.pid,
                         )
                         .map_err(|e| e.to_string())
                     })
-                    .map(|(mut started, start_time)| {
+                    .map(|(mut started, start_time, exit)| {
                         spawned.started(started.pid as u32, start_time);
                         if let Some(stdin) = started.stdin.take() {
                             let _ = stdin_tx.send(stdin);
                         }
-                        started
+                        (started, exit)
                     });
                 // The job's record may already be gone (a host shutting down);
                 // its container then cleans up after the leader.
@@ -502,7 +518,7 @@ impl BashProducer {
         let ended_extras = extras.clone();
         let done = Box::pin(async move {
             let mut outcome = match started_rx.await {
-                Ok(Ok(started)) => supervisor.run(started).await,
+                Ok(Ok((started, exit))) => supervisor.run(started, exit).await,
                 Ok(Err(why)) => supervisor.not_started(&why).await,
                 Err(_) => supervisor.not_started("the spawner threads are gone").await,
             };

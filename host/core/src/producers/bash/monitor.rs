@@ -671,7 +671,7 @@ pub fn run_monitor(args: &[OsString]) -> i32 {
         streams: [Relay::new(out, 1, 1), Relay::new(err, 2, 2)],
         max_file_bytes: args.max_file_bytes,
         leader: leader_pid,
-        pidfd: Some(pidfd),
+        pidfd,
         status: None,
         exited_at: None,
         parent,

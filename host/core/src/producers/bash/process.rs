@@ -1,4 +1,5 @@
-//! A job's processes: the leader watched through its pidfd, the signal state
+//! A job's processes: the leader watched by the producer's reaper or its
+//! pidfd, the signal state
 //! shared by the cancel hook, shutdown and the supervisor, and how a process's
 //! end maps to a job outcome.
 
@@ -14,20 +15,31 @@ use crate::containment::JobContainer;
 use crate::registry::{JobOutcome, OutcomeStatus};
 use crate::sync::lock;
 
-/// A job's leader, watched through its pidfd (it is our child: the wait reaps it).
-pub(super) struct Leader {
-    pub(super) pidfd: AsyncFd<OwnedFd>,
+/// A job's leader, and how its end is learnt.
+pub(super) enum Leader {
+    /// Our child, recorded with the producer's reaper, which reaps it.
+    Reaped {
+        pid: i32,
+        exit: std::sync::Arc<super::reaper::Exit>,
+    },
+    /// Watched through its pidfd: a monitor forked by the monitors' parent
+    /// (not our child), or our child when the spawn had no reaper.
+    Pidfd(AsyncFd<OwnedFd>),
 }
 
 impl Leader {
-    /// Waits until the leader exits and reaps it.
+    /// Waits until the leader exits (and is reaped, when it is our child).
     pub(super) async fn wait(&self) -> std::io::Result<ExitStatus> {
         use rustix::process::{WaitId, WaitIdOptions, waitid};
         use std::os::unix::process::ExitStatusExt;
+        let pidfd = match self {
+            Leader::Reaped { exit, .. } => return Ok(ExitStatus::from_raw(exit.wait().await)),
+            Leader::Pidfd(pidfd) => pidfd,
+        };
         loop {
-            let mut ready = self.pidfd.readable().await?;
+            let mut ready = pidfd.readable().await?;
             let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
-            let waited = match waitid(WaitId::PidFd(self.pidfd.get_ref().as_fd()), options) {
+            let waited = match waitid(WaitId::PidFd(pidfd.get_ref().as_fd()), options) {
                 // Not our child (a monitor forked by the monitors' parent,
                 // which reaps it): readable means it ended, and its job's
                 // end is in its file. A monitor that wrote none was killed.
@@ -54,9 +66,16 @@ impl Leader {
 
     /// SIGKILL to the leader alone (the rest of the job is the container's).
     pub(super) fn kill(&self) {
-        // ESRCH: already gone, which is what we wanted.
-        let _ =
-            rustix::process::pidfd_send_signal(self.pidfd.get_ref(), rustix::process::Signal::KILL);
+        match self {
+            Leader::Reaped { pid, .. } => super::reaper::kill(*pid),
+            // ESRCH: already gone, which is what we wanted.
+            Leader::Pidfd(pidfd) => {
+                let _ = rustix::process::pidfd_send_signal(
+                    pidfd.get_ref(),
+                    rustix::process::Signal::KILL,
+                );
+            }
+        }
     }
 }
 

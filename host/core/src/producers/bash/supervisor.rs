@@ -74,7 +74,13 @@ impl Supervisor {
         process_outcome(None, true)
     }
 
-    pub(super) async fn run(self, started: vfork::Started) -> JobOutcome {
+    /// `exit`: the leader's end from the producer's reaper, when it records
+    /// the leader (else its pidfd is watched).
+    pub(super) async fn run(
+        self,
+        started: vfork::Started,
+        exit: Option<std::sync::Arc<super::reaper::Exit>>,
+    ) -> JobOutcome {
         let pid = started.pid as u32;
         let mut readers = Vec::new();
         match started.stderr {
@@ -99,13 +105,23 @@ impl Supervisor {
                 Err(e) => tracing::warn!("jobs: cannot read a job's terminal: {e}"),
             },
         }
-        // SAFETY: an OwnedFd stays open, on the same pidfd, for as long as the
-        // AsyncFd owns it.
-        let registered = unsafe {
-            AsyncFd::register_with_interest(started.pidfd, tokio::io::Interest::READABLE)
+        let registered = match (exit, started.pidfd) {
+            (Some(exit), _) => Ok(Leader::Reaped {
+                pid: started.pid,
+                exit,
+            }),
+            (None, Some(pidfd)) => {
+                // SAFETY: an OwnedFd stays open, on the same pidfd, for as
+                // long as the AsyncFd owns it.
+                let registered = unsafe {
+                    AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE)
+                };
+                registered.map(Leader::Pidfd).map_err(std::io::Error::from)
+            }
+            (None, None) => Err(std::io::Error::other("it has no pidfd")),
         };
         let leader = match registered {
-            Ok(pidfd) => Leader { pidfd },
+            Ok(leader) => leader,
             Err(e) => {
                 tracing::warn!("jobs: cannot watch job leader {pid}: {e}");
                 self.kill_all().await;

@@ -202,13 +202,15 @@ pub(crate) enum MountStep {
     Pin { path: CString },
 }
 
-/// A started leader: its pid, a pidfd to wait on, and the read ends of its
+/// A started leader: its pid, a pidfd to wait on (until the producer's
+/// reaper takes the wait over), and the read ends of its
 /// stdout and stderr (non-blocking, close-on-exec). On a terminal, `stdout`
 /// is the terminal's controlling side, `stderr` is absent and `stdin` is
 /// another descriptor of the controlling side.
 pub(crate) struct Started {
     pub pid: i32,
-    pub pidfd: OwnedFd,
+    /// `None` once the producer's reaper watches the leader instead.
+    pub pidfd: Option<OwnedFd>,
     pub stdout: OwnedFd,
     pub stderr: Option<OwnedFd>,
     /// The write end of stdin, when [`Spec::open_stdin`] (non-blocking).
@@ -287,6 +289,34 @@ impl Drop for ChildStack {
     }
 }
 
+/// Waits until `fd` is readable (or hung up), for at most `timeout_ms`:
+/// whether it is. A signal (a job's `SIGCHLD`, which the producer's reaper
+/// listens for) does not cut the wait short.
+pub(crate) fn readable_within(fd: BorrowedFd<'_>, timeout_ms: u64) -> std::io::Result<bool> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut poll = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // Rounded up, so a wait of under a millisecond still waits.
+        let ms = i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
+        // SAFETY: poll of one valid pollfd.
+        match unsafe { libc::poll(&raw mut poll, 1, ms) } {
+            1 => return Ok(poll.revents & (libc::POLLIN | libc::POLLHUP) != 0),
+            0 => return Ok(false),
+            _ => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
 fn nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
     let flags = fcntl_getfl(fd)?;
     fcntl_setfl(fd, flags | OFlags::NONBLOCK)?;
@@ -347,7 +377,7 @@ pub(crate) fn spawn_on_pipes(spec: &Spec, stdin: BorrowedFd<'_>) -> std::io::Res
     nonblocking(&err_read)?;
     Ok(Started {
         pid,
-        pidfd,
+        pidfd: Some(pidfd),
         stdout: out_read,
         stderr: Some(err_read),
         stdin: None,
@@ -364,7 +394,7 @@ fn spawn_on_terminal(spec: &Spec, pty: &Pty) -> std::io::Result<Started> {
     nonblocking(&reader)?;
     Ok(Started {
         pid,
-        pidfd,
+        pidfd: Some(pidfd),
         stdout: reader,
         stderr: None,
         stdin: Some(writer),

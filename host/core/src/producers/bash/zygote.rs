@@ -22,7 +22,7 @@
 //! for one message) leaves the spawn to the host, as before.
 
 use std::ffi::{CString, OsString};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -117,7 +117,7 @@ pub(crate) fn spawn(monitor: &Path, spec: &Spec) -> Option<std::io::Result<(Star
     Some(Ok((
         Started {
             pid: reply.pid,
-            pidfd,
+            pidfd: Some(pidfd),
             stdout: out_read,
             stderr: Some(err_read),
             stdin: stdin_write,
@@ -188,21 +188,18 @@ fn start(monitor: &Path) -> std::io::Result<Parent> {
     };
     let started = super::vfork::spawn(&spec)?;
     let mut hello = [0u8; 16];
-    let mut poll = [libc::pollfd {
-        fd: ours.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    }];
-    // SAFETY: poll on one descriptor we own.
-    let ready = unsafe { libc::poll(poll.as_mut_ptr(), 1, 5_000) } == 1
+    let ready = super::vfork::readable_within(ours.as_fd(), 5_000).unwrap_or(false)
         // SAFETY: a read into a buffer of its length.
         && unsafe { libc::read(ours.as_raw_fd(), hello.as_mut_ptr().cast(), hello.len()) }
             == READY.len() as isize
         && &hello[..READY.len()] == READY;
+    let Some(pidfd) = started.pidfd else {
+        return Err(std::io::Error::other("it has no pidfd"));
+    };
     if !ready {
-        let _ = rustix::process::pidfd_send_signal(&started.pidfd, rustix::process::Signal::KILL);
+        let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
         let _ = rustix::process::waitid(
-            rustix::process::WaitId::PidFd(std::os::fd::AsFd::as_fd(&started.pidfd)),
+            rustix::process::WaitId::PidFd(std::os::fd::AsFd::as_fd(&pidfd)),
             rustix::process::WaitIdOptions::EXITED,
         );
         return Err(std::io::Error::other("it did not say it was ready"));
@@ -210,7 +207,7 @@ fn start(monitor: &Path) -> std::io::Result<Parent> {
     Ok(Parent {
         monitor: monitor.to_owned(),
         socket: ours,
-        pidfd: started.pidfd,
+        pidfd,
     })
 }
 

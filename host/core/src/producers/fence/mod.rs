@@ -395,16 +395,10 @@ fn user_namespace(shell: &Path) -> std::io::Result<OwnedFd> {
 /// Blocks until `fd` (a non-blocking pipe's read end) has a byte to read,
 /// for at most 10 s.
 fn wait_for_line(fd: &OwnedFd) -> std::io::Result<()> {
-    let mut poll = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: poll of one valid pollfd.
-    match unsafe { libc::poll(&mut poll, 1, 10_000) } {
-        1 if poll.revents & libc::POLLIN != 0 => Ok(()),
-        0 => Err(std::io::Error::other("the namespace child did not start")),
-        _ => Err(std::io::Error::last_os_error()),
+    if super::bash::vfork::readable_within(fd.as_fd(), 10_000)? {
+        Ok(())
+    } else {
+        Err(std::io::Error::other("the namespace child did not start"))
     }
 }
 
