@@ -435,3 +435,40 @@ async fn an_ended_child_of_the_embedder_is_left_to_it_and_hides_no_job_s_end() {
     // Left to its parent: not reaped by the host.
     assert_eq!(own.wait().unwrap().code(), Some(7));
 }
+
+/// A job may outlive its producer (the producer's end kills it): its end is
+/// still seen and its leader reaped, so it settles instead of staying
+/// `running` with a zombie behind it.
+#[tokio::test]
+async fn a_job_whose_producer_is_dropped_still_settles() {
+    let Shell { f, bash } = Shell::new().await;
+    let id = bash
+        .start(
+            None,
+            BashRequest {
+                command: "echo $$; exec sleep 300".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let mut seen = String::new();
+    while !seen.contains('\n') {
+        seen.push_str(&f.registry.read(&id, None).unwrap().0);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let pid: u32 = seen.trim().parse().unwrap();
+    drop(bash);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !f.registry.inspect(&id).unwrap().status.is_terminal() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job never settled"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(f.registry.inspect(&id).unwrap().status, JobStatus::Killed);
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "its leader was left unreaped"
+    );
+}

@@ -81,7 +81,7 @@ struct Inner {
     /// Watches the ends of the leaders spawned here (not those a monitors'
     /// parent forks, which are not our children).
     reaper: Arc<reaper::Reaper>,
-    live: Mutex<Vec<Weak<ProcessControl>>>,
+    live: Mutex<LiveJobs>,
     budget: Arc<SpillBudget>,
     next_spawn: AtomicU64,
     containment: Containment,
@@ -92,6 +92,29 @@ struct Inner {
     /// once a job asks for one.
     fence: std::sync::OnceLock<Arc<crate::fence::Fence>>,
     spill_dir: tempfile::TempDir,
+}
+
+/// The producer's jobs, for its shutdown: those the registry dropped are
+/// pruned now and then, not at every start (a scan of every live job per
+/// start made a storm quadratic in the jobs alive).
+#[derive(Default)]
+struct LiveJobs {
+    jobs: Vec<Weak<ProcessControl>>,
+    /// The length at which the next start prunes: twice what was left
+    /// after the last prune, so each entry is scanned a bounded number of
+    /// times on average, and the list holds at most about twice the jobs
+    /// alive.
+    prune_at: usize,
+}
+
+impl LiveJobs {
+    fn push(&mut self, control: &Arc<ProcessControl>) {
+        if self.jobs.len() >= self.prune_at {
+            self.jobs.retain(|w| w.strong_count() > 0);
+            self.prune_at = (self.jobs.len() * 2).max(64);
+        }
+        self.jobs.push(Arc::downgrade(control));
+    }
 }
 
 impl BashProducer {
@@ -145,7 +168,7 @@ impl BashProducer {
                 names: Mutex::new(std::collections::HashMap::new()),
                 handle,
                 shell,
-                live: Mutex::new(Vec::new()),
+                live: Mutex::new(LiveJobs::default()),
                 budget: SpillBudget::new(config.spill_total_bytes),
                 next_spawn: AtomicU64::new(1),
                 containment,
@@ -320,6 +343,7 @@ impl BashProducer {
     /// the jobs then settle as killed.
     pub async fn shutdown(&self, grace: Duration) {
         let live: Vec<Arc<ProcessControl>> = lock(&self.inner.live)
+            .jobs
             .iter()
             .filter_map(Weak::upgrade)
             .collect();
@@ -470,27 +494,27 @@ impl BashProducer {
                                 .as_deref()
                                 .and_then(|monitor| zygote::spawn(monitor, &spec))
                             {
-                                Some(forked) => {
-                                    forked.map(|(started, at)| (started, Some(at), None))
-                                }
-                                // Our own child: the reaper watches it, and
-                                // its pidfd is closed (one descriptor fewer
-                                // for every live job).
-                                None => vfork::spawn(&spec).map(|mut started| {
-                                    let exit = reaper.record(started.pid);
-                                    started.pidfd = None;
-                                    (started, None, Some(exit))
-                                }),
+                                Some(forked) => forked.map(|(started, at)| (started, Some(at))),
+                                None => vfork::spawn(&spec).map(|started| (started, None)),
                             },
-                            |(s, _, _)| s.pid,
+                            |(s, _)| s.pid,
                         )
                         .map_err(|e| e.to_string())
                     })
-                    .map(|(mut started, start_time, exit)| {
+                    .map(|(mut started, start_time)| {
+                        // Before the record: nothing reaps an unrecorded
+                        // leader, so its pid is still its own here.
                         spawned.started(started.pid as u32, start_time);
                         if let Some(stdin) = started.stdin.take() {
                             let _ = stdin_tx.send(stdin);
                         }
+                        // Our own child (not one the monitors' parent
+                        // forked): the reaper watches it, and its pidfd is
+                        // closed, one descriptor fewer for every live job.
+                        let exit = start_time.is_none().then(|| {
+                            started.pidfd = None;
+                            reaper.record(started.pid)
+                        });
                         (started, exit)
                     });
                 // The job's record may already be gone (a host shutting down);
@@ -499,10 +523,7 @@ impl BashProducer {
             })
             .map_err(|e| crate::words::spawn_failed(&e.to_string()))?;
         {
-            // Jobs the registry dropped are gone; keep the list to the others.
-            let mut live = lock(&inner.live);
-            live.retain(|w| w.strong_count() > 0);
-            live.push(Arc::downgrade(&control));
+            lock(&inner.live).push(&control);
         }
 
         let supervisor = Supervisor {

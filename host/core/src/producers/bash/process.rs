@@ -23,7 +23,7 @@ pub(super) enum Leader {
         exit: std::sync::Arc<super::reaper::Exit>,
     },
     /// Watched through its pidfd: a monitor forked by the monitors' parent
-    /// (not our child), or our child when the spawn had no reaper.
+    /// (not our child, so no reaper of ours can wait for it).
     Pidfd(AsyncFd<OwnedFd>),
 }
 

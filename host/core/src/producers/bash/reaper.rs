@@ -10,7 +10,8 @@
 //! subreaper host) is left to whoever waits for it; while one such zombie
 //! is first in line, the pass asks each recorded leader by pid instead.
 //!
-//! A leader is recorded on its spawner thread right after its spawn. A
+//! A leader is recorded on its spawner thread right after its spawn (and
+//! after what must be read while its pid is still its own). A
 //! leader that ended before that (its `SIGCHLD` came before there was a
 //! record to match) is reaped by the record itself. Reaping and removing a
 //! record happen under one lock, and [`kill`] signals only a pid that is
@@ -18,7 +19,8 @@
 //! reaches a stranger.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Notify;
@@ -53,21 +55,31 @@ impl Exit {
     }
 }
 
-/// The recorded leaders of every producer, by pid.
-static LEADERS: Mutex<Option<HashMap<i32, Arc<Exit>>>> = Mutex::new(None);
+/// A recorded leader: its end, and a token of the reaper that recorded it.
+struct Recorded {
+    exit: Arc<Exit>,
+    /// Keeps the recording reaper's task listening while the leader runs.
+    _by: Arc<()>,
+}
 
-/// A producer's listener for its leaders' ends; dropping it stops the
-/// listening task (a leader still recorded is reaped by another producer's
-/// pass, or stays a zombie until the process ends).
+/// The recorded leaders of every producer, by pid.
+static LEADERS: Mutex<Option<HashMap<i32, Recorded>>> = Mutex::new(None);
+
+/// A producer's listener for its leaders' ends. Its task listens until the
+/// producer is gone and every leader it recorded has been reaped: a job
+/// may outlive its producer (its container kills it as the producer goes),
+/// and its end must still be seen.
 pub(super) struct Reaper {
-    /// Gone when the producer is: the listening task then ends.
-    _alive: Arc<()>,
-    /// Wakes the listening task to see that the producer is gone.
+    /// Cloned into each record; the task counts the clones left.
+    recorded: Arc<()>,
+    /// Set when the producer is gone, then the task is woken to see it.
+    gone: Arc<AtomicBool>,
     stop: Arc<Notify>,
 }
 
 impl Drop for Reaper {
     fn drop(&mut self) {
+        self.gone.store(true, Ordering::Release);
         self.stop.notify_one();
     }
 }
@@ -83,10 +95,10 @@ impl Reaper {
         // Registered before the first spawn, so no leader's end goes unseen.
         let _entered = handle.enter();
         let mut ended = signal(SignalKind::child())?;
-        let alive = Arc::new(());
-        let producer: Weak<()> = Arc::downgrade(&alive);
+        let recorded = Arc::new(());
+        let gone = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(Notify::new());
-        let stopped = stop.clone();
+        let (records, producer_gone, stopped) = (recorded.clone(), gone.clone(), stop.clone());
         handle.spawn(async move {
             loop {
                 tokio::select! {
@@ -98,15 +110,17 @@ impl Reaper {
                     }
                     () = stopped.notified() => {}
                 }
-                if producer.strong_count() == 0 {
-                    // One last look: what ended before the producer went.
-                    pass();
+                // Only this task's own clone left: nothing of ours to reap.
+                // (A record is made through the producer, so none can
+                // appear once it is gone.)
+                if producer_gone.load(Ordering::Acquire) && Arc::strong_count(&records) == 1 {
                     return;
                 }
             }
         });
         Ok(Reaper {
-            _alive: alive,
+            recorded,
+            gone,
             stop,
         })
     }
@@ -117,14 +131,18 @@ impl Reaper {
     pub(super) fn record(&self, pid: i32) -> Arc<Exit> {
         let exit = Arc::new(Exit::default());
         let mut leaders = lock(&LEADERS);
-        leaders
-            .get_or_insert_with(HashMap::new)
-            .insert(pid, exit.clone());
         // It may have ended already, its signal seen before this record.
         if let Some(status) = reap(pid).end() {
-            leaders.as_mut().map(|l| l.remove(&pid));
-            exit.set(status);
+            ended(pid, &exit, status);
+            return exit;
         }
+        leaders.get_or_insert_with(HashMap::new).insert(
+            pid,
+            Recorded {
+                exit: exit.clone(),
+                _by: self.recorded.clone(),
+            },
+        );
         exit
     }
 }
@@ -159,9 +177,9 @@ fn pass() {
                     return;
                 }
                 if let Some(status) = reap(pid).end()
-                    && let Some(exit) = map.remove(&pid)
+                    && let Some(recorded) = map.remove(&pid)
                 {
-                    exit.set(status);
+                    ended(pid, &recorded.exit, status);
                 }
             }
         }
@@ -174,13 +192,22 @@ fn scan() {
     let Some(map) = leaders.as_mut() else {
         return;
     };
-    map.retain(|pid, exit| match reap(*pid).end() {
+    map.retain(|pid, recorded| match reap(*pid).end() {
         Some(status) => {
-            exit.set(status);
+            ended(*pid, &recorded.exit, status);
             false
         }
         None => true,
     });
+}
+
+/// `pid` was reaped with `status` (called under the lock of [`LEADERS`]):
+/// it is no longer a leader for containment's sweeps either, before its
+/// pid can be another job's (forgetting it later could forget the pid's
+/// next leader, see `containment::remove_leader`).
+fn ended(pid: i32, exit: &Exit, status: i32) {
+    crate::containment::remove_leader(pid as u32);
+    exit.set(status);
 }
 
 enum Peeked {

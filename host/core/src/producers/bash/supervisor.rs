@@ -153,7 +153,11 @@ impl Supervisor {
                 self.stopped(&leader).await
             }
         };
-        self.finish(pid, status, readers).await
+        if let Leader::Pidfd(_) = leader {
+            // The reaper forgets the leaders it reaps itself.
+            containment::remove_leader(pid);
+        }
+        self.finish(status, readers).await
     }
 
     /// After a kill request: the leader's end, within the grace period or by
@@ -171,11 +175,9 @@ impl Supervisor {
 
     pub(super) async fn finish(
         &self,
-        pid: u32,
         status: std::io::Result<ExitStatus>,
         mut readers: Vec<JoinHandle<()>>,
     ) -> JobOutcome {
-        containment::remove_leader(pid);
         let status = match self.files.as_deref().and_then(super::JobEnd::read) {
             Some(end) => Ok(end.wait_status()),
             None => status,

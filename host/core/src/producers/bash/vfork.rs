@@ -289,8 +289,8 @@ impl Drop for ChildStack {
     }
 }
 
-/// Waits until `fd` is readable (or hung up), for at most `timeout_ms`:
-/// whether it is. A signal (a job's `SIGCHLD`, which the producer's reaper
+/// Waits until `fd` has something to read, for at most `timeout_ms`:
+/// whether it has (a hang-up with nothing to read is not). A signal (a job's `SIGCHLD`, which the producer's reaper
 /// listens for) does not cut the wait short.
 pub(crate) fn readable_within(fd: BorrowedFd<'_>, timeout_ms: u64) -> std::io::Result<bool> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms);
@@ -305,7 +305,7 @@ pub(crate) fn readable_within(fd: BorrowedFd<'_>, timeout_ms: u64) -> std::io::R
         let ms = i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
         // SAFETY: poll of one valid pollfd.
         match unsafe { libc::poll(&raw mut poll, 1, ms) } {
-            1 => return Ok(poll.revents & (libc::POLLIN | libc::POLLHUP) != 0),
+            1 => return Ok(poll.revents & libc::POLLIN != 0),
             0 => return Ok(false),
             _ => {
                 let e = std::io::Error::last_os_error();

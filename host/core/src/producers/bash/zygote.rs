@@ -86,9 +86,16 @@ pub(crate) fn spawn(monitor: &Path, spec: &Spec) -> Option<std::io::Result<(Star
             // The parent is gone: the next spawn starts another.
             tracing::warn!("jobs: the monitors' parent is gone ({failure}); starting another");
             if let Some(Ok(parent)) = slot.take() {
+                // Reaped for sure: its socket can say it is gone before it
+                // is a zombie, and one left unreaped would be first in line
+                // for every pass of the producer's reaper.
+                let _ = rustix::process::pidfd_send_signal(
+                    &parent.pidfd,
+                    rustix::process::Signal::KILL,
+                );
                 let _ = rustix::process::waitid(
                     rustix::process::WaitId::PidFd(std::os::fd::AsFd::as_fd(&parent.pidfd)),
-                    rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOHANG,
+                    rustix::process::WaitIdOptions::EXITED,
                 );
             }
             return match failure {

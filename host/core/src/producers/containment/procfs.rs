@@ -180,8 +180,8 @@ pub(super) fn sweep(matches: impl Fn(&ProcInfo, &Parents) -> bool, signal: Signa
 
 /// Reaps zombies that reparented to this (subreaper) host from a job: children
 /// outside the host's own process group. The host's other children (its job
-/// leaders, which tokio reaps, and anything an embedder spawns) share its group or
-/// are left alone.
+/// leaders, which the shell producer's reaper or a pidfd wait reaps, and
+/// anything an embedder spawns) are recorded, share its group or are left alone.
 pub(super) fn reap_adopted() {
     let me = std::process::id() as i32;
     let group = host_pgrp();
