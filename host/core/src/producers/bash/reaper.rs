@@ -19,7 +19,7 @@
 //! reaches a stranger.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::signal::unix::{SignalKind, signal};
@@ -55,32 +55,49 @@ impl Exit {
     }
 }
 
-/// A recorded leader: its end, and a token of the reaper that recorded it.
+/// A recorded leader: its end, and the reaper that recorded it.
 struct Recorded {
     exit: Arc<Exit>,
-    /// Keeps the recording reaper's task listening while the leader runs.
-    _by: Arc<()>,
+    by: Arc<Shared>,
+}
+
+impl Drop for Recorded {
+    /// Reaped (a record is dropped only then): one fewer for its reaper's
+    /// task to wait for, told to the task once its producer is gone.
+    fn drop(&mut self) {
+        self.by.recorded.fetch_sub(1, Ordering::SeqCst);
+        if self.by.gone.load(Ordering::SeqCst) {
+            self.by.stop.notify_one();
+        }
+    }
 }
 
 /// The recorded leaders of every producer, by pid.
 static LEADERS: Mutex<Option<HashMap<i32, Recorded>>> = Mutex::new(None);
+
+/// What a reaper shares with its task and its records.
+#[derive(Default)]
+struct Shared {
+    /// Its leaders recorded and not yet reaped.
+    recorded: AtomicUsize,
+    /// Set when the producer is gone.
+    gone: AtomicBool,
+    /// Wakes the task to look at the two above.
+    stop: Notify,
+}
 
 /// A producer's listener for its leaders' ends. Its task listens until the
 /// producer is gone and every leader it recorded has been reaped: a job
 /// may outlive its producer (its container kills it as the producer goes),
 /// and its end must still be seen.
 pub(super) struct Reaper {
-    /// Cloned into each record; the task counts the clones left.
-    recorded: Arc<()>,
-    /// Set when the producer is gone, then the task is woken to see it.
-    gone: Arc<AtomicBool>,
-    stop: Arc<Notify>,
+    shared: Arc<Shared>,
 }
 
 impl Drop for Reaper {
     fn drop(&mut self) {
-        self.gone.store(true, Ordering::Release);
-        self.stop.notify_one();
+        self.shared.gone.store(true, Ordering::SeqCst);
+        self.shared.stop.notify_one();
     }
 }
 
@@ -95,10 +112,8 @@ impl Reaper {
         // Registered before the first spawn, so no leader's end goes unseen.
         let _entered = handle.enter();
         let mut ended = signal(SignalKind::child())?;
-        let recorded = Arc::new(());
-        let gone = Arc::new(AtomicBool::new(false));
-        let stop = Arc::new(Notify::new());
-        let (records, producer_gone, stopped) = (recorded.clone(), gone.clone(), stop.clone());
+        let shared = Arc::new(Shared::default());
+        let task = shared.clone();
         handle.spawn(async move {
             loop {
                 tokio::select! {
@@ -108,21 +123,17 @@ impl Reaper {
                         }
                         pass();
                     }
-                    () = stopped.notified() => {}
+                    () = task.stop.notified() => {}
                 }
-                // Only this task's own clone left: nothing of ours to reap.
-                // (A record is made through the producer, so none can
-                // appear once it is gone.)
-                if producer_gone.load(Ordering::Acquire) && Arc::strong_count(&records) == 1 {
+                // A record is made through the producer, so none appears
+                // once it is gone; the last one's reaping wakes this task
+                // (whichever producer's pass reaped it).
+                if task.gone.load(Ordering::SeqCst) && task.recorded.load(Ordering::SeqCst) == 0 {
                     return;
                 }
             }
         });
-        Ok(Reaper {
-            recorded,
-            gone,
-            stop,
-        })
+        Ok(Reaper { shared })
     }
 
     /// Records `pid` (a child of this process, just spawned) as a leader to
@@ -136,11 +147,12 @@ impl Reaper {
             ended(pid, &exit, status);
             return exit;
         }
+        self.shared.recorded.fetch_add(1, Ordering::SeqCst);
         leaders.get_or_insert_with(HashMap::new).insert(
             pid,
             Recorded {
                 exit: exit.clone(),
-                _by: self.recorded.clone(),
+                by: self.shared.clone(),
             },
         );
         exit
@@ -202,9 +214,9 @@ fn scan() {
 }
 
 /// `pid` was reaped with `status` (called under the lock of [`LEADERS`]):
-/// it is no longer a leader for containment's sweeps either, before its
-/// pid can be another job's (forgetting it later could forget the pid's
-/// next leader, see `containment::remove_leader`).
+/// it is no longer a leader for containment's sweeps either (which count
+/// each recording, so a next leader that already took the pid stays
+/// recorded).
 fn ended(pid: i32, exit: &Exit, status: i32) {
     crate::containment::remove_leader(pid as u32);
     exit.set(status);

@@ -137,7 +137,11 @@ pub(super) fn find_with_descendants(matches: impl Fn(&ProcInfo, &Parents) -> boo
     }
     let parents = Parents {
         parents: all.iter().map(|p| (p.pid, p.ppid)).collect(),
-        leaders: lock_leaders().0.clone().unwrap_or_default(),
+        leaders: lock_leaders()
+            .0
+            .as_ref()
+            .map(|l| l.keys().copied().collect())
+            .unwrap_or_default(),
     };
     let zombies: HashSet<i32> = all.iter().filter(|p| p.zombie).map(|p| p.pid).collect();
     let mut found: HashSet<i32> = HashSet::new();
@@ -209,13 +213,25 @@ pub(super) fn reap_adopted() {
     }
 }
 
-static LEADERS: std::sync::Mutex<Option<HashSet<i32>>> = std::sync::Mutex::new(None);
+/// The host's job leaders (and the children it reaps itself), each with how
+/// many times it was recorded and not yet forgotten: a pid reaped and
+/// reused by the next leader before the first is forgotten is recorded
+/// twice, so forgetting the first leaves the second protected.
+static LEADERS: std::sync::Mutex<Option<HashMap<i32, u32>>> = std::sync::Mutex::new(None);
 
-pub(super) struct Leaders(std::sync::MutexGuard<'static, Option<HashSet<i32>>>);
+pub(super) struct Leaders(std::sync::MutexGuard<'static, Option<HashMap<i32, u32>>>);
 
 impl Leaders {
     fn contains(&self, pid: &i32) -> bool {
-        self.0.as_ref().is_some_and(|s| s.contains(pid))
+        self.0.as_ref().is_some_and(|s| s.contains_key(pid))
+    }
+
+    fn record(&mut self, pid: i32) {
+        *self
+            .0
+            .get_or_insert_with(HashMap::new)
+            .entry(pid)
+            .or_default() += 1;
     }
 }
 
@@ -242,30 +258,51 @@ pub(crate) fn start_leader<T>(
 ) -> std::io::Result<T> {
     let _spawning = SPAWNING.read().unwrap_or_else(|p| p.into_inner());
     let started = start()?;
-    lock_leaders()
-        .0
-        .get_or_insert_with(HashSet::new)
-        .insert(pid(&started));
+    lock_leaders().record(pid(&started));
     Ok(started)
 }
 
 /// Records a child the host reaps itself (the watchdog), so no sweep takes it
 /// for a job's orphan.
 pub(super) fn protect(pid: u32) {
-    lock_leaders()
-        .0
-        .get_or_insert_with(HashSet::new)
-        .insert(pid as i32);
+    lock_leaders().record(pid as i32);
 }
 
 /// Forgets a job leader once it has been reaped.
 pub(crate) fn remove_leader(pid: u32) {
-    if let Some(set) = lock_leaders().0.as_mut() {
-        set.remove(&(pid as i32));
+    if let Some(leaders) = lock_leaders().0.as_mut()
+        && let std::collections::hash_map::Entry::Occupied(mut times) = leaders.entry(pid as i32)
+    {
+        *times.get_mut() -= 1;
+        if *times.get() == 0 {
+            times.remove();
+        }
     }
 }
 
 pub(super) fn is_job_leader(pid: i32) -> bool {
     let _quiet = no_spawn_under_way();
     lock_leaders().contains(&pid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pid reaped and taken by the next leader before the first is
+    /// forgotten stays a leader until the second is forgotten too.
+    #[test]
+    fn a_reused_leader_pid_stays_recorded_until_each_record_is_forgotten() {
+        // Above any pid the kernel hands out (pid_max is at most 2^22).
+        let pid = i32::MAX - 7;
+        start_leader(|| Ok(()), |()| pid).unwrap();
+        start_leader(|| Ok(()), |()| pid).unwrap();
+        remove_leader(pid as u32);
+        assert!(is_job_leader(pid));
+        remove_leader(pid as u32);
+        assert!(!is_job_leader(pid));
+        // Forgetting more often than recorded changes nothing.
+        remove_leader(pid as u32);
+        assert!(!is_job_leader(pid));
+    }
 }
