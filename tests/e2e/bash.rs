@@ -407,20 +407,12 @@ async fn an_ended_child_of_the_embedder_is_left_to_it_and_hides_no_job_s_end() {
         .args(["-c", "exit 7"])
         .spawn()
         .unwrap();
-    let stat = format!("/proc/{}/stat", own.id());
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    // A zombie: state `Z`, after the command in parentheses.
-    while !std::fs::read_to_string(&stat)
-        .unwrap()
-        .rsplit_once(") ")
-        .is_some_and(|(_, rest)| rest.starts_with('Z'))
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "sh -c 'exit 7' did not end"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    // Ended, and a zombie until its parent waits (nothing else may reap it).
+    assert!(
+        gone_soon(own.id() as i32).await,
+        "sh -c 'exit 7' did not end"
+    );
+    assert!(std::path::Path::new(&format!("/proc/{}", own.id())).exists());
     for n in 0..3 {
         let id = s.run(None, &format!("echo after-{n}"));
         let text = tokio::time::timeout(Duration::from_secs(120), s.collect_all(None, &id))
@@ -451,11 +443,7 @@ async fn a_job_whose_producer_is_dropped_still_settles() {
             },
         )
         .unwrap();
-    let mut seen = String::new();
-    while !seen.contains('\n') {
-        seen.push_str(&f.registry.read(&id, None).unwrap().0);
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let seen = crate::fixture::read_a_line(&f.registry, &id).await;
     let pid: u32 = seen.trim().parse().unwrap();
     drop(bash);
     let deadline = std::time::Instant::now() + Duration::from_secs(120);

@@ -202,11 +202,7 @@ async fn the_machine_gives_the_cgroup_mode_when_it_can() {
                 },
             )
             .unwrap();
-        let mut seen = String::new();
-        while !seen.contains("\n") {
-            seen.push_str(&f.registry.read(&id, None).unwrap().0);
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let seen = crate::fixture::read_a_line(&f.registry, &id).await;
         let leaf = root.file_name().unwrap().to_str().unwrap().to_owned();
         assert!(seen.contains(&format!("{leaf}/job-1")), "{seen}");
         drop(bash);

@@ -90,11 +90,7 @@ impl Fenced {
 
     /// Reads job `id` until its output holds a line; that line.
     async fn first_line(&self, id: &str) -> String {
-        let mut seen = String::new();
-        while !seen.contains('\n') {
-            seen.push_str(&self.f.registry.read(id, None).unwrap().0);
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+        let seen = crate::fixture::read_a_line(&self.f.registry, id).await;
         seen.lines().next().unwrap().to_owned()
     }
 

@@ -371,6 +371,17 @@ pub fn capture_logs() -> CapturedLogs {
     }
 }
 
+/// Reads (consuming) job `id`'s output until it holds a whole line;
+/// everything read.
+pub async fn read_a_line(registry: &JobRegistry, id: &str) -> String {
+    let mut seen = String::new();
+    while !seen.contains('\n') {
+        seen.push_str(&registry.read(id, None).unwrap().0);
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    seen
+}
+
 /// Whether `pid` stops running within 30 s. A kill already sent lands within
 /// moments; the bound only keeps a broken build from hanging.
 pub async fn gone_soon(pid: i32) -> bool {

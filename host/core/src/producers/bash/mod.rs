@@ -522,9 +522,7 @@ impl BashProducer {
                 let _ = started_tx.send(result);
             })
             .map_err(|e| crate::words::spawn_failed(&e.to_string()))?;
-        {
-            lock(&inner.live).push(&control);
-        }
+        lock(&inner.live).push(&control);
 
         let supervisor = Supervisor {
             capture: capture.clone(),

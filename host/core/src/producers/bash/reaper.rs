@@ -176,18 +176,15 @@ fn pass() {
             Peeked::Nothing => return,
             Peeked::Ended(pid) => {
                 let mut leaders = lock(&LEADERS);
-                let Some(map) = leaders.as_mut() else {
-                    drop(leaders);
-                    scan();
-                    return;
-                };
-                if !map.contains_key(&pid) {
+                let Some(map) = leaders.as_mut().filter(|map| map.contains_key(&pid)) else {
                     // Not ours to reap, and first in line for every peek:
                     // ask each leader by pid instead.
                     drop(leaders);
                     scan();
                     return;
-                }
+                };
+                // Still running only when another pass reaped the one peeked
+                // at and its pid is already a new leader's: peek again.
                 if let Some(status) = reap(pid).end()
                     && let Some(recorded) = map.remove(&pid)
                 {

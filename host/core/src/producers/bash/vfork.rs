@@ -290,8 +290,9 @@ impl Drop for ChildStack {
 }
 
 /// Waits until `fd` has something to read, for at most `timeout_ms`:
-/// whether it has (a hang-up with nothing to read is not). A signal (a job's `SIGCHLD`, which the producer's reaper
-/// listens for) does not cut the wait short.
+/// whether it has (a hang-up with nothing to read is not). A signal (a
+/// job's `SIGCHLD`, which the producer's reaper listens for) does not cut
+/// the wait short.
 pub(crate) fn readable_within(fd: BorrowedFd<'_>, timeout_ms: u64) -> std::io::Result<bool> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms);
     loop {
