@@ -17,6 +17,8 @@ mod console;
 mod daemon;
 mod mcp;
 mod settings;
+mod signals;
+mod terminal;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -26,6 +28,7 @@ use host::{JobRegistry, Lane, Mount, PluginRuntime, SandboxLimits};
 use mcp::JobsServer;
 use serde_json::json;
 use settings::Settings;
+use signals::Signals;
 
 #[derive(Parser)]
 #[command(
@@ -294,8 +297,7 @@ async fn daemon_command(cli: Cli, cache_dir: Option<PathBuf>) -> Result<u8> {
                 .key(settings.workdir.as_deref())?
                 .context("not a durable session")?;
             let hello = session_hello(daemon::Kind::Shell, key, settings, durable.linger)?;
-            daemon::client::shell(hello, cache_dir.as_deref()).await?;
-            Ok(0)
+            daemon::client::shell(hello, cache_dir.as_deref()).await
         }
         Command::Check { .. } | Command::Wasm { .. } | Command::Tools { .. } => {
             unreachable!("not a daemon command")
@@ -399,7 +401,16 @@ async fn host_on(
 }
 
 /// What a subcommand does once its host is set up.
-type RunFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>>>>;
+type RunFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Ended>>>>;
+
+/// How a subcommand's run ended.
+enum Ended {
+    /// Its work is done (or a person said `exit`).
+    Done,
+    /// As the signal of this number would have ended it: ctrl-c twice at the
+    /// console's prompt (`SIGINT`), its terminal hung up (`SIGHUP`).
+    BySignal(i32),
+}
 
 fn settings_with_file(file: Option<&Path>, flags: Settings) -> Result<Settings> {
     let base = match file {
@@ -520,10 +531,18 @@ async fn host_main() -> ExitCode {
     let grace = host.shutdown_grace;
     let result = tokio::select! {
         result = run(host) => result,
-        signal = signals.next() => {
-            // The session (and every call in flight) is dropped here: no new call
-            // is accepted. Then every job's tree goes, and its spill files.
+        signal = signals.next() => Ok(Ended::BySignal(signal)),
+    };
+    match result {
+        Ok(Ended::Done) => {
+            drop(bash);
+            ExitCode::SUCCESS
+        }
+        Ok(Ended::BySignal(signal)) => {
+            // The session (and every call in flight) is dropped by now: no new
+            // call is accepted. Then every job's tree goes, and its spill files.
             tracing::info!("jobs-host: signal {signal}, shutting down");
+            terminal::restore();
             bash.shutdown(grace).await;
             registry.dispose().await;
             // The last producer handle: its containment and spill files go now.
@@ -531,40 +550,10 @@ async fn host_main() -> ExitCode {
             // Not a return: the runtime would wait for its blocking stdin reader.
             std::process::exit(128 + signal);
         }
-    };
-    drop(bash);
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            drop(bash);
             eprintln!("jobs-host: {e:#}");
             ExitCode::FAILURE
-        }
-    }
-}
-
-/// SIGTERM, SIGINT and SIGHUP, which each start an orderly shutdown.
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn new() -> std::io::Result<Signals> {
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Signals {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
-            hup: signal(SignalKind::hangup())?,
-        })
-    }
-
-    /// The number of the next signal.
-    async fn next(&mut self) -> i32 {
-        tokio::select! {
-            _ = self.term.recv() => libc::SIGTERM,
-            _ = self.int.recv() => libc::SIGINT,
-            _ = self.hup.recv() => libc::SIGHUP,
         }
     }
 }
@@ -604,35 +593,17 @@ async fn mcp_server(
     )
 }
 
-/// The console's line editor, with its history, and its prompt.
-fn line_editor(
-    printer: reedline::ExternalPrinter<String>,
-) -> (reedline::Reedline, reedline::DefaultPrompt) {
-    let history = default_cache_dir().map(|d| d.join("shell-history"));
-    let mut editor = reedline::Reedline::create().with_external_printer(printer);
-    if let Some(path) = history {
-        let _ = std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")));
-        if let Ok(h) = reedline::FileBackedHistory::with_file(1000, path) {
-            editor = editor.with_history(Box::new(h));
-        }
-    }
-    let prompt = reedline::DefaultPrompt::new(
-        reedline::DefaultPromptSegment::Basic("jobs".into()),
-        reedline::DefaultPromptSegment::Empty,
-    );
-    (editor, prompt)
-}
-
-async fn mcp(host: Host) -> Result<()> {
+async fn mcp(host: Host) -> Result<Ended> {
     let options = host.mcp;
     let (session, announced) = open_session(&host, "mcp-session");
     let server = mcp_server(&host.mount, Arc::new(session), options).await?;
     server
         .serve_io(mcp::Io::Stdio, announced, mcp::Leave::Close)
-        .await
+        .await?;
+    Ok(Ended::Done)
 }
 
-async fn shell(host: Host) -> Result<()> {
+async fn shell(host: Host) -> Result<Ended> {
     let (session, mut announced) = open_session(&host, "shell-session");
     let interactive = std::io::stdin().is_terminal();
     // What jobs wrote reaches the screen with its control characters shown, not
@@ -646,8 +617,8 @@ async fn shell(host: Host) -> Result<()> {
         }
     };
     if interactive {
-        println!(
-            "jobs-host shell: tool calls in, exactly what the model sees out. `help` lists the commands."
+        terminal::say(
+            "jobs-host shell: tool calls in, exactly what the model sees out. `help` lists the commands.",
         );
         // Notices that arrive while the prompt waits are shown as they come.
         let printer = reedline::ExternalPrinter::default();
@@ -665,21 +636,46 @@ async fn shell(host: Host) -> Result<()> {
                 }
             }
         });
-        let (mut editor, prompt) = line_editor(printer);
-        loop {
-            let line = tokio::task::block_in_place(|| editor.read_line(&prompt))?;
-            let reedline::Signal::Success(line) = line else {
-                break;
+        let mut reader = terminal::LineReader::start(printer)?;
+        let mut interrupted = false;
+        let ended = loop {
+            let line = match reader.read().await {
+                terminal::Read::Line(line) => line,
+                terminal::Read::Interrupt if interrupted => break Ended::BySignal(libc::SIGINT),
+                terminal::Read::Interrupt => {
+                    interrupted = true;
+                    terminal::say("(ctrl-c again, ctrl-d or `exit` leaves the console)");
+                    continue;
+                }
+                terminal::Read::End => break Ended::Done,
+                terminal::Read::HungUp => break Ended::BySignal(libc::SIGHUP),
             };
-            match console::parse(&line) {
-                Ok(command) => match console::run(&session, command).await {
-                    Some(out) if !out.is_empty() => println!("{}", show(&out)),
-                    Some(_) => {}
-                    None => break,
-                },
-                Err(e) => println!("? {e}"),
+            interrupted = false;
+            let command = match console::parse(&line) {
+                Ok(command) => command,
+                Err(e) => {
+                    terminal::say(&format!("? {e}"));
+                    continue;
+                }
+            };
+            // A call that waits (`wait`, a read with a timeout) ends with the
+            // terminal too.
+            let out = tokio::select! {
+                out = console::run(&session, command) => out,
+                () = reader.hung_up() => break Ended::BySignal(libc::SIGHUP),
+            };
+            match out {
+                Some(out) if !out.is_empty() => terminal::say(&show(&out)),
+                Some(_) => {}
+                None => break Ended::Done,
             }
+        };
+        // Ended as by a signal, the jobs go as on a signal: all at once,
+        // within the shutdown grace (see `host_main`).
+        if let Ended::Done = ended {
+            session.close().await;
         }
+        return Ok(ended);
     } else {
         // A script: every line is echoed with its answer, so the transcript reads
         // like the model's side of the conversation. Notices are shown with the
@@ -707,10 +703,10 @@ async fn shell(host: Host) -> Result<()> {
         }
     }
     session.close().await;
-    Ok(())
+    Ok(Ended::Done)
 }
 
-async fn tools(host: Host) -> Result<()> {
+async fn tools(host: Host) -> Result<Ended> {
     let (session, _announced) = open_session(&host, "tools");
     let mut tools = Vec::new();
     for def in session.tool_definitions().await? {
@@ -740,7 +736,7 @@ async fn tools(host: Host) -> Result<()> {
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     session.close().await;
-    Ok(())
+    Ok(Ended::Done)
 }
 
 /// Sample arguments for the cards `tools` prints: each profile reads only its

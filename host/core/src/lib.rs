@@ -35,7 +35,7 @@ mod producers;
 pub mod registry;
 pub mod scope;
 pub mod session;
-mod sync;
+pub mod sync;
 mod words;
 
 pub use producers::{bash, containment, fence, inproc};

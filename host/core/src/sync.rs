@@ -1,4 +1,5 @@
-//! Locks that survive a panic elsewhere.
+//! Locks that survive a panic elsewhere (the host's, and its embedders' such
+//! as `jobs-host`, one copy).
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -8,7 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 /// before anything that may panic (a producer's hook, a listener, a model's
 /// pattern), so a poisoned lock only says that some other call failed; letting
 /// the poison spread would wedge every later call instead.
-pub(crate) fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)

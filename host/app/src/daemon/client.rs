@@ -15,7 +15,8 @@ use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use super::{Hello, Kind, PROTOCOL, Request};
-use crate::console;
+use crate::signals::Signals;
+use crate::{console, terminal};
 
 /// How long a client waits for a daemon it started to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -293,7 +294,7 @@ pub async fn mcp(hello: Hello, cache_dir: Option<&Path>) -> Result<u8> {
 /// # Errors
 ///
 /// No daemon, a refused session, or a script line that does not parse.
-pub async fn shell(mut hello: Hello, cache_dir: Option<&Path>) -> Result<()> {
+pub async fn shell(mut hello: Hello, cache_dir: Option<&Path>) -> Result<u8> {
     let interactive = std::io::stdin().is_terminal();
     hello.interactive = interactive;
     let terminal = std::io::stdout().is_terminal();
@@ -345,23 +346,47 @@ pub async fn shell(mut hello: Hello, cache_dir: Option<&Path>) -> Result<()> {
         )))
     };
     if interactive {
-        println!(
+        terminal::say(&format!(
             "jobs-host shell: session {:?} (its jobs stay when you leave). `help` lists the commands.",
             hello.session.as_deref().unwrap_or_default()
-        );
-        let (mut editor, prompt) = crate::line_editor(printer);
-        loop {
-            let line = tokio::task::block_in_place(|| editor.read_line(&prompt))?;
-            let reedline::Signal::Success(line) = line else {
-                break;
-            };
-            match ask(&line).await? {
-                Ok(Some(out)) if !out.is_empty() => println!("{}", show(&out)),
-                Ok(Some(_)) => {}
-                Ok(None) => break,
-                Err(e) => println!("? {e}"),
+        ));
+        // Signals end this client only: the session stays in the daemon, and
+        // lingers there as after `exit`.
+        let mut signals = Signals::new()?;
+        let mut reader = terminal::LineReader::start(printer)?;
+        let mut interrupted = false;
+        let ended = async {
+            loop {
+                let line = match reader.read().await {
+                    terminal::Read::Line(line) => line,
+                    terminal::Read::Interrupt if interrupted => return Ok(libc::SIGINT),
+                    terminal::Read::Interrupt => {
+                        interrupted = true;
+                        terminal::say("(ctrl-c again, ctrl-d or `exit` leaves the console)");
+                        continue;
+                    }
+                    terminal::Read::End => return Ok(0),
+                    terminal::Read::HungUp => return Ok(libc::SIGHUP),
+                };
+                interrupted = false;
+                let answer = tokio::select! {
+                    answer = ask(&line) => answer?,
+                    () = reader.hung_up() => return Ok(libc::SIGHUP),
+                };
+                match answer {
+                    Ok(Some(out)) if !out.is_empty() => terminal::say(&show(&out)),
+                    Ok(Some(_)) => {}
+                    Ok(None) => return Ok(0),
+                    Err(e) => terminal::say(&format!("? {e}")),
+                }
             }
-        }
+        };
+        let ended: Result<i32> = tokio::select! {
+            ended = ended => ended,
+            signal = signals.next() => Ok(signal),
+        };
+        terminal::restore();
+        return ended.map(|signal| if signal == 0 { 0 } else { 128 + signal as u8 });
     } else {
         let stdin = tokio::io::stdin();
         let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdin));
@@ -381,7 +406,7 @@ pub async fn shell(mut hello: Hello, cache_dir: Option<&Path>) -> Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(0)
 }
 
 /// One control request to a running daemon, with the daemon's first
@@ -624,16 +649,32 @@ pub async fn logs(
     };
     let terminal = std::io::stdout().is_terminal();
     let mut stdout = tokio::io::stdout();
-    while let Some(value) = next(&mut read).await? {
+    // A terminal that hangs up ends a follow that would otherwise wait for
+    // a quiet job's next line (exit 129, as its SIGHUP would).
+    let hung_up = terminal::output_hung_up();
+    tokio::pin!(hung_up);
+    loop {
+        let value = tokio::select! {
+            value = next(&mut read) => value?,
+            () = &mut hung_up => return Ok(HUNG_UP),
+        };
+        let Some(value) = value else { break };
         if let Some(line) = value.get("line").and_then(Value::as_str) {
             let line = if terminal {
                 console::for_terminal(line).into_owned()
             } else {
                 line.to_owned()
             };
-            stdout.write_all(line.as_bytes()).await?;
-            stdout.write_all(b"\n").await?;
-            stdout.flush().await?;
+            let written = async {
+                stdout.write_all(line.as_bytes()).await?;
+                stdout.write_all(b"\n").await?;
+                stdout.flush().await
+            };
+            match written.await {
+                Ok(()) => {}
+                Err(e) if hung_up_error(&e) => return Ok(HUNG_UP),
+                Err(e) => return Err(e.into()),
+            }
         } else if let Some([from, to]) = value
             .get("dropped")
             .and_then(Value::as_array)
@@ -651,6 +692,15 @@ pub async fn logs(
         }
     }
     bail!("the daemon went away")
+}
+
+/// The exit code of a front end whose terminal hung up: 128 + `SIGHUP`, as
+/// that signal would have given.
+const HUNG_UP: u8 = 128 + libc::SIGHUP as u8;
+
+/// Whether writing failed because the output is a terminal that hung up.
+fn hung_up_error(e: &std::io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EIO)
 }
 
 /// `jobs-host logs` with no daemon running: a durable job's output from
@@ -698,6 +748,8 @@ async fn logs_from_files(
         }
     });
     let terminal = std::io::stdout().is_terminal();
+    // Set once the output is gone for good: the follow stops there.
+    let gone = std::cell::Cell::new(false);
     let print = |bytes: &[u8]| {
         let text = String::from_utf8_lossy(bytes);
         let text = if terminal {
@@ -707,8 +759,9 @@ async fn logs_from_files(
         };
         use std::io::Write;
         let mut out = std::io::stdout().lock();
-        let _ = out.write_all(text.as_bytes());
-        let _ = out.flush();
+        if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            gone.set(gone.get() || hung_up_error(&e));
+        }
     };
     let mut start = 0;
     if let Some(n) = lines {
@@ -740,14 +793,19 @@ async fn logs_from_files(
             }
         })
     };
-    while follow && live(&files) {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let hung_up = terminal::output_hung_up();
+    tokio::pin!(hung_up);
+    while follow && live(&files) && !gone.get() {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            () = &mut hung_up => return Ok(HUNG_UP),
+        }
         offset = more(offset);
     }
-    if follow {
+    if follow && !gone.get() {
         more(offset);
     }
-    Ok(0)
+    Ok(if gone.get() { HUNG_UP } else { 0 })
 }
 
 /// `jobs-host kill`.

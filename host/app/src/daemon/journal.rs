@@ -8,6 +8,7 @@
 //! as it was before or after the write. Readers (`jobs-host ps --journal`)
 //! open it read-only and never block the daemon.
 
+use host::sync::lock;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -94,11 +95,6 @@ pub struct Journal {
     /// Locked while this daemon keeps the journal: one daemon per journal,
     /// whatever runtime directory each was started with.
     _lock: std::fs::File,
-}
-
-fn lock(conn: &Mutex<Connection>) -> std::sync::MutexGuard<'_, Connection> {
-    conn.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Checks that `path`, if it exists, is this user's and a journal of this

@@ -1,6 +1,7 @@
 //! `jobs-host daemon`: the per-user process that owns durable sessions and
 //! their jobs, and serves their clients on a Unix socket.
 
+use host::sync::lock;
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -24,7 +25,8 @@ use host::{JobRegistry, PluginRuntime};
 use super::journal::{JobRow, Journal};
 use super::{DEFAULT_LINGER, Hello, Kind, MAX_HELLO_BYTES, PROTOCOL, Request};
 use crate::mcp::{Io, Leave};
-use crate::{Host, McpOptions, Signals, console};
+use crate::signals::Signals;
+use crate::{Host, McpOptions, console};
 
 /// How long a daemon with no session and no connection stays before it
 /// exits: long enough for a client that started it to connect, or for a
@@ -93,12 +95,6 @@ impl From<String> for Refusal {
 
 /// Notices announced to a session's front end.
 type Announced = tokio::sync::mpsc::UnboundedReceiver<(host::Lane, host::NoticeMessage)>;
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// One durable session: its own registry, mount and shell producer, kept
 /// while no client is connected, for at most its linger.

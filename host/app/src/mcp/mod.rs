@@ -122,9 +122,7 @@ impl OptIns {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, u8)>> {
-        self.open
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        host::sync::lock(&self.open)
     }
 }
 

@@ -12,6 +12,7 @@
 //! as by a read). A task lives as long as its job's record: once the registry
 //! has let the job go, the task is gone too.
 
+use host::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -98,12 +99,6 @@ impl Phase {
 /// other generation, or gone with its job.
 pub(super) fn not_found() -> ErrorData {
     ErrorData::invalid_params("Failed to retrieve task: Task not found", None)
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A fresh task id: 128 random bits as 32 hex digits.

@@ -18,12 +18,12 @@ use crate::cli::{BIN, Client, Gate, Logs, cache_dir, call, gone_soon, texts};
 
 /// A private runtime directory of the test's own, so its daemon is its own;
 /// the daemon is stopped when the test ends, however it ends.
-struct Runtime {
+pub(crate) struct Runtime {
     dir: tempfile::TempDir,
 }
 
 impl Runtime {
-    fn new() -> Runtime {
+    pub(crate) fn new() -> Runtime {
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
         Runtime { dir }
@@ -45,7 +45,7 @@ impl Runtime {
     }
 
     /// `jobs-host ARGS`, in this runtime.
-    fn command(&self, args: &[&str]) -> std::process::Command {
+    pub(crate) fn command(&self, args: &[&str]) -> std::process::Command {
         let mut cmd = std::process::Command::new(BIN);
         cmd.arg("--cache-dir")
             .arg(cache_dir())
@@ -76,7 +76,7 @@ impl Runtime {
     }
 
     /// `jobs-host ARGS` as JSON (`ps --json`).
-    fn json(&self, args: &[&str]) -> Value {
+    pub(crate) fn json(&self, args: &[&str]) -> Value {
         let out = self.run(args, "");
         assert!(out.status.success(), "{}", stderr(&out));
         serde_json::from_slice(&out.stdout).unwrap()

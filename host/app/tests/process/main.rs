@@ -5,6 +5,7 @@
 #![allow(deprecated)]
 
 mod cli;
+mod console;
 mod containment;
 mod durable;
 mod harnesses;
