@@ -11,14 +11,13 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::config::{Config, JobLimits, Profile};
+use crate::config::{Config, JobLimits};
 use crate::model::{
-    JobsView, MAX_TIMER_MS, Sandbox, SandboxFiles, SandboxNetwork, Step, ToolAnnotations,
-    ToolResult, WaitRequest, Waited,
+    DEFAULT_TERMINAL, JobsView, MAX_TIMER_MS, Sandbox, SandboxFiles, SandboxNetwork, Step,
+    TERMINAL_DIMENSIONS, ToolAnnotations, ToolResult, WaitRequest, Waited, dimension,
 };
-use crate::render;
 use crate::surface::Surface;
-use crate::wording::go;
+use crate::wording::StartWords;
 
 /// The start tool's name.
 pub const START_TOOL: &str = "bash";
@@ -73,34 +72,6 @@ pub struct StartRequest {
     pub render: bool,
 }
 
-/// A terminal's rows or columns, at least and at most.
-pub const TERMINAL_DIMENSIONS: std::ops::RangeInclusive<u16> = 2..=1000;
-
-/// A new terminal's size when the start names none.
-pub const DEFAULT_TERMINAL: crate::model::TerminalSize = crate::model::TerminalSize {
-    rows: 30,
-    cols: 120,
-};
-
-/// A terminal's rows or columns as asked for (`key`: `rows` or `cols`): a
-/// whole number in [`TERMINAL_DIMENSIONS`], or `default` when left out.
-pub fn dimension(key: &str, asked: Option<&Value>, default: u16) -> Result<u16, String> {
-    match asked {
-        None | Some(Value::Null) => Ok(default),
-        Some(v) => v
-            .as_u64()
-            .and_then(|n| u16::try_from(n).ok())
-            .filter(|n| TERMINAL_DIMENSIONS.contains(n))
-            .ok_or_else(|| {
-                format!(
-                    "invalid {key}: expected a whole number from {} to {}, got {v}",
-                    TERMINAL_DIMENSIONS.start(),
-                    TERMINAL_DIMENSIONS.end()
-                )
-            }),
-    }
-}
-
 /// What the host's start did (see the WIT `start-made`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StartMade {
@@ -126,17 +97,7 @@ pub enum StartError {
 /// The start tool under `config`: the description names the profile's read and
 /// kill tools; the extensions add arguments.
 pub fn definition(config: &Config) -> StartTool {
-    let base = match config.profile {
-        Profile::A => {
-            "Run a shell command in the background and return a job id immediately (collect with job_output, stop with job_kill). No timeout applies."
-        }
-        Profile::B => {
-            "Run a shell command in the background and return a task id immediately (collect with task_output, stop with task_kill). No timeout applies."
-        }
-        Profile::C => {
-            "Run a shell command in the background and return a job id immediately (check with job_status, block with job_wait, stop with job_cancel). No timeout applies."
-        }
-    };
+    let base = Surface::of(config.profile).start_words().description;
     let mut description = if config.extensions.limits {
         base.replace(
             "No timeout applies.",
@@ -531,7 +492,10 @@ fn answer(
         ),
         Err(error) => {
             return ToolResult {
-                text: format!("Error: {}", refusal(config.profile, error)),
+                text: format!(
+                    "Error: {}",
+                    refusal(Surface::of(config.profile).start_words(), error)
+                ),
                 is_error: true,
                 value: None,
             };
@@ -550,73 +514,26 @@ fn answer(
 /// read (the host's wait saw its end); a job that runs on answers with the
 /// start line and, for A and B, what it printed so far.
 pub fn resumed(view: &dyn JobsView, config: &Config, waited: &Waited) -> ToolResult {
-    let outcome = match waited {
-        Ok(outcome) => outcome,
-        Err(error) => {
-            return ToolResult {
-                text: match Surface::of(config.profile) {
-                    Surface::Worded(w) => {
-                        format!("Error: {}", render::registry_error_message(error, w))
-                    }
-                    Surface::GoStyle => format!("error: {}", go::message(error)),
-                },
-                is_error: true,
-                value: None,
-            };
-        }
-    };
-    let id = &outcome.job.id;
-    let ended = outcome.job.status.is_terminal();
-    let read = |tool: &str, args: Value| match crate::surface::invoke(
-        view,
-        config,
-        tool,
-        &args.to_string(),
-        None,
-    ) {
-        Step::Done(result) => result.text,
-        // A read without `wait` never asks for one.
-        Step::Wait(_) => String::new(),
-    };
-    let started = format!("started background job {id}");
-    let text = match Surface::of(config.profile) {
-        Surface::Worded(w) => {
-            let shown = read(w.output_tool, json!({w.id_param: id}));
-            // A start that stopped at a prompt says so before the question.
-            match (ended, crate::extensions::prompt_note(w, outcome)) {
-                (true, _) => shown,
-                (false, Some(note)) => format!("{started}\n{note}\n{shown}"),
-                (false, None) => format!("{started}\n{shown}"),
-            }
-        }
-        Surface::GoStyle if ended => read(go::STATUS, json!({"id": id})),
-        Surface::GoStyle => match &outcome.prompt {
-            Some(prompt) if outcome.end == crate::model::WaitEnd::Prompt => {
-                format!("{started}; it is waiting for input: {prompt}")
-            }
-            _ => started,
+    match waited {
+        Ok(outcome) => ToolResult {
+            text: crate::surface::resumed_text(view, config, outcome),
+            is_error: false,
+            value: Some(json!({"kind": "background", "jobId": outcome.job.id})),
         },
-    };
-    ToolResult {
-        text,
-        is_error: false,
-        value: Some(json!({"kind": "background", "jobId": id})),
+        Err(error) => ToolResult {
+            text: crate::surface::resumed_error(config, error),
+            is_error: true,
+            value: None,
+        },
     }
 }
 
 /// A refused start in the profile's words: the limit names the profile's own
 /// kill tool.
-fn refusal(profile: Profile, error: StartError) -> String {
-    let (noun, kill) = match profile {
-        Profile::A => ("job", "job_kill"),
-        Profile::B => ("task", "task_kill"),
-        Profile::C => ("job", "job_cancel"),
-    };
+fn refusal(words: &StartWords, error: StartError) -> String {
+    let (noun, kill) = (words.noun, words.kill_tool);
     match error {
-        StartError::NoController => match profile {
-            Profile::B => "background tasks unavailable: no control surface is attached (load @deepseek-ai/dsh-tool-tasks)".to_owned(),
-            Profile::A | Profile::C => "background jobs unavailable: no job controller serves this agent (load @buckeyestudio/toh-tool-jobs in its composition)".to_owned(),
-        },
+        StartError::NoController => words.no_controller.to_owned(),
         StartError::StaleOwner(session) => format!(
             "agent \"{session}\" is not the registered agent instance (background {noun} owner must be live)"
         ),

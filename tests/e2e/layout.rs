@@ -66,3 +66,157 @@ fn every_source_file_is_on_the_readme_s_map() {
         "source files the README's layout section does not name: {missing:?}"
     );
 }
+
+/// The guest's layers, lowest first (as `surface/mod.rs` declares them): a
+/// file may name (`crate::<module>`) only modules of its own layer or lower.
+const GUEST_LAYERS: &[&str] = &[
+    "model",
+    "wording",
+    "config",
+    "caps",
+    "render",
+    "notice",
+    "extensions",
+    "surface",
+    "start",
+    "component",
+];
+
+/// `text` without its `#[cfg(test)]` modules and its comments: what the
+/// module's own code names.
+fn code_outside_tests(text: &str) -> String {
+    let mut code = String::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("//") {
+            continue;
+        }
+        if trimmed == "#[cfg(test)]" {
+            // The item it gates: a module's braces are skipped whole.
+            let mut depth = 0i32;
+            let mut opened = false;
+            for gated in lines.by_ref() {
+                depth += gated.matches('{').count() as i32 - gated.matches('}').count() as i32;
+                opened |= gated.contains('{');
+                if (opened && depth <= 0) || (!opened && gated.trim_end().ends_with(';')) {
+                    break;
+                }
+            }
+            continue;
+        }
+        code.push_str(line);
+        code.push('\n');
+    }
+    code
+}
+
+/// The top-level modules `code` names through `crate::`, groups
+/// (`crate::{a, b::c}`) included.
+fn crate_paths(code: &str) -> std::collections::BTreeSet<String> {
+    let mut found = std::collections::BTreeSet::new();
+    for (at, _) in code.match_indices("crate::") {
+        let rest = &code[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 0;
+            let end = group
+                .char_indices()
+                .find(|&(_, c)| {
+                    match c {
+                        '{' => depth += 1,
+                        '}' if depth == 0 => return true,
+                        '}' => depth -= 1,
+                        _ => {}
+                    }
+                    false
+                })
+                .map_or(group.len(), |(i, _)| i);
+            let mut depth = 0;
+            let mut item = String::new();
+            for c in group[..end].chars().chain([',']) {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        let name: String = item
+                            .trim()
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric() || *c == '_')
+                            .collect();
+                        if !name.is_empty() && name != "self" {
+                            found.insert(name);
+                        }
+                        item.clear();
+                        continue;
+                    }
+                    _ => {}
+                }
+                item.push(c);
+            }
+        } else {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                found.insert(name);
+            }
+        }
+    }
+    found
+}
+
+/// The names in `code` that point up from `layer`, lowest first.
+fn upward(layer: usize, code: &str) -> Vec<String> {
+    crate_paths(code)
+        .into_iter()
+        .filter(|name| {
+            GUEST_LAYERS
+                .iter()
+                .position(|l| l == name)
+                .is_some_and(|at| at > layer)
+        })
+        .collect()
+}
+
+#[test]
+fn the_layout_check_finds_an_upward_import() {
+    let model = GUEST_LAYERS.iter().position(|l| *l == "model").unwrap();
+    let code = code_outside_tests(
+        "use crate::{caps, start::dimension};\n// crate::component in a comment\n\
+         #[cfg(test)]\nmod tests {\n    use crate::surface;\n}\nfn f() { crate::notice::x(); }\n",
+    );
+    assert_eq!(upward(model, &code), ["caps", "notice", "start"]);
+}
+
+#[test]
+fn no_guest_file_imports_from_a_layer_above_its_own() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("guest-tool-jobs/src");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    let mut wrong = Vec::new();
+    for path in files {
+        let relative = path.strip_prefix(&root).unwrap();
+        let first = relative
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_str()
+            .unwrap();
+        let module = first.strip_suffix(".rs").unwrap_or(first);
+        let Some(layer) = GUEST_LAYERS.iter().position(|l| *l == module) else {
+            // The crate root and the allocator name no module.
+            assert!(matches!(module, "lib" | "alloc"), "{module} has no layer");
+            continue;
+        };
+        let code = code_outside_tests(&std::fs::read_to_string(&path).unwrap());
+        for name in upward(layer, &code) {
+            wrong.push(format!("{} imports crate::{name}", relative.display()));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports that point up the guest's layers: {wrong:?}"
+    );
+}

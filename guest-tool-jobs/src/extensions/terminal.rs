@@ -8,10 +8,10 @@ use serde_json::{Map, Value, json};
 use super::args::optional_bool;
 use super::{Dialect, Found, done, error_message};
 use crate::config::Config;
+use crate::model::dimension;
 use crate::model::{
     JobsView, TerminalScreen, TerminalSize, ToolResult, WaitEnd, WaitOutcome, WaitUntil,
 };
-use crate::start::dimension;
 
 /// How long a terminal job must have been quiet at a prompt before a wait
 /// ends there: long enough that a program still printing is not taken for
@@ -205,7 +205,7 @@ pub const MAX_SCREEN_BYTES: usize = 64 * 1024;
 /// The resize tool's schema.
 pub fn resize_schema(d: &dyn Dialect) -> Value {
     let w = d.words();
-    let dimension = |what: &str| json!({"type": "integer", "minimum": crate::start::TERMINAL_DIMENSIONS.start(), "maximum": crate::start::TERMINAL_DIMENSIONS.end(), "description": what});
+    let dimension = |what: &str| json!({"type": "integer", "minimum": crate::model::TERMINAL_DIMENSIONS.start(), "maximum": crate::model::TERMINAL_DIMENSIONS.end(), "description": what});
     json!({
         "type": "object",
         "properties": {

@@ -10,14 +10,17 @@
 //! extensions (which word a call through the [`crate::extensions::Dialect`]
 //! each surface implements, never asking which one runs), the surfaces
 //! (`worded` for [`Surface::Worded`], `go_style` for [`Surface::GoStyle`]),
-//! this dispatch, and the component glue.
+//! this dispatch, the start tool (`start`, which asks this dispatch for its
+//! words and its reads), and the component glue. `tests/e2e/layout.rs` reads
+//! every file's `crate::` paths and fails on one that points up this order.
 
 use crate::config::{Config, Profile};
 use crate::model::{
-    ContentBlock, JobSnapshot, JobsView, Step, ToolDefinition, ToolResult, UiCard, Waited,
+    ContentBlock, JobSnapshot, JobsView, RegistryError, Step, ToolDefinition, ToolResult, UiCard,
+    WaitOutcome, Waited,
 };
 use crate::notice::{self, AgentStatus, Lane};
-use crate::wording::{self, Wording};
+use crate::wording::{self, StartWords, Wording};
 mod go_style;
 mod worded;
 
@@ -39,6 +42,14 @@ impl Surface {
             Profile::A => Surface::Worded(&wording::A),
             Profile::B => Surface::Worded(&wording::B),
             Profile::C => Surface::GoStyle,
+        }
+    }
+
+    /// The start tool's words on this surface.
+    pub fn start_words(self) -> &'static StartWords {
+        match self {
+            Surface::Worded(w) => &w.start,
+            Surface::GoStyle => &wording::go::START,
         }
     }
 }
@@ -175,4 +186,52 @@ pub fn batch_notice(
         plugin: config.profile.plugin(),
         form: None,
     })
+}
+
+/// The text of a start that yielded, once the host's wait on the new job
+/// ended (see `start::resumed`): a job that has ended is read as the
+/// surface reads it (A's and B's consuming read, C's status with the
+/// result); a job that runs on answers with the start line and, for A and
+/// B, what it printed so far (after the prompt it stopped at, if any).
+pub fn resumed_text(view: &dyn JobsView, config: &Config, outcome: &WaitOutcome) -> String {
+    let id = &outcome.job.id;
+    let ended = outcome.job.status.is_terminal();
+    let read = |tool: &str, args: serde_json::Value| match invoke(
+        view,
+        config,
+        tool,
+        &args.to_string(),
+        None,
+    ) {
+        Step::Done(result) => result.text,
+        // A read without `wait` never asks for one.
+        Step::Wait(_) => String::new(),
+    };
+    let started = format!("started background job {id}");
+    match Surface::of(config.profile) {
+        Surface::Worded(w) => {
+            let shown = read(w.output_tool, serde_json::json!({w.id_param: id}));
+            // A start that stopped at a prompt says so before the question.
+            match (ended, crate::extensions::prompt_note(w, outcome)) {
+                (true, _) => shown,
+                (false, Some(note)) => format!("{started}\n{note}\n{shown}"),
+                (false, None) => format!("{started}\n{shown}"),
+            }
+        }
+        Surface::GoStyle if ended => read(wording::go::STATUS, serde_json::json!({"id": id})),
+        Surface::GoStyle => match &outcome.prompt {
+            Some(prompt) if outcome.end == crate::model::WaitEnd::Prompt => {
+                format!("{started}; it is waiting for input: {prompt}")
+            }
+            _ => started,
+        },
+    }
+}
+
+/// The error text of a start whose wait found no job.
+pub fn resumed_error(config: &Config, error: &RegistryError) -> String {
+    match Surface::of(config.profile) {
+        Surface::Worded(w) => format!("Error: {}", crate::render::registry_error_message(error, w)),
+        Surface::GoStyle => format!("error: {}", wording::go::message(error)),
+    }
 }

@@ -5,8 +5,8 @@
 use crate::model::RegistryError;
 
 use super::{
-    ExtensionWords, JOB_INPUT_DESCRIPTION, JOB_LOG_DESCRIPTION, JOB_RESIZE_DESCRIPTION,
-    JOB_SIGNAL_DESCRIPTION,
+    ExtensionWords, JOB_INPUT_DESCRIPTION, JOB_LOG_DESCRIPTION, JOB_NO_CONTROLLER,
+    JOB_RESIZE_DESCRIPTION, JOB_SIGNAL_DESCRIPTION, StartWords,
 };
 
 /// The plugin name on notices and at the start of config errors.
@@ -19,6 +19,14 @@ pub const ID_REQUIRED: &str = "id is required";
 pub const UPDATE_HEADER: &str = "Background job update:";
 /// Shown by `job_status` for a succeeded job with an empty result.
 pub const NO_OUTPUT: &str = "(no output)";
+
+/// The start tool's words.
+pub const START: StartWords = StartWords {
+    description: "Run a shell command in the background and return a job id immediately (check with job_status, block with job_wait, stop with job_cancel). No timeout applies.",
+    noun: "job",
+    kill_tool: "job_cancel",
+    no_controller: JOB_NO_CONTROLLER,
+};
 
 /// The list tool.
 pub const LIST: &str = "job_list";

@@ -33,6 +33,23 @@ pub struct ExtensionWords {
     pub resize_description: &'static str,
 }
 
+/// The start tool's words for one profile: its description (before the
+/// extensions change it), and the words of its refusals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartWords {
+    /// The start tool's description.
+    pub description: &'static str,
+    /// `job` or `task`, in a refusal.
+    pub noun: &'static str,
+    /// The kill tool a refusal at the limit names.
+    pub kill_tool: &'static str,
+    /// The refusal when no job controller serves the caller.
+    pub no_controller: &'static str,
+}
+
+/// The refusal when no job controller serves the caller (profiles A and C).
+pub(crate) const JOB_NO_CONTROLLER: &str = "background jobs unavailable: no job controller serves this agent (load @buckeyestudio/toh-tool-jobs in its composition)";
+
 /// The `job_*` extension tools' descriptions (profiles A and C).
 pub(crate) const JOB_INPUT_DESCRIPTION: &str = "Write text to the stdin of a background job started with stdin: true, or close it (EOF). Returns the bytes written and the job's status.";
 pub(crate) const JOB_SIGNAL_DESCRIPTION: &str = "Send a signal (INT, TERM, HUP, KILL, STOP or CONT) to every process of a running background job.";
@@ -78,6 +95,8 @@ pub struct Wording {
     pub rich_notices: bool,
     /// The extension tools' words.
     pub extensions: ExtensionWords,
+    /// The start tool's words.
+    pub start: StartWords,
 }
 
 /// Profile A: `job_output`, `job_list`, `job_kill`.
@@ -111,6 +130,12 @@ pub const A: Wording = Wording {
         resize_tool: "job_resize",
         resize_description: JOB_RESIZE_DESCRIPTION,
     },
+    start: StartWords {
+        description: "Run a shell command in the background and return a job id immediately (collect with job_output, stop with job_kill). No timeout applies.",
+        noun: "job",
+        kill_tool: "job_kill",
+        no_controller: JOB_NO_CONTROLLER,
+    },
 };
 
 /// Profile B: `task_output`, `task_list`, `task_kill`.
@@ -143,5 +168,11 @@ pub const B: Wording = Wording {
         log_description: "Page or search a background task's retained output without consuming it: lines by number from the start (start_line) or the last lines, or lines matching a regular expression (search) with context. Reads by task_output are unaffected.",
         resize_tool: "task_resize",
         resize_description: "Resize the terminal of a background task started with tty: true (rows and columns, 2 to 1000 each); the task is told (SIGWINCH) and redraws for the new size.",
+    },
+    start: StartWords {
+        description: "Run a shell command in the background and return a task id immediately (collect with task_output, stop with task_kill). No timeout applies.",
+        noun: "task",
+        kill_tool: "task_kill",
+        no_controller: "background tasks unavailable: no control surface is attached (load @deepseek-ai/dsh-tool-tasks)",
     },
 };
