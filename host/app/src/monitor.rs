@@ -1,5 +1,5 @@
 //! `jobs-host-monitor monitor-2 ...`: a durable job's monitor (see
-//! `host::bash::monitor`), the same as `jobs-host monitor-2 ...` but
+//! `host::bash::durable::monitor`), the same as `jobs-host monitor-2 ...` but
 //! without the rest of the host (2 MB, not 40): one runs per durable job.
 //! The daemon runs it when it sits beside its own binary and speaks its
 //! protocol (`--protocol`).

@@ -29,10 +29,13 @@
 
 pub mod capture;
 pub mod clock;
+mod fs_trust;
+pub mod limits;
 pub mod owner;
 pub mod plugin;
 mod producers;
 pub mod registry;
+pub mod sandbox;
 pub mod scope;
 pub mod session;
 pub mod sync;

@@ -742,7 +742,7 @@ async fn logs_from_files(
         Err(e) => bail!("job {id}'s output is gone ({}: {e})", files.display()),
     };
     let mut text = Vec::new();
-    let mut offset = host::bash::monitor::read_frames(&file, 0, |tag, bytes| {
+    let mut offset = host::bash::read_frames(&file, 0, |tag, bytes| {
         if tag == wanted {
             text.extend_from_slice(bytes);
         }
@@ -787,7 +787,7 @@ async fn logs_from_files(
             .is_some_and(|(pid, start)| host::bash::process_start_time(pid) == Some(start))
     };
     let more = |offset: u64| {
-        host::bash::monitor::read_frames(&file, offset, |tag, bytes| {
+        host::bash::read_frames(&file, offset, |tag, bytes| {
             if tag == wanted {
                 print(bytes);
             }

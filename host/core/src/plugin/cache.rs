@@ -15,7 +15,7 @@
 //!   Directories this host creates are 0700.
 
 use std::hash::{Hash, Hasher};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -48,13 +48,6 @@ fn artifact_name(engine: &Engine, wasm: &[u8]) -> String {
     format!("tool-jobs-{hex}.cwasm")
 }
 
-/// Whether `path` belongs to this user and nobody else can write it.
-pub(crate) fn private_to_us(path: &Path) -> bool {
-    // SAFETY: a plain getter.
-    let me = unsafe { libc::geteuid() };
-    std::fs::symlink_metadata(path).is_ok_and(|m| m.uid() == me && m.mode() & 0o022 == 0)
-}
-
 /// Compiles `wasm`, or loads its compiled form from `cache_dir` when present,
 /// made by a compatible engine and safe to trust (see the module docs); a fresh
 /// compile is written back atomically.
@@ -72,7 +65,7 @@ pub(super) fn load_component(
             .mode(0o700)
             .create(dir);
     }
-    if !private_to_us(dir) {
+    if !crate::fs_trust::private_to_us(dir) {
         tracing::warn!(
             "not using the component cache {}: it must belong to this user and be writable by nobody else",
             dir.display()
@@ -80,7 +73,7 @@ pub(super) fn load_component(
         return Component::new(engine, wasm).map_err(setup);
     }
     let path = dir.join(artifact_name(engine, wasm));
-    if path.is_file() && private_to_us(&path) {
+    if path.is_file() && crate::fs_trust::private_to_us(&path) {
         // SAFETY: the file sits under its digest in a directory only this user
         // can write, and is itself writable by this user alone; wasmtime still
         // checks its header and refuses an incompatible one (then we recompile).

@@ -33,9 +33,9 @@ impl From<&registry::JobSnapshot> for wit::JobSnapshot {
     }
 }
 
-impl From<&crate::fence::Sandbox> for wit::Sandbox {
-    fn from(s: &crate::fence::Sandbox) -> Self {
-        use crate::fence::{FsAccess, NetAccess};
+impl From<&crate::sandbox::Sandbox> for wit::Sandbox {
+    fn from(s: &crate::sandbox::Sandbox) -> Self {
+        use crate::sandbox::{FsAccess, NetAccess};
         wit::Sandbox {
             files: match s.fs {
                 FsAccess::Full => wit::SandboxFiles::Full,
@@ -51,10 +51,10 @@ impl From<&crate::fence::Sandbox> for wit::Sandbox {
     }
 }
 
-impl From<&wit::Sandbox> for crate::fence::Sandbox {
+impl From<&wit::Sandbox> for crate::sandbox::Sandbox {
     fn from(s: &wit::Sandbox) -> Self {
-        use crate::fence::{FsAccess, NetAccess};
-        crate::fence::Sandbox {
+        use crate::sandbox::{FsAccess, NetAccess};
+        crate::sandbox::Sandbox {
             fs: match s.files {
                 wit::SandboxFiles::Full => FsAccess::Full,
                 wit::SandboxFiles::WorkspaceWrite => FsAccess::WorkspaceWrite,
@@ -257,7 +257,7 @@ impl From<&tools_wit::Config> for MountConfig {
                     tools_wit::Extension::Terminal => Extension::Terminal,
                 })
                 .collect(),
-            limits: crate::bash::JobLimits {
+            limits: crate::limits::JobLimits {
                 timeout_ms: c.limits.timeout_ms,
                 cpu_seconds: c.limits.cpu_seconds,
                 memory_bytes: c.limits.memory_bytes,

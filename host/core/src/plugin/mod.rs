@@ -16,7 +16,6 @@
 //! or a memory bomb fails that one call; the next call gets a new instance.
 
 mod cache;
-pub(crate) use cache::private_to_us;
 mod convert;
 mod delivery;
 mod host_impl;

@@ -6,7 +6,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::mount::{Mount, ToolOutcome, failed, outcome_of};
 use super::{PluginError, ToolDefinition};
-use crate::bash::JobLimits;
+use crate::limits::JobLimits;
 use crate::owner::Owner;
 use crate::registry::StartError;
 
@@ -27,7 +27,7 @@ pub struct StartRequest {
     pub limits: JobLimits,
     /// The sandbox the guest asked for (extension `sandbox`); the host runs
     /// the job in it only if it is no wider than the session's.
-    pub sandbox: Option<crate::fence::Sandbox>,
+    pub sandbox: Option<crate::sandbox::Sandbox>,
     /// Run the job on a terminal of this size (extension `terminal`); its
     /// stdin is then open.
     pub tty: Option<crate::capture::TerminalSize>,
@@ -133,7 +133,7 @@ fn request_from(r: &wit::StartRequest) -> StartRequest {
             memory_bytes: r.limits.memory_bytes,
             output_bytes: r.limits.output_bytes,
         },
-        sandbox: r.sandbox.as_ref().map(crate::fence::Sandbox::from),
+        sandbox: r.sandbox.as_ref().map(crate::sandbox::Sandbox::from),
         // The guest holds the sizes to 2..=1000; the host again, whoever asks.
         tty: r.tty.map(|t| crate::capture::TerminalSize {
             rows: t.rows.clamp(

@@ -2,7 +2,7 @@
 //! change when the WIT gains a field, and no generated binding type appears in
 //! the crate's API. `convert` maps each from and to its WIT twin.
 
-use crate::bash::JobLimits;
+use crate::limits::JobLimits;
 
 /// Which tool surface a mount presents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

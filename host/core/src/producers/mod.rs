@@ -9,3 +9,4 @@ pub mod containment;
 pub mod fence;
 pub mod inproc;
 mod ports;
+pub(crate) mod spawn;

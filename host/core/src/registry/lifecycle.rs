@@ -20,7 +20,8 @@ impl JobRegistry {
     ///
     /// # Errors
     ///
-    /// A [`StartError`]; nothing is registered.
+    /// A [`StartError`]; nothing is registered. A producer's own error is
+    /// [`StartError::Producer`] with its text, as the model reads it.
     pub fn start(
         &self,
         spec: JobStart,
@@ -68,9 +69,9 @@ impl JobRegistry {
         drop(state);
         let hooks = match run() {
             Ok(hooks) => hooks,
-            Err(message) => {
+            Err(error) => {
                 lock(&self.shared.state).remove_live(owner);
-                return Err(StartError::Producer(message));
+                return Err(StartError::Producer(error));
             }
         };
         let mut state = lock(&self.shared.state);

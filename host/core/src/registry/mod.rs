@@ -62,7 +62,7 @@ struct JobRecord {
     started_at: u64,
     finished_at: Option<u64>,
     reported: bool,
-    sandbox: Option<crate::fence::Sandbox>,
+    sandbox: Option<crate::sandbox::Sandbox>,
     /// Set once a completion notice (pushed or pulled) has announced the job.
     noticed: bool,
     /// Waits that saw the job's end and whose callers have not yet shown it

@@ -114,7 +114,7 @@ pub struct JobSnapshot {
     /// Whether the outcome was observed, so no notice is due.
     pub reported: bool,
     /// The sandbox the job runs in; `None`: its user's full authority.
-    pub sandbox: Option<crate::fence::Sandbox>,
+    pub sandbox: Option<crate::sandbox::Sandbox>,
 }
 
 impl JobSnapshot {
@@ -141,7 +141,7 @@ pub struct JobStart {
     /// The live agent that owns the job; `None` for an unowned job.
     pub owner: Option<Owner>,
     /// The sandbox the job runs in; `None`: its user's full authority.
-    pub sandbox: Option<crate::fence::Sandbox>,
+    pub sandbox: Option<crate::sandbox::Sandbox>,
 }
 
 /// What a kill request did.

@@ -87,7 +87,7 @@ pub struct DurableJobs {
     /// files), which no fenced job may read or write; `None`: `dir` only.
     pub state_dir: Option<PathBuf>,
     /// Emptied files of dropped jobs, taken before a new file is made.
-    pub spare: Option<std::sync::Arc<super::monitor::SpareFiles>>,
+    pub spare: Option<std::sync::Arc<super::durable::spare::SpareFiles>>,
 }
 
 impl Default for BashConfig {
@@ -140,18 +140,7 @@ pub struct BashRequest {
     pub render: bool,
 }
 
-/// Limits on one job; `None` is no limit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct JobLimits {
-    /// Wall-clock milliseconds, then the job is killed.
-    pub timeout_ms: Option<u64>,
-    /// CPU seconds per process (`RLIMIT_CPU`).
-    pub cpu_seconds: Option<u64>,
-    /// Address space per process in bytes (`RLIMIT_AS`).
-    pub memory_bytes: Option<u64>,
-    /// Output bytes (both streams), then the job is killed.
-    pub output_bytes: Option<u64>,
-}
+pub use crate::limits::JobLimits;
 
 /// What a start did.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,9 +5,10 @@
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 
-use super::vfork;
+use super::error::SpawnError;
 use super::{BashProducer, BashRequest, PASSED_ENV};
 use crate::containment::JobContainer;
+use crate::producers::spawn;
 
 impl BashProducer {
     /// What the job's leader runs: `bash --noprofile --norc -c <command>` with
@@ -18,15 +19,12 @@ impl BashProducer {
         dir: Option<PathBuf>,
         container: &JobContainer,
         fence: Option<&crate::fence::JobFence>,
-        tty: Option<vfork::Pty>,
-    ) -> Result<vfork::Spec, String> {
+        tty: Option<spawn::Pty>,
+    ) -> Result<spawn::Spec, SpawnError> {
         let config = &self.inner.config;
         let c = |bytes: &[u8]| {
-            CString::new(bytes).map_err(|_| {
-                crate::words::spawn_failed(
-                    "a NUL byte in the command, its environment or its directory",
-                )
-            })
+            CString::new(bytes)
+                .map_err(|_| SpawnError::Nul("command, its environment or its directory"))
         };
         let shell = self.inner.shell.as_os_str().as_encoded_bytes();
         let argv = [
@@ -108,14 +106,14 @@ impl BashProducer {
             let bytes = bytes as libc::rlim_t;
             rlimits.push((libc::RLIMIT_AS, bytes, bytes));
         }
-        Ok(vfork::Spec {
+        Ok(spawn::Spec {
             program: c(shell)?,
             argv,
             envp,
             cwd,
             open_stdin: request.stdin,
             rlimits,
-            setup: vfork::ChildSetup {
+            setup: spawn::ChildSetup {
                 new_session: true,
                 controlling_terminal: tty.is_some(),
                 new_group: false,

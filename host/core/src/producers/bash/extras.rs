@@ -147,7 +147,7 @@ impl JobControl for BashControl {
         terminal
             .capture
             .resize_with(size, || {
-                super::vfork::set_size(master, size.rows, size.cols)
+                crate::producers::spawn::set_size(master, size.rows, size.cols)
             })
             .map(|_| ())
             .map_err(|e| ControlError::Failed(format!("cannot resize the job's terminal: {e}")))

@@ -18,29 +18,29 @@
 //! writer of a job's input) and `extras` (the extension calls only a producer
 //! can serve).
 
-mod adopt;
 mod config;
+pub mod durable;
+mod error;
 mod exec;
 mod extras;
-pub mod monitor;
 mod process;
 mod reaper;
 mod spawner;
 mod stdin;
 mod supervisor;
-pub(crate) mod vfork;
-mod zygote;
 
-pub use adopt::{AdoptRequest, Adopted, process_start_time};
 pub use config::{
     BASH_KIND, BashConfig, BashRequest, DEFAULT_GRACE, DEFAULT_MAX_COMMAND_BYTES,
     DEFAULT_SPILL_TOTAL_BYTES, DurableJobs, JobLimits, MAX_NAME_BYTES, PASSED_ENV, Started,
 };
-pub use monitor::{
-    JobEnd, MONITOR_COMMAND, SpareFiles, file_in_use, recorded_monitor, run_monitor,
-};
+pub use durable::adopt::{AdoptRequest, Adopted, process_start_time};
+pub use durable::job_file::{JobEnd, file_in_use, read_frames, recorded_monitor};
+pub use durable::launch::MONITOR_COMMAND;
+pub use durable::monitor::run_monitor;
+pub use durable::spare::SpareFiles;
+pub use durable::zygote::{ZYGOTE_COMMAND, run_zygote};
+use error::SpawnError;
 pub use stdin::MAX_PENDING_INPUT_BYTES;
-pub use zygote::{ZYGOTE_COMMAND, run_zygote};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -333,9 +333,11 @@ impl BashProducer {
             owner,
             sandbox: shown,
         };
-        self.inner
-            .registry
-            .start(spec, || self.spawn(&request, dir, sandbox.as_ref()))
+        self.inner.registry.start(spec, || {
+            // The registry keeps the words the model reads.
+            self.spawn(&request, dir, sandbox.as_ref())
+                .map_err(|e| e.to_string())
+        })
     }
 
     /// Stops every job of this producer now: SIGTERM to each whole tree, SIGKILL
@@ -382,12 +384,10 @@ impl BashProducer {
         request: &BashRequest,
         dir: Option<PathBuf>,
         sandbox: Option<&crate::fence::Sandbox>,
-    ) -> Result<JobHooks, String> {
+    ) -> Result<JobHooks, SpawnError> {
         let inner = &self.inner;
         let n = inner.next_spawn.fetch_add(1, Ordering::Relaxed);
-        let container = inner.containment.new_job().map_err(|e| {
-            crate::words::spawn_failed(&format!("cannot create the job's container: {e}"))
-        })?;
+        let container = inner.containment.new_job().map_err(SpawnError::Container)?;
         // A job that joins a mount namespace is moved to its root: its
         // working directory is entered again, so it must be named.
         let dir = match (sandbox, dir) {
@@ -402,28 +402,22 @@ impl BashProducer {
         // resize has its controlling side from the start.
         let pty = request
             .tty
-            .map(|size| vfork::Pty::open(size.rows, size.cols))
+            .map(|size| crate::producers::spawn::Pty::open(size.rows, size.cols))
             .transpose()
-            .map_err(|e| {
-                crate::words::spawn_failed(&format!("cannot make the job's terminal: {e}"))
-            })?;
+            .map_err(SpawnError::Terminal)?;
         let master = pty
             .as_ref()
             .map(|p| p.master.try_clone())
             .transpose()
-            .map_err(|e| {
-                crate::words::spawn_failed(&format!("cannot make the job's terminal: {e}"))
-            })?;
+            .map_err(SpawnError::Terminal)?;
         let mut spec = self.spec(request, dir, &container, fence.as_ref(), pty)?;
         // A job on a terminal has no monitor: its output is the terminal's
         // (it dies with the host, as without durability); nor has a rendered
         // one, whose reads count rendered text, which its file does not hold.
         let files = match (&inner.config.durable, request.tty) {
             (Some(durable), None) if !request.render => {
-                let (dir, fds) = monitor::prepare(durable, n).map_err(|e| {
-                    crate::words::spawn_failed(&format!("cannot make the job's files: {e}"))
-                })?;
-                monitor::wrap(&mut spec, durable, inner.config.grace, fds)?;
+                let (dir, fds) = durable::launch::prepare(durable, n).map_err(SpawnError::Files)?;
+                durable::launch::wrap(&mut spec, durable, inner.config.grace, fds)?;
                 Some(dir)
             }
             _ => None,
@@ -492,10 +486,11 @@ impl BashProducer {
                         containment::start_leader(
                             || match monitors_parent
                                 .as_deref()
-                                .and_then(|monitor| zygote::spawn(monitor, &spec))
+                                .and_then(|monitor| durable::zygote::spawn(monitor, &spec))
                             {
                                 Some(forked) => forked.map(|(started, at)| (started, Some(at))),
-                                None => vfork::spawn(&spec).map(|started| (started, None)),
+                                None => crate::producers::spawn::spawn(&spec)
+                                    .map(|started| (started, None)),
                             },
                             |(s, _)| s.pid,
                         )
@@ -521,7 +516,7 @@ impl BashProducer {
                 // its container then cleans up after the leader.
                 let _ = started_tx.send(result);
             })
-            .map_err(|e| crate::words::spawn_failed(&e.to_string()))?;
+            .map_err(SpawnError::Spawner)?;
         lock(&inner.live).push(&control);
 
         let supervisor = Supervisor {
@@ -590,7 +585,7 @@ impl Inner {
 /// Whether `dir` is a directory that belongs to this user and that nobody
 /// else can write (so nobody else can move the spill directory made in it).
 fn private_to_us(dir: &Path) -> bool {
-    dir.is_dir() && crate::plugin::private_to_us(dir)
+    dir.is_dir() && crate::fs_trust::private_to_us(dir)
 }
 
 /// The fence of a producer configured with `config`: the host's private

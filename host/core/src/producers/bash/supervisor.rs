@@ -13,9 +13,9 @@ use tokio::task::JoinHandle;
 use super::JobLimits;
 use super::process::{Leader, ProcessControl, process_outcome};
 use super::spawner::Spawner;
-use super::vfork;
 use crate::capture::{OutputStream, SharedCapture};
 use crate::containment;
+use crate::producers::spawn;
 use crate::registry::{JobOutcome, OutcomeStatus};
 use crate::sync::lock;
 
@@ -78,7 +78,7 @@ impl Supervisor {
     /// the leader (else its pidfd is watched).
     pub(super) async fn run(
         self,
-        started: vfork::Started,
+        started: spawn::Started,
         exit: Option<std::sync::Arc<super::reaper::Exit>>,
     ) -> JobOutcome {
         let pid = started.pid as u32;

@@ -131,7 +131,7 @@ pub(super) fn procs_file(dir: &Path) -> std::io::Result<CString> {
 /// # Safety
 ///
 /// Async-signal-safe: for the probe's child between fork and exec (a job's
-/// leader joins its cgroup in `bash/vfork.rs`).
+/// leader joins its cgroup in `producers/spawn/child.rs`).
 pub(super) unsafe fn join(procs: &CStr) -> std::io::Result<()> {
     // SAFETY: plain syscalls on a valid path.
     unsafe {

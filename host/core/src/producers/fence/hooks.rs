@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rustix::fs::inotify;
 
-use super::{JobFence, changed_at};
+use super::JobFence;
+use super::landlock::changed_at;
 
 /// How deep under a writable root repositories are looked for (a root's own
 /// `.git` is depth 0), and how many directories at most: the scan runs at a

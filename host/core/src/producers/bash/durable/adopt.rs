@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::monitor::{FRAMES_AT, JobEnd, read_frames, stop_signal};
-use super::{BASH_KIND, BashProducer};
+use super::job_file::{FRAMES_AT, JobEnd, read_frames};
+use super::monitor::stop_signal;
 use crate::capture::{OutputStream, SharedCapture};
 use crate::owner::Owner;
+use crate::producers::bash::{BASH_KIND, BashProducer};
 use crate::registry::control::{ControlError, JobControl, JobSignal, ListeningPort};
 use crate::registry::{JobHooks, JobOutcome, JobStart, OutcomeStatus, StartError};
 
@@ -86,17 +87,17 @@ fn live_monitor(pid: i32, start: u64) -> Option<OwnedFd> {
 }
 
 /// The monitor of a job file that is held (see
-/// [`super::monitor::file_in_use`]) but has no monitor line yet: a monitor
+/// [`super::job_file::file_in_use`]) but has no monitor line yet: a monitor
 /// that is starting (its host died during the spawn), waited for a while.
 fn starting_monitor(files: &Path) -> Option<(i32, u64)> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    while super::monitor::file_in_use(files) && std::time::Instant::now() < deadline {
+    while super::job_file::file_in_use(files) && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(5));
-        if let Some(found) = super::monitor::recorded_monitor(files) {
+        if let Some(found) = super::job_file::recorded_monitor(files) {
             return Some(found);
         }
     }
-    super::monitor::recorded_monitor(files)
+    super::job_file::recorded_monitor(files)
 }
 
 /// Whether the process of `pidfd` has not exited.
@@ -158,7 +159,8 @@ fn outcome(
             output: None,
         };
     };
-    let mut outcome = super::process::process_outcome(Some(end.wait_status()), kill_requested);
+    let mut outcome =
+        crate::producers::bash::process::process_outcome(Some(end.wait_status()), kill_requested);
     let mut notes = Vec::new();
     if end.lease_expired {
         notes.push(crate::words::LEASE_PASSED.to_owned());
@@ -230,7 +232,7 @@ impl JobControl for AdoptedControl {
                 crate::words::ADOPTED_NO_SIGNALS.to_owned(),
             ));
         }
-        let signal = super::extras::signal_of(signal);
+        let signal = crate::producers::bash::extras::signal_of(signal);
         for pid in pids {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
         }
@@ -281,7 +283,7 @@ impl BashProducer {
         // (a host killed before it recorded the pid).
         let job_monitor = job
             .monitor
-            .or_else(|| super::monitor::recorded_monitor(&job.files))
+            .or_else(|| super::job_file::recorded_monitor(&job.files))
             .or_else(|| starting_monitor(&job.files));
         let monitor = job_monitor
             .and_then(|(pid, start)| live_monitor(pid, start).map(|fd| (pid, start, fd)));
