@@ -38,6 +38,16 @@ pub enum Read {
     HungUp,
 }
 
+/// What the console does next: run a line, or end, as the signal of this
+/// number would (`None`: an ordinary end, as `exit`).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    /// A line to run.
+    Line(String),
+    /// The console ends.
+    End(Option<i32>),
+}
+
 /// The terminal's modes from before the first editor started; [`restore`]
 /// puts them back. A process has one terminal, and the exit paths that
 /// end it with `std::process::exit` (a signal) run no destructor, so the
@@ -102,6 +112,26 @@ impl LineReader {
         }
     }
 
+    /// The console's next step: a line; or its end, on ctrl-d (an ordinary
+    /// end), on a second ctrl-c in a row (as `SIGINT` would: the first
+    /// only clears the line, and says how to leave), or on a hang-up (as
+    /// `SIGHUP` would).
+    pub async fn next(&mut self) -> Next {
+        let mut interrupted = false;
+        loop {
+            match self.read().await {
+                Read::Line(line) => return Next::Line(line),
+                Read::Interrupt if interrupted => return Next::End(Some(libc::SIGINT)),
+                Read::Interrupt => {
+                    interrupted = true;
+                    say("(ctrl-c again, ctrl-d or `exit` leaves the console)");
+                }
+                Read::End => return Next::End(None),
+                Read::HungUp => return Next::End(Some(libc::SIGHUP)),
+            }
+        }
+    }
+
     /// Resolves once the terminal has hung up (at once if it has): for what
     /// the console runs between two reads.
     pub async fn hung_up(&self) {
@@ -142,7 +172,7 @@ fn edit(
 
 /// The editor with its history (in the cache directory) and its prompt.
 fn line_editor(printer: ExternalPrinter<String>) -> (Reedline, DefaultPrompt) {
-    let history = crate::default_cache_dir().map(|d| d.join("shell-history"));
+    let history = crate::wiring::default_cache_dir().map(|d| d.join("shell-history"));
     let mut editor = Reedline::create().with_external_printer(printer);
     if let Some(path) = history {
         let _ = std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")));

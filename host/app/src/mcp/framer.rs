@@ -6,7 +6,11 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::wire::{Frame, check_line, parse_error, salvage_request_id};
+use super::revision::v2025_11_25::{LegacyTasks, legacy_method};
+use super::revision::v2026_07_28::{names_a_revision, removed_method};
+use super::wire::{
+    Frame, KNOWN_METHODS, check_line, params_problem, parse_error, salvage_request_id,
+};
 
 /// How often a waiting call reports progress when its request asked for it.
 pub const DEFAULT_PROGRESS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
@@ -14,75 +18,6 @@ pub const DEFAULT_PROGRESS_INTERVAL: std::time::Duration = std::time::Duration::
 /// The longest line a client may send; a longer one is refused whole, without
 /// being held (the largest argument the tools take is 64 KiB).
 pub const MAX_LINE_BYTES: usize = 16 << 20;
-
-/// The methods this server answers.
-const KNOWN_METHODS: [&str; 5] = [
-    "initialize",
-    "ping",
-    "tools/list",
-    "tools/call",
-    "logging/setLevel",
-];
-
-/// The methods this server answers, with the shape their params must have.
-/// A request for one of them whose params do not fit is refused here with
-/// `-32602` and its id (the MCP service would answer it without the id).
-fn params_problem(method: &str, params: Option<&Value>) -> Option<&'static str> {
-    let params = match params {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(map)) => Some(map),
-        Some(_) => return Some("params must be an object"),
-    };
-    let field = |key: &str| params.and_then(|p| p.get(key));
-    if field("_meta").is_some_and(|m| !m.is_object() && !m.is_null()) {
-        return Some("_meta must be an object");
-    }
-    let is_string = |v: Option<&Value>| v.is_some_and(Value::is_string);
-    match method {
-        "tools/call" => {
-            if !is_string(field("name")) {
-                return Some("tools/call needs a tool name (a string)");
-            }
-            if field("arguments").is_some_and(|a| !a.is_object() && !a.is_null()) {
-                return Some("arguments must be an object");
-            }
-        }
-        "tools/list" if field("cursor").is_some_and(|c| !c.is_string() && !c.is_null()) => {
-            return Some("cursor must be a string");
-        }
-        "initialize" => {
-            let info = field("clientInfo");
-            if !is_string(field("protocolVersion"))
-                || !field("capabilities").is_some_and(Value::is_object)
-                || !info.is_some_and(|i| is_string(i.get("name")) && is_string(i.get("version")))
-            {
-                return Some(
-                    "initialize needs protocolVersion, capabilities and clientInfo (name, version)",
-                );
-            }
-        }
-        "logging/setLevel" => {
-            const LEVELS: [&str; 8] = [
-                "debug",
-                "info",
-                "notice",
-                "warning",
-                "error",
-                "critical",
-                "alert",
-                "emergency",
-            ];
-            if !field("level")
-                .and_then(Value::as_str)
-                .is_some_and(|l| LEVELS.contains(&l))
-            {
-                return Some("level must be a logging level");
-            }
-        }
-        _ => {}
-    }
-    None
-}
 
 /// The session state the framing layer keeps to answer what the MCP service
 /// would mishandle: a notification or a response before the lifecycle began
@@ -101,92 +36,6 @@ pub struct Framer {
     started: bool,
     in_flight: InFlight,
     legacy: LegacyTasks,
-}
-
-/// The prefix of the methods that serve revision 2025-11-25's tasks: that
-/// revision's `tasks/*` requests, and a `tools/call` or `tools/list` that
-/// takes part in them, are renamed to these on their way to the service
-/// (which knows only the tasks extension's `tasks/get` and `tasks/cancel`).
-pub(super) const LEGACY_PREFIX: &str = "jobs-host/2025-11-25/";
-
-/// The protocol revision whose tasks are the core `tasks/*` methods.
-pub(super) const LEGACY_TASKS_REVISION: &str = "2025-11-25";
-
-/// Whether this connection negotiated revision 2025-11-25 with tasks on,
-/// shared by the input side (which renames that revision's task requests)
-/// and the output side (which learns it from the `initialize` answer and adds
-/// the revision's `tasks` capability to it).
-#[derive(Clone, Default)]
-pub(super) struct LegacyTasks(Arc<LegacyState>);
-
-#[derive(Default)]
-struct LegacyState {
-    /// Tasks are offered at all.
-    offered: std::sync::atomic::AtomicBool,
-    /// The `initialize` request's id, as JSON text.
-    initialize_id: std::sync::Mutex<Option<String>>,
-    /// The answer to it negotiated 2025-11-25.
-    active: std::sync::atomic::AtomicBool,
-    /// The client declared the tasks extension instead: it speaks that one,
-    /// whatever the revision.
-    extension_client: std::sync::atomic::AtomicBool,
-}
-
-impl LegacyTasks {
-    /// Whether the connection speaks revision 2025-11-25's tasks.
-    pub(super) fn is_active(&self) -> bool {
-        self.0.active.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// Called with each line the service writes: the answer to `initialize`
-    /// under revision 2025-11-25 declares that revision's tasks (the service's
-    /// types have no field for them). Returns the line to send.
-    pub(super) fn dress(&self, line: String) -> String {
-        use std::sync::atomic::Ordering;
-        if !self.0.offered.load(Ordering::Relaxed) {
-            return line;
-        }
-        let Some(id) = self
-            .0
-            .initialize_id
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-        else {
-            return line;
-        };
-        let Ok(mut reply) = serde_json::from_str::<Value>(&line) else {
-            return line;
-        };
-        if reply.get("id").map(Value::to_string).as_deref() != Some(id.as_str()) {
-            return line;
-        }
-        *self
-            .0
-            .initialize_id
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = None;
-        let negotiated = reply
-            .pointer("/result/protocolVersion")
-            .and_then(Value::as_str);
-        if negotiated != Some(LEGACY_TASKS_REVISION)
-            || self.0.extension_client.load(Ordering::Relaxed)
-        {
-            return line;
-        }
-        let Some(capabilities) = reply
-            .pointer_mut("/result/capabilities")
-            .and_then(Value::as_object_mut)
-        else {
-            return line;
-        };
-        capabilities.insert(
-            "tasks".to_owned(),
-            json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}),
-        );
-        self.0.active.store(true, Ordering::Release);
-        reply.to_string()
-    }
 }
 
 /// Ids of requests passed on to the service and not yet answered (or
@@ -281,6 +130,11 @@ impl Framer {
             // the cancelled call's answer.
             (Some(_), None) => frame,
             (Some(method), Some(id)) => {
+                // A method the request's own revision removed is not found,
+                // whatever its params.
+                if removed_method(method, map.get("params")) {
+                    return error(-32601, method);
+                }
                 if let Some(problem) = params_problem(method, map.get("params")) {
                     return error(-32602, &format!("Invalid params: {problem}"));
                 }
@@ -352,49 +206,6 @@ impl Framer {
     pub(super) fn legacy(&self) -> &LegacyTasks {
         &self.legacy
     }
-}
-
-/// The method that serves a request of revision 2025-11-25's tasks, if
-/// `method` is one: its `tasks/*` methods, a `tools/call` that asks for a
-/// task (`params.task`), and `tools/list` (whose tools declare which take
-/// tasks).
-fn legacy_method(method: &str, params: Option<&Value>) -> Option<String> {
-    let asks_for_task = || {
-        params
-            .and_then(|p| p.get("task"))
-            .is_some_and(|t| !t.is_null())
-    };
-    match method {
-        "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tools/list" => {
-            Some(format!("{LEGACY_PREFIX}{method}"))
-        }
-        "tools/call" if asks_for_task() => Some(format!("{LEGACY_PREFIX}{method}")),
-        _ => None,
-    }
-}
-
-/// Whether a request's params carry what starts a session without
-/// `initialize` (revision 2026-07-28): a known protocol revision in `_meta`,
-/// with the client's capabilities from that revision on.
-fn names_a_revision(params: Option<&Value>) -> bool {
-    let Some(meta) = params.and_then(|p| p.get("_meta")) else {
-        return false;
-    };
-    let Some(version) = meta
-        .get("io.modelcontextprotocol/protocolVersion")
-        .and_then(Value::as_str)
-    else {
-        return false;
-    };
-    let known = rmcp::model::ProtocolVersion::KNOWN_VERSIONS
-        .iter()
-        .any(|v| v.as_str() == version);
-    let inline = rmcp::model::ProtocolVersion::NO_INITIALIZE.as_str();
-    known
-        && (version < inline
-            || meta
-                .get("io.modelcontextprotocol/clientCapabilities")
-                .is_some_and(Value::is_object))
 }
 
 /// One line of input, read without holding more than [`MAX_LINE_BYTES`].
@@ -532,16 +343,28 @@ pub(super) fn framed(
             None => Box::new(tokio::io::stdout()),
         };
         let mut lines = BufReader::new(from_service).lines();
+        let mut service_done = false;
         loop {
             let line = tokio::select! {
-                line = lines.next_line() => match line {
+                // A refusal goes out before any answer read after it: it was
+                // queued when its line was judged, so before any later line
+                // of the client's reached the service (a client that sends a
+                // bad line and then a ping reads the two answers in order).
+                biased;
+                Some(line) = refused.recv() => line,
+                line = lines.next_line(), if !service_done => match line {
                     Ok(Some(line)) => {
                         answers.answered(&line);
                         legacy.dress(line)
                     }
-                    _ => break,
+                    // The service has ended: what is still refused goes out,
+                    // then the output ends with the input.
+                    _ => {
+                        service_done = true;
+                        continue;
+                    }
                 },
-                Some(line) = refused.recv() => line,
+                else => break,
             };
             let line = format!("{line}\n");
             let written = if direct {

@@ -19,8 +19,11 @@ use std::sync::{Arc, Mutex};
 use rmcp::ErrorData;
 use serde_json::{Value, json};
 
+use host::plugin::StartMade;
 use host::registry::{JobSnapshot, JobStatus};
 use host::session::Session;
+
+use super::results::Answer;
 
 /// How often a client should poll a task, in milliseconds.
 pub(super) const POLL_INTERVAL_MS: u64 = 2000;
@@ -277,5 +280,63 @@ impl Seen {
             "ttl": Value::Null,
             "pollInterval": POLL_INTERVAL_MS,
         })
+    }
+}
+
+impl super::JobsServer {
+    /// The start tool for a call that may become a task: a new job that the
+    /// start made is named as a task of `generation`; anything else (a
+    /// refusal, a name that already runs, an abort) is the ordinary reply.
+    pub(super) async fn start_as_task(
+        &self,
+        args: &Value,
+        abort: &tokio_util::sync::CancellationToken,
+        generation: Generation,
+    ) -> (Answer, String) {
+        let (outcome, made) = self.session.start_job(args, abort).await;
+        match made {
+            Some(StartMade::New(job)) if !outcome.is_error && !abort.is_cancelled() => {
+                let id = self.tasks.create(&job, generation, &outcome.text);
+                (Answer::Task(id), outcome.text)
+            }
+            _ => {
+                let text = outcome.text.clone();
+                (
+                    Answer::Reply(self.session.reply(outcome, abort).await),
+                    text,
+                )
+            }
+        }
+    }
+
+    /// Kills the job of task `id` (its whole tree), for `tasks/cancel`, and
+    /// gives it a moment to settle. A task that has ended already is refused.
+    pub(super) async fn cancel(&self, id: &str, generation: Generation) -> Result<Seen, ErrorData> {
+        let seen = self.tasks.find(&self.session, id, generation)?;
+        if seen.job.status.is_terminal() || seen.phase() == Phase::Cancelling {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "Cannot cancel task: it is already {}",
+                    seen.job.status.as_str()
+                ),
+                None,
+            ));
+        }
+        self.session
+            .registry()
+            .kill(
+                seen.job_id(),
+                Some(self.session.owner()),
+                Some("tasks/cancel"),
+            )
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        // A kill settles in milliseconds; a job that takes longer still
+        // counts as cancelled (revision 2025-11-25) or working (the extension).
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            self.session.registry().settled(seen.job_id()),
+        )
+        .await;
+        self.tasks.find(&self.session, id, generation)
     }
 }

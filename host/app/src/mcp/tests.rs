@@ -1,6 +1,7 @@
 //! The framing's rules, line by line.
 
 use super::framer::*;
+use super::revision::v2025_11_25::LEGACY_PREFIX;
 use super::wire::*;
 use serde_json::{Value, json};
 
@@ -262,4 +263,34 @@ fn other_revisions_and_extension_clients_keep_their_task_requests() {
             json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": "x"}});
         assert_eq!(f.judge(&line.to_string()), Frame::Message, "{init}");
     }
+}
+
+#[test]
+fn a_method_the_request_s_own_revision_removed_is_not_found() {
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+    let mut framer = Framer::default();
+    // `initialize` under 2026-07-28's `_meta`: not found, whatever its params
+    // (without them it would otherwise be -32602).
+    let bare = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{{meta}}}}}"#);
+    assert_eq!(
+        refused(framer.judge(&bare)),
+        json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "initialize"}})
+    );
+    let whole = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"initialize","params":{{"protocolVersion":"2026-07-28","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}},{meta}}}}}"#
+    );
+    assert_eq!(refused(framer.judge(&whole))["error"]["code"], -32601);
+    for (id, method) in [(3, "ping"), (4, "logging/setLevel")] {
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{"level":"debug",{meta}}}}}"#
+        );
+        assert_eq!(
+            refused(framer.judge(&line)),
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": method}})
+        );
+    }
+    // Under a revision that has them, they go on to the service.
+    let older = r#"{"jsonrpc":"2.0","id":5,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-06-18"}}}"#;
+    assert_eq!(framer.judge(older), Frame::Message);
+    assert_eq!(Framer::default().judge(INIT), Frame::Message);
 }

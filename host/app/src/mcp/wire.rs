@@ -168,3 +168,72 @@ pub(super) fn check_line(line: &str) -> Result<Map<String, Value>, Frame> {
         error(-32600, "Invalid Request", reply_id)
     }
 }
+
+/// The methods this server answers.
+pub(super) const KNOWN_METHODS: [&str; 5] = [
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "logging/setLevel",
+];
+
+/// The methods this server answers, with the shape their params must have.
+/// A request for one of them whose params do not fit is refused here with
+/// `-32602` and its id (the MCP service would answer it without the id).
+pub(super) fn params_problem(method: &str, params: Option<&Value>) -> Option<&'static str> {
+    let params = match params {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(map)) => Some(map),
+        Some(_) => return Some("params must be an object"),
+    };
+    let field = |key: &str| params.and_then(|p| p.get(key));
+    if field("_meta").is_some_and(|m| !m.is_object() && !m.is_null()) {
+        return Some("_meta must be an object");
+    }
+    let is_string = |v: Option<&Value>| v.is_some_and(Value::is_string);
+    match method {
+        "tools/call" => {
+            if !is_string(field("name")) {
+                return Some("tools/call needs a tool name (a string)");
+            }
+            if field("arguments").is_some_and(|a| !a.is_object() && !a.is_null()) {
+                return Some("arguments must be an object");
+            }
+        }
+        "tools/list" if field("cursor").is_some_and(|c| !c.is_string() && !c.is_null()) => {
+            return Some("cursor must be a string");
+        }
+        "initialize" => {
+            let info = field("clientInfo");
+            if !is_string(field("protocolVersion"))
+                || !field("capabilities").is_some_and(Value::is_object)
+                || !info.is_some_and(|i| is_string(i.get("name")) && is_string(i.get("version")))
+            {
+                return Some(
+                    "initialize needs protocolVersion, capabilities and clientInfo (name, version)",
+                );
+            }
+        }
+        "logging/setLevel" => {
+            const LEVELS: [&str; 8] = [
+                "debug",
+                "info",
+                "notice",
+                "warning",
+                "error",
+                "critical",
+                "alert",
+                "emergency",
+            ];
+            if !field("level")
+                .and_then(Value::as_str)
+                .is_some_and(|l| LEVELS.contains(&l))
+            {
+                return Some("level must be a logging level");
+            }
+        }
+        _ => {}
+    }
+    None
+}

@@ -621,3 +621,68 @@ async fn revision_2026_07_28_logs_a_notice_to_a_request_that_asked() {
         assert_ne!(m["method"], "notifications/message", "logged twice: {m}");
     }
 }
+
+/// A refused line's answer goes out before the answers to the lines after
+/// it, and none is dropped when the input ends right after: a client that
+/// sends a bad line and then a ping reads the refusal first, every time.
+#[test]
+fn refusals_keep_their_place_and_survive_the_end_of_input() {
+    use std::io::Write;
+    const PAIRS: usize = 400;
+    let mut input = String::new();
+    input.push_str(
+        r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+    );
+    input.push('\n');
+    input.push_str(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    input.push('\n');
+    for i in 0..PAIRS {
+        // Not a JSON-RPC message (answered with `id: null`), then a ping.
+        input.push_str(if i % 2 == 0 { "[]\n" } else { "42\n" });
+        input.push_str(&format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"ping"}}"#));
+        input.push('\n');
+    }
+    let mut child = std::process::Command::new(crate::cli::BIN)
+        .arg("mcp")
+        .arg("--cache-dir")
+        .arg(crate::cli::cache_dir())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Written whole, then closed: the end of input comes right after the
+    // last ping.
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(out.status.success());
+    let answers: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Every refusal and every ping's answer, once; the refusal of the bad
+    // line before ping `i` goes out before ping `i`'s answer (the pings go
+    // through the service, so later refusals may pass them).
+    assert_eq!(answers.len(), 1 + 2 * PAIRS, "{answers:?}");
+    let mut refusals = 0;
+    for answer in &answers {
+        if answer["id"] == "init" {
+            continue;
+        }
+        if answer["id"].is_null() {
+            assert_eq!(answer["error"]["code"], -32600, "{answer}");
+            refusals += 1;
+        } else {
+            let i = answer["id"].as_u64().unwrap() as usize;
+            assert_eq!(answer, &json!({"jsonrpc": "2.0", "id": i, "result": {}}));
+            assert!(
+                refusals > i,
+                "ping {i} answered before the refusal of the line before it"
+            );
+        }
+    }
+    assert_eq!(refusals, PAIRS);
+}

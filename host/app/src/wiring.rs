@@ -1,0 +1,124 @@
+//! The wiring of a host from settings: the component loaded once, a
+//! session's registry, mount and shell producer, and the MCP server over a
+//! session. Every front end (`mcp`, `shell`, `tools`, the daemon) builds on
+//! it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use host::bash::BashProducer;
+use host::session::Session;
+use host::{JobRegistry, Lane, Mount, PluginRuntime, SandboxLimits};
+
+use crate::mcp::JobsServer;
+use crate::settings::Settings;
+
+pub(crate) fn default_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .map(|d| d.join("jobs-host"))
+}
+
+/// Everything a session needs, built from settings.
+pub(crate) struct Host {
+    pub(crate) mount: Arc<Mount>,
+    pub(crate) bash: BashProducer,
+    pub(crate) shutdown_grace: std::time::Duration,
+    pub(crate) mcp: McpOptions,
+}
+
+/// The component, loaded (and compiled, or read from the cache) once.
+pub(crate) fn load_runtime(cache_dir: Option<&Path>) -> Result<Arc<PluginRuntime>> {
+    Ok(Arc::new(
+        PluginRuntime::new(SandboxLimits::default(), cache_dir)
+            .context("loading the tool-jobs component")?,
+    ))
+}
+
+pub(crate) async fn host(cache_dir: Option<&Path>, settings: Settings) -> Result<Host> {
+    host_on(load_runtime(cache_dir)?, cache_dir, settings, None, None).await
+}
+
+/// A session's host on `runtime`: its registry, mount and shell producer.
+/// `host_env` is the environment its jobs take their passed variables from
+/// (`None`: this process's).
+pub(crate) async fn host_on(
+    runtime: Arc<PluginRuntime>,
+    cache_dir: Option<&Path>,
+    settings: Settings,
+    host_env: Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>,
+    durable: Option<host::bash::DurableJobs>,
+) -> Result<Host> {
+    let registry = JobRegistry::new(settings.registry_config()?, Default::default());
+    let mount = Mount::new(runtime, registry.clone(), &settings.plugin_config_json())
+        .await
+        .context("invalid settings")?;
+    let mut bash_config = settings.bash_config()?;
+    bash_config.host_env = host_env;
+    // A stream's file keeps what its spill file would, at least a mebibyte.
+    bash_config.durable = durable.map(|durable| host::bash::DurableJobs {
+        max_file_bytes: bash_config.limits.max_spill_bytes.max(1 << 20),
+        ..durable
+    });
+    // A fenced job may neither read nor replace the compiled components the
+    // next start runs as native code.
+    bash_config
+        .private_dirs
+        .extend(cache_dir.map(Path::to_owned));
+    // In the cache's directory, a fenced job's read rules stay few (see the
+    // field).
+    bash_config.fenced_spill_parent = cache_dir.map(Path::to_owned);
+    let bash =
+        BashProducer::new(registry, bash_config).context("setting up the background shell")?;
+    Ok(Host {
+        mount: Arc::new(mount),
+        bash,
+        shutdown_grace: settings.shutdown_grace(),
+        mcp: McpOptions::default(),
+    })
+}
+
+pub(crate) fn settings_with_file(file: Option<&Path>, flags: Settings) -> Result<Settings> {
+    let base = match file {
+        Some(path) => Settings::from_file(path)?,
+        None => Settings::default(),
+    };
+    Ok(base.overridden_by(flags))
+}
+
+pub(crate) fn open_session(
+    host: &Host,
+    id: &str,
+) -> (
+    Session,
+    tokio::sync::mpsc::UnboundedReceiver<(Lane, host::NoticeMessage)>,
+) {
+    Session::open(id, host.mount.clone(), host.bash.clone())
+}
+
+/// What `mcp` takes beyond the settings.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct McpOptions {
+    pub(crate) structured_output: bool,
+    pub(crate) progress_interval: std::time::Duration,
+    pub(crate) tasks: bool,
+    pub(crate) claude_channel: Option<std::time::Duration>,
+}
+
+/// The MCP server of `session` on `mount`, with a front end's `options`.
+pub(crate) async fn mcp_server(
+    mount: &Mount,
+    session: Arc<Session>,
+    options: McpOptions,
+) -> Result<JobsServer> {
+    let prompt = mount.prompt_section().await?;
+    Ok(
+        JobsServer::new(session, prompt.map(|p| p.text), options.structured_output)
+            .await?
+            .with_progress_interval(options.progress_interval)
+            .with_tasks(options.tasks)
+            .with_claude_channel(options.claude_channel),
+    )
+}
