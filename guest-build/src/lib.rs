@@ -10,8 +10,6 @@
 //! Set `JOBS_GUEST_WASM_<PACKAGE>` (package name upper-cased, `-` as `_`) to a prebuilt
 //! component to skip the nested build entirely.
 
-#![warn(missing_docs)]
-
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;

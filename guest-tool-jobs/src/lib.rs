@@ -1,15 +1,15 @@
 //! The tool-jobs guest: the model-facing half of background jobs.
 //!
-//! Everything the model sees is decided here: the tool schemas and descriptions,
-//! argument checks, rendering, byte caps, and completion-notice text. The logic is
+//! What the model sees of a call is decided here: the tool schemas and
+//! descriptions, argument checks, rendering, byte caps, and completion-notice
+//! text. (What a job's outcome says, its exit code or signal, comes from the
+//! host that ran it, in the contract's words.) The logic is
 //! plain Rust over the [`model::JobsView`] trait, so it compiles natively for unit
 //! tests and benchmarks; on `wasm32` a thin shim (the `component` module) exports it through
 //! the `harness:jobs` world, with the host's `owner-scope` capability as the view.
 //!
 //! The guest keeps no state between calls: the host passes the validated
 //! configuration back into every call.
-
-#![warn(missing_docs)]
 
 pub mod caps;
 pub mod config;

@@ -12,6 +12,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::config::{Config, JobLimits};
+use crate::model::schema;
 use crate::model::{
     DEFAULT_TERMINAL, JobsView, MAX_TIMER_MS, Sandbox, SandboxFiles, SandboxNetwork, Step,
     TERMINAL_DIMENSIONS, ToolAnnotations, ToolResult, WaitRequest, Waited, dimension,
@@ -120,13 +121,17 @@ pub fn definition(config: &Config) -> StartTool {
     });
     let properties = &mut schema["properties"];
     if config.extensions.input {
-        properties["stdin"] = json!({"type": "boolean", "description": "Keep stdin open so the job can be written to (default: stdin is /dev/null)."});
+        properties["stdin"] = schema::boolean(
+            "Keep stdin open so the job can be written to (default: stdin is /dev/null).",
+        );
     }
     if config.extensions.ports {
-        properties["name"] = json!({"type": "string", "description": "A name for the job; starting a name whose job is still running returns that job instead of a second one."});
+        properties["name"] = schema::string(
+            "A name for the job; starting a name whose job is still running returns that job instead of a second one.",
+        );
     }
     if config.extensions.limits {
-        let limit = |what: &str| json!({"type": "integer", "description": what});
+        let limit = |what: &str| schema::typed("integer", what);
         properties["timeout_ms"] = limit("Kill the job after this many milliseconds.");
         properties["cpu_seconds"] = limit("CPU seconds each process of the job may use.");
         properties["memory_bytes"] =
@@ -135,9 +140,20 @@ pub fn definition(config: &Config) -> StartTool {
             limit("Kill the job once it has written this many bytes of output.");
     }
     if config.extensions.terminal {
-        properties["tty"] = json!({"type": "boolean", "description": "Run the job on a terminal (for prompts, REPLs and programs that need one): what it draws is rendered to text, and its input is open."});
-        properties["rows"] = json!({"type": "integer", "minimum": TERMINAL_DIMENSIONS.start(), "maximum": TERMINAL_DIMENSIONS.end(), "description": format!("The terminal's rows (default {}).", DEFAULT_TERMINAL.rows)});
-        properties["cols"] = json!({"type": "integer", "minimum": TERMINAL_DIMENSIONS.start(), "maximum": TERMINAL_DIMENSIONS.end(), "description": format!("The terminal's columns (default {}).", DEFAULT_TERMINAL.cols)});
+        properties["tty"] = schema::boolean(
+            "Run the job on a terminal (for prompts, REPLs and programs that need one): what it draws is rendered to text, and its input is open.",
+        );
+        properties["rows"] = schema::integer_in(
+            &TERMINAL_DIMENSIONS,
+            format!("The terminal's rows (default {}).", DEFAULT_TERMINAL.rows),
+        );
+        properties["cols"] = schema::integer_in(
+            &TERMINAL_DIMENSIONS,
+            format!(
+                "The terminal's columns (default {}).",
+                DEFAULT_TERMINAL.cols
+            ),
+        );
     }
     if config.extensions.sandbox {
         properties["sandbox"] = json!({
@@ -157,7 +173,14 @@ pub fn definition(config: &Config) -> StartTool {
         });
     }
     if config.extensions.yields {
-        properties["yield_ms"] = json!({"type": "integer", "description": format!("Wait up to this many milliseconds ({} to {}) for the command to end before answering; it is never killed for it.", YIELD_MS.start(), YIELD_MS.end())});
+        properties["yield_ms"] = schema::typed(
+            "integer",
+            format!(
+                "Wait up to this many milliseconds ({} to {}) for the command to end before answering; it is never killed for it.",
+                YIELD_MS.start(),
+                YIELD_MS.end()
+            ),
+        );
     }
     StartTool {
         description,

@@ -3,59 +3,12 @@
 
 use std::time::Duration;
 
-use crate::fixture::{Fixture, gone_soon};
-use host::bash::{BashConfig, BashProducer, BashRequest, Started};
+use crate::fixture::{Shell, gone_soon};
+use host::bash::{BashConfig, BashRequest, Started};
 use host::capture::OutputLimits;
 use host::plugin::StartMade;
-use host::{JobStatus, Owner, StartError};
+use host::{JobStatus, StartError};
 use serde_json::{Value, json};
-
-struct Shell {
-    f: Fixture,
-    bash: BashProducer,
-}
-
-impl Shell {
-    async fn new() -> Shell {
-        Shell::with(BashConfig::default()).await
-    }
-
-    async fn with(config: BashConfig) -> Shell {
-        let f = Fixture::new().await;
-        let bash = BashProducer::new(f.registry.clone(), config).unwrap();
-        Shell { f, bash }
-    }
-
-    fn run(&self, owner: Option<&Owner>, command: &str) -> String {
-        self.bash
-            .start(
-                owner.cloned(),
-                BashRequest {
-                    command: command.into(),
-                    ..Default::default()
-                },
-            )
-            .unwrap()
-    }
-
-    /// `job_output` with `wait: true`: returns once the job settles (event driven).
-    async fn collect(&self, owner: Option<&Owner>, id: &str) -> String {
-        self.f.waited_output(owner, id).await
-    }
-
-    /// Reads until the job is terminal, concatenating every delta.
-    async fn collect_all(&self, owner: Option<&Owner>, id: &str) -> String {
-        let mut all = String::new();
-        loop {
-            let text = self.collect(owner, id).await;
-            let terminal = self.f.registry.inspect(id).unwrap().status.is_terminal();
-            all.push_str(&text);
-            if terminal {
-                return all;
-            }
-        }
-    }
-}
 
 #[tokio::test]
 async fn a_background_echo_reports_its_output_and_exit() {

@@ -6,70 +6,12 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use crate::fixture::{Fixture, gone_soon, running};
+use crate::fixture::{Fixture, Shell, gone_soon, running};
 use host::bash::{BashConfig, BashProducer, BashRequest};
 use host::capture::OutputLimits;
 use host::containment::{ActiveMode, ContainmentMode};
-use host::{JobStatus, Owner, StartError};
+use host::{JobStatus, StartError};
 use serde_json::json;
-
-struct Shell {
-    f: Fixture,
-    bash: BashProducer,
-}
-
-impl Shell {
-    /// A shell in `mode`, or `None` (with the reason printed) when this machine
-    /// cannot give that mode.
-    async fn new(mode: ContainmentMode, config: BashConfig) -> Option<Shell> {
-        let f = Fixture::new().await;
-        match BashProducer::new(
-            f.registry.clone(),
-            BashConfig {
-                containment: mode,
-                ..config
-            },
-        ) {
-            Ok(bash) => Some(Shell { f, bash }),
-            Err(e) if mode == ContainmentMode::Cgroup => {
-                println!("skipped in cgroup mode: {e}");
-                None
-            }
-            Err(e) => panic!("{e}"),
-        }
-    }
-
-    fn run(&self, owner: Option<&Owner>, command: &str) -> String {
-        self.bash
-            .start(
-                owner.cloned(),
-                BashRequest {
-                    command: command.into(),
-                    ..Default::default()
-                },
-            )
-            .unwrap()
-    }
-
-    /// Reads (consuming, as `owner`) until the output holds `lines` lines.
-    async fn lines(&self, owner: Option<&Owner>, id: &str, lines: usize) -> Vec<String> {
-        let mut seen = String::new();
-        while seen.lines().count() < lines {
-            seen.push_str(&self.f.registry.read(id, owner).unwrap().0);
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        seen.lines().map(str::to_owned).collect()
-    }
-
-    async fn settle(&self, id: &str) -> String {
-        let text = self.f.waited_output(None, id).await;
-        assert!(
-            self.f.registry.inspect(id).unwrap().status.is_terminal(),
-            "{text}"
-        );
-        text
-    }
-}
 
 const MODES: [ContainmentMode; 2] = [ContainmentMode::Cgroup, ContainmentMode::Fallback];
 
@@ -93,7 +35,7 @@ fn pids(lines: &[String]) -> Vec<i32> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn escapees_die_with_job_kill() {
     for mode in MODES {
-        let Some(s) = Shell::new(mode, BashConfig::default()).await else {
+        let Some(s) = Shell::in_mode(mode, BashConfig::default()).await else {
             continue;
         };
         let id = s.run(None, &format!("{ESCAPEES} sleep 300"));
@@ -119,7 +61,7 @@ async fn escapees_die_when_the_job_ends_by_itself() {
             grace: Duration::from_millis(200),
             ..BashConfig::default()
         };
-        let Some(s) = Shell::new(mode, config).await else {
+        let Some(s) = Shell::in_mode(mode, config).await else {
             continue;
         };
         // The last escapee keeps the job's stdout open, too.
@@ -141,7 +83,7 @@ async fn a_term_ignoring_escapee_gets_sigkill() {
             grace: Duration::from_millis(200),
             ..BashConfig::default()
         };
-        let Some(s) = Shell::new(mode, config).await else {
+        let Some(s) = Shell::in_mode(mode, config).await else {
             continue;
         };
         let id = s.run(
@@ -162,7 +104,7 @@ async fn a_term_ignoring_escapee_gets_sigkill() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn teardown_kills_every_tree() {
     for mode in MODES {
-        let Some(s) = Shell::new(mode, BashConfig::default()).await else {
+        let Some(s) = Shell::in_mode(mode, BashConfig::default()).await else {
             continue;
         };
         let alice = s.f.alice.clone();
@@ -220,7 +162,7 @@ async fn the_machine_gives_the_cgroup_mode_when_it_can() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_outlives_the_thread_that_started_it() {
     for mode in MODES {
-        let Some(s) = Shell::new(mode, BashConfig::default()).await else {
+        let Some(s) = Shell::in_mode(mode, BashConfig::default()).await else {
             continue;
         };
         let gate = tempfile::tempdir().unwrap();
@@ -289,7 +231,7 @@ async fn a_job_outlives_the_thread_that_started_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_inherit_no_descriptor_beyond_stdio() {
     for mode in MODES {
-        let Some(s) = Shell::new(mode, BashConfig::default()).await else {
+        let Some(s) = Shell::in_mode(mode, BashConfig::default()).await else {
             continue;
         };
         // A descriptor the embedding process leaked without close-on-exec.
@@ -312,7 +254,7 @@ async fn jobs_inherit_no_descriptor_beyond_stdio() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_host_is_not_dumpable() {
-    let s = Shell::new(ContainmentMode::Fallback, BashConfig::default())
+    let s = Shell::in_mode(ContainmentMode::Fallback, BashConfig::default())
         .await
         .unwrap();
     // SAFETY: a plain prctl.
@@ -322,7 +264,7 @@ async fn the_host_is_not_dumpable() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_environment_is_an_allowlist() {
-    let s = Shell::new(
+    let s = Shell::in_mode(
         ContainmentMode::Fallback,
         BashConfig {
             pass_env: vec!["PATH".into()],
@@ -366,7 +308,7 @@ async fn the_environment_is_an_allowlist() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_starts_answer_the_call_and_register_nothing() {
-    let s = Shell::new(ContainmentMode::Auto, BashConfig::default())
+    let s = Shell::in_mode(ContainmentMode::Auto, BashConfig::default())
         .await
         .unwrap();
     let start = |command: String, workdir: Option<&str>| {
@@ -406,7 +348,7 @@ async fn bad_starts_answer_the_call_and_register_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spill_files_are_private_and_share_one_disk_budget() {
-    let s = Shell::new(
+    let s = Shell::in_mode(
         ContainmentMode::Auto,
         BashConfig {
             limits: OutputLimits {
@@ -455,7 +397,7 @@ async fn spill_files_are_private_and_share_one_disk_budget() {
 async fn statuses_stay_honest_after_a_kill() {
     // `killed` is never reported as completed, even when escapees are swept.
     for mode in MODES {
-        let Some(s) = Shell::new(mode, BashConfig::default()).await else {
+        let Some(s) = Shell::in_mode(mode, BashConfig::default()).await else {
             continue;
         };
         // Killed only once the escapee exists.
@@ -592,7 +534,7 @@ async fn waits_hold_none_of_the_owners_guest_turns() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_leads_a_session_of_its_own() {
     for mode in MODES {
-        let Some(s) = Shell::new(mode, BashConfig::default()).await else {
+        let Some(s) = Shell::in_mode(mode, BashConfig::default()).await else {
             continue;
         };
         // Session and group both equal the leader's pid: no controlling terminal
@@ -803,7 +745,7 @@ async fn a_full_pool_makes_calls_queue_instead_of_failing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_cgroups_of_dead_hosts_are_removed_at_the_next_start() {
-    let Some(first) = Shell::new(ContainmentMode::Cgroup, BashConfig::default()).await else {
+    let Some(first) = Shell::in_mode(ContainmentMode::Cgroup, BashConfig::default()).await else {
         return;
     };
     let ActiveMode::Cgroup(root) = first.bash.containment_mode() else {
@@ -829,7 +771,7 @@ async fn empty_cgroups_of_dead_hosts_are_removed_at_the_next_start() {
         std::fs::create_dir(dir).unwrap();
     }
     std::fs::create_dir(stale.join("job-3")).unwrap();
-    let second = Shell::new(ContainmentMode::Cgroup, BashConfig::default())
+    let second = Shell::in_mode(ContainmentMode::Cgroup, BashConfig::default())
         .await
         .unwrap();
     let gone = !stale.exists();
@@ -847,7 +789,7 @@ async fn empty_cgroups_of_dead_hosts_are_removed_at_the_next_start() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copied_marker_does_not_make_another_jobs_process_the_victims() {
-    let Some(s) = Shell::new(ContainmentMode::Fallback, BashConfig::default()).await else {
+    let Some(s) = Shell::in_mode(ContainmentMode::Fallback, BashConfig::default()).await else {
         return;
     };
     let victim = s.run(None, "echo $$; exec sleep 300");

@@ -9,7 +9,9 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use host::bash::{BashConfig, BashProducer, BashRequest};
 use host::clock::{Clock, SystemClock};
+use host::containment::ContainmentMode;
 use host::registry::{JobHooks, JobOutcome, JobRegistry, JobStart, OutcomeStatus, StartError};
 use host::{AgentDirectory, Mount, Owner, PluginRuntime, RegistryConfig, SandboxLimits};
 use serde_json::Value;
@@ -405,5 +407,94 @@ pub fn running(pid: i32) -> bool {
                 .and_then(|r| r.split_whitespace().next());
             !matches!(state, Some("Z") | Some("X"))
         }
+    }
+}
+
+/// A shell producer over a [`Fixture`], for the tests of the shell
+/// producer and its containment.
+pub struct Shell {
+    pub f: Fixture,
+    pub bash: BashProducer,
+}
+
+impl Shell {
+    pub async fn new() -> Shell {
+        Shell::with(BashConfig::default()).await
+    }
+
+    pub async fn with(config: BashConfig) -> Shell {
+        let f = Fixture::new().await;
+        let bash = BashProducer::new(f.registry.clone(), config).unwrap();
+        Shell { f, bash }
+    }
+
+    /// A shell in containment `mode`, or `None` (with the reason printed)
+    /// when this machine cannot give that mode.
+    pub async fn in_mode(mode: ContainmentMode, config: BashConfig) -> Option<Shell> {
+        let f = Fixture::new().await;
+        match BashProducer::new(
+            f.registry.clone(),
+            BashConfig {
+                containment: mode,
+                ..config
+            },
+        ) {
+            Ok(bash) => Some(Shell { f, bash }),
+            Err(e) if mode == ContainmentMode::Cgroup => {
+                println!("skipped in cgroup mode: {e}");
+                None
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    pub fn run(&self, owner: Option<&Owner>, command: &str) -> String {
+        self.bash
+            .start(
+                owner.cloned(),
+                BashRequest {
+                    command: command.into(),
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+    }
+
+    /// `job_output` with `wait: true`: returns once the job settles (event driven).
+    pub async fn collect(&self, owner: Option<&Owner>, id: &str) -> String {
+        self.f.waited_output(owner, id).await
+    }
+
+    /// Reads until the job is terminal, concatenating every delta.
+    pub async fn collect_all(&self, owner: Option<&Owner>, id: &str) -> String {
+        let mut all = String::new();
+        loop {
+            let text = self.collect(owner, id).await;
+            let terminal = self.f.registry.inspect(id).unwrap().status.is_terminal();
+            all.push_str(&text);
+            if terminal {
+                return all;
+            }
+        }
+    }
+
+    /// Reads (consuming, as `owner`) until the output holds `lines` lines.
+    pub async fn lines(&self, owner: Option<&Owner>, id: &str, lines: usize) -> Vec<String> {
+        let mut seen = String::new();
+        while seen.lines().count() < lines {
+            seen.push_str(&self.f.registry.read(id, owner).unwrap().0);
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        seen.lines().map(str::to_owned).collect()
+    }
+
+    /// The job's last output once it has settled.
+    pub async fn settle(&self, id: &str) -> String {
+        let text = self.f.waited_output(None, id).await;
+        assert!(
+            self.f.registry.inspect(id).unwrap().status.is_terminal(),
+            "{text}"
+        );
+        text
     }
 }

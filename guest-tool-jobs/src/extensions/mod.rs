@@ -205,7 +205,9 @@ impl TerminalSchema for Value {
 
     fn tap_raw(mut self, on: bool) -> Value {
         if on {
-            self["properties"]["raw"] = json!({"type": "boolean", "description": "Page or search the output as the program wrote it (stdout, or stderr with stream), escape sequences and redraws included, instead of the rendered text of a job on a terminal."});
+            self["properties"]["raw"] = crate::model::schema::boolean(
+                "Page or search the output as the program wrote it (stdout, or stderr with stream), escape sequences and redraws included, instead of the rendered text of a job on a terminal.",
+            );
         }
         self
     }

@@ -8,10 +8,10 @@ use serde_json::{Map, Value, json};
 use super::args::optional_bool;
 use super::{Dialect, Found, done, error_message};
 use crate::config::Config;
-use crate::model::dimension;
 use crate::model::{
     JobsView, TerminalScreen, TerminalSize, ToolResult, WaitEnd, WaitOutcome, WaitUntil,
 };
+use crate::model::{dimension, schema};
 
 /// How long a terminal job must have been quiet at a prompt before a wait
 /// ends there: long enough that a program still printing is not taken for
@@ -135,18 +135,29 @@ pub fn output_properties(config: &Config) -> Vec<(&'static str, Value)> {
     vec![
         (
             "view",
-            json!({"type": "string", "enum": ["text", "screen"], "description": "For a job on a terminal: \"screen\" shows what its screen shows now (for full-screen programs), without consuming its output; \"text\" (the default) reads its output as text."}),
+            schema::one_of(
+                &["text", "screen"],
+                "For a job on a terminal: \"screen\" shows what its screen shows now (for full-screen programs), without consuming its output; \"text\" (the default) reads its output as text.",
+            ),
         ),
         (
             "prompt",
-            json!({"type": "boolean", "description": "For a job on a terminal: a wait also ends when the job waits at a prompt ([Y/n], a password, >>>, $ ...), and shows it (default true)."}),
+            schema::boolean(
+                "For a job on a terminal: a wait also ends when the job waits at a prompt ([Y/n], a password, >>>, $ ...), and shows it (default true).",
+            ),
         ),
     ]
 }
 
 /// The schema of the input tool's `keys`.
 pub fn keys_property() -> Value {
-    json!({"type": "array", "items": {"type": "string"}, "maxItems": MAX_KEYS, "description": format!("Keys to send after text, by name: {}.", key_names().join(", "))})
+    schema::strings(
+        MAX_KEYS,
+        format!(
+            "Keys to send after text, by name: {}.",
+            key_names().join(", ")
+        ),
+    )
 }
 
 /// Whether a call asks for the screen (`"view": "screen"`).
@@ -166,7 +177,7 @@ pub fn wants_screen(config: &Config, args: &Map<String, Value>) -> Result<bool, 
 
 /// The screen as the model reads it: a header with its size and cursor,
 /// then its rows down to the last one with anything on it (or the cursor's),
-/// within [`MAX_SCREEN_BYTES`].
+/// within `MAX_SCREEN_BYTES`.
 pub fn screen_text(screen: &TerminalScreen) -> String {
     let used = screen
         .lines
@@ -205,7 +216,7 @@ pub const MAX_SCREEN_BYTES: usize = 64 * 1024;
 /// The resize tool's schema.
 pub fn resize_schema(d: &dyn Dialect) -> Value {
     let w = d.words();
-    let dimension = |what: &str| json!({"type": "integer", "minimum": crate::model::TERMINAL_DIMENSIONS.start(), "maximum": crate::model::TERMINAL_DIMENSIONS.end(), "description": what});
+    let dimension = |what: &str| schema::integer_in(&crate::model::TERMINAL_DIMENSIONS, what);
     json!({
         "type": "object",
         "properties": {

@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 mod sandbox;
+pub mod schema;
 mod terminal;
 
 pub use sandbox::{Sandbox, SandboxFiles, SandboxNetwork};

@@ -4,8 +4,11 @@
 //! and the owner fence ([`registry`], [`owner`]), bounded output capture
 //! ([`capture`]), in-process jobs ([`inproc`]), and the sandboxed
 //! wasmtime embedding of the guest ([`plugin`]). The guest component decides
-//! everything the model sees, in the tool surface (profile A, B or C) each
-//! [`Mount`]'s config picks.
+//! what the model reads of a call (schemas, checks, results, notices) in the
+//! tool surface (profile A, B or C) each [`Mount`]'s config picks; the few
+//! contract strings the host writes itself (a job's outcome detail, read
+//! notes, its own log's warnings) are in one module, `words`, each with its
+//! section of the contract. A producer of jobs stands on [`producer`].
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -25,8 +28,6 @@
 //! # Ok(()) }
 //! ```
 
-#![warn(missing_docs)]
-
 pub mod capture;
 pub mod clock;
 mod fs_trust;
@@ -41,7 +42,7 @@ pub mod session;
 pub mod sync;
 mod words;
 
-pub use producers::{bash, containment, fence, inproc};
+pub use producers::{bash, containment, fence, inproc, seam as producer};
 pub use tokio_util::sync::CancellationToken;
 
 pub use bash::{BashConfig, BashProducer, BashRequest};

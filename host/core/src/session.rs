@@ -1,7 +1,7 @@
-//! One agent's session over the host: the plugin's start tool (`bash`) wired to
-//! a shell producer, the plugin's job tools, and completion notices placed
-//! before the next tool result. Every word the model reads comes from the
-//! plugin; this module is wiring.
+//! One agent's session over the host: the plugin's start tool (`bash`) wired
+//! to a producer of commands (see [`crate::producer`]), the plugin's job
+//! tools, and completion notices placed before the next tool result. Every
+//! word the model reads comes from the plugin; this module is wiring.
 //!
 //! The MCP server and the interactive shell of `jobs-host` are thin front ends over
 //! [`Session`]; a harness can use it the same way.
@@ -14,9 +14,9 @@ use serde_json::Value;
 use tokio::sync::{OnceCell, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::bash::{BashProducer, BashRequest, Started};
 use crate::owner::{Agent, AgentStatus, DeliveryError, Lane, NoticeMessage, Owner};
 use crate::plugin::{Mount, StartMade, StartRequest, ToolDefinition, ToolOutcome};
+use crate::producer::{CommandProducer, CommandRequest, Started};
 use crate::registry::JobRegistry;
 
 /// The agent side of a session: it is always mid-conversation (a client model
@@ -114,7 +114,8 @@ pub struct Session {
     agent: Arc<SessionAgent>,
     registry: JobRegistry,
     mount: Arc<Mount>,
-    bash: BashProducer,
+    /// What runs the start tool's commands.
+    producer: Arc<dyn CommandProducer>,
     /// The start tool's name, as the plugin defines it (asked once).
     start_name: OnceCell<String>,
     /// How many front ends have attached (see [`Session::reattach`]).
@@ -124,12 +125,13 @@ pub struct Session {
 
 impl Session {
     /// Opens a session for `session_id` on `mount`'s registry. Returns the session
-    /// and the channel on which each notice is announced as it arrives. Relative
-    /// working directories resolve against `bash`'s default one.
+    /// and the channel on which each notice is announced as it arrives. The
+    /// start tool's commands run on `producer` (the shell producer, whose
+    /// default directory relative working directories resolve against).
     pub fn open(
         session_id: &str,
         mount: Arc<Mount>,
-        bash: BashProducer,
+        producer: impl CommandProducer + 'static,
     ) -> (Session, mpsc::UnboundedReceiver<(Lane, NoticeMessage)>) {
         let (announce, announced) = mpsc::unbounded_channel();
         let agent = Arc::new(SessionAgent {
@@ -147,7 +149,7 @@ impl Session {
             agent,
             registry,
             mount,
-            bash,
+            producer: Arc::new(producer),
             start_name: OnceCell::new(),
             front_end: AtomicU64::new(0),
             before_reply: std::sync::OnceLock::new(),
@@ -362,10 +364,10 @@ impl Session {
             .start_with(
                 Some(&self.owner),
                 &args.to_string(),
-                self.bash.max_command_bytes(),
+                self.producer.max_command_bytes(),
                 abort,
                 |request: &StartRequest| {
-                    let request = BashRequest {
+                    let request = CommandRequest {
                         command: request.command.clone(),
                         workdir: request.workdir.as_ref().map(PathBuf::from),
                         stdin: request.stdin,
@@ -374,15 +376,15 @@ impl Session {
                         sandbox: request.sandbox.clone(),
                         tty: request.tty,
                         render: request.render,
-                        ..BashRequest::default()
+                        ..CommandRequest::default()
                     };
-                    let started = self
-                        .bash
-                        .start_named(Some(self.owner.clone()), request)
-                        .map(|started| match started {
-                            Started::New(id) => StartMade::New(id),
-                            Started::Existing(id) => StartMade::Existing(id),
-                        });
+                    let started =
+                        self.producer
+                            .start(Some(self.owner.clone()), request)
+                            .map(|started| match started {
+                                Started::New(id) => StartMade::New(id),
+                                Started::Existing(id) => StartMade::Existing(id),
+                            });
                     *made = started.as_ref().ok().cloned();
                     started
                 },

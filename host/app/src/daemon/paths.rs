@@ -11,8 +11,10 @@ use anyhow::{Context, Result, bail};
 pub fn runtime_dir() -> PathBuf {
     match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
         Some(dir) => PathBuf::from(dir).join("jobs-host"),
-        // SAFETY: geteuid has no preconditions.
-        None => PathBuf::from(format!("/tmp/jobs-host-{}", unsafe { libc::geteuid() })),
+        None => PathBuf::from(format!(
+            "/tmp/jobs-host-{}",
+            rustix::process::geteuid().as_raw()
+        )),
     }
 }
 
@@ -66,8 +68,7 @@ pub fn private_dir(dir: &Path) -> Result<()> {
 ///
 /// Another user's file or directory.
 pub fn ours(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
+    let uid = rustix::process::geteuid().as_raw();
     if meta.uid() != uid {
         bail!(
             "{} belongs to uid {}, not to this user (uid {uid}); refusing to use it",
@@ -83,13 +84,8 @@ pub fn locked(path: &Path) -> bool {
     let Ok(file) = std::fs::File::open(path) else {
         return false;
     };
-    // SAFETY: flock on a descriptor we own; closing it lets go.
-    unsafe {
-        libc::flock(
-            std::os::fd::AsRawFd::as_raw_fd(&file),
-            libc::LOCK_SH | libc::LOCK_NB,
-        ) != 0
-    }
+    // Closing the file lets go of a lock taken here.
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared).is_err()
 }
 
 #[cfg(test)]

@@ -6,7 +6,9 @@
 //! reason), and a stream job writes its incremental output there: the registry
 //! reads it, pages it (`job_log`) and watches it (ready waits) as it does a
 //! shell job's. A panic in the work settles the job as `failed` with
-//! `job panicked: <message>`.
+//! `job panicked: <message>`. It stands on the registry's side of the
+//! producer seam ([`crate::producer`]): a start with its hooks, its output in
+//! a capture, its end.
 //!
 //! ```no_run
 //! # async fn demo(registry: host::JobRegistry, owner: host::Owner) -> Result<(), host::StartError> {

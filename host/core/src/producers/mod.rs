@@ -9,4 +9,5 @@ pub mod containment;
 pub mod fence;
 pub mod inproc;
 mod ports;
+pub mod seam;
 pub(crate) mod spawn;

@@ -1,7 +1,7 @@
-//! The daemon's clients: `mcp --session` and `shell --session` ([`session`]:
+//! The daemon's clients: `mcp --session` and `shell --session` (`session`:
 //! thin front ends that start the daemon when none runs), and the human
-//! view, one request per file as the daemon's own ([`ps`], [`logs`],
-//! [`kill`], [`wait`]), and `daemon --stop`. Here the connection they share.
+//! view, one request per file as the daemon's own (`ps`, `logs`,
+//! `kill`, `wait`), and `daemon --stop`. Here the connection they share.
 
 mod kill;
 mod logs;
@@ -318,13 +318,9 @@ pub async fn stop() -> Result<u8> {
         let Ok(file) = std::fs::File::open(&lock) else {
             break;
         };
-        // SAFETY: flock on a descriptor we own, closed right after.
-        let free = unsafe {
-            libc::flock(
-                std::os::fd::AsRawFd::as_raw_fd(&file),
-                libc::LOCK_SH | libc::LOCK_NB,
-            )
-        } == 0;
+        // Closed right after: a lock taken here goes with it.
+        let free =
+            rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared).is_ok();
         if free {
             break;
         }

@@ -114,7 +114,6 @@ fn owned(path: &Path) -> Result<()> {
 /// Locks `dir/journal.lock` for daemon `pid`.
 fn take_lock(dir: &Path, pid: u32) -> Result<std::fs::File> {
     use std::io::Write;
-    use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join("journal.lock");
     owned(&path)?;
@@ -130,8 +129,7 @@ fn take_lock(dir: &Path, pid: u32) -> Result<std::fs::File> {
     // a little while before another daemon is named.
     let mut locked = false;
     for _ in 0..20 {
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok() {
             locked = true;
             break;
         }

@@ -3,7 +3,6 @@
 //! files reused for new jobs, the monitors' program, and the removal of
 //! what dead daemons left.
 
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -220,10 +219,9 @@ fn monitor_program() -> PathBuf {
             // job's spawn places (0 to 5): a spawn runs it by its
             // descriptor's name (closed in the job at its exec).
             let moved = opened.and_then(|file| {
-                // SAFETY: F_DUPFD_CLOEXEC of a descriptor we own; the
-                // duplicate is ours to keep.
-                let fd = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 100) };
-                (fd >= 0).then_some(fd)
+                let fd = rustix::io::fcntl_dupfd_cloexec(&file, 100).ok()?;
+                // Never closed: the daemon runs it by this name all its life.
+                Some(std::os::fd::IntoRawFd::into_raw_fd(fd))
             });
             match moved {
                 Some(fd) => PathBuf::from(format!("/proc/self/fd/{fd}")),

@@ -18,8 +18,7 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Daemon {
     pub(super) async fn connection(self: std::sync::Arc<Self>, stream: UnixStream) {
-        // SAFETY: geteuid has no preconditions.
-        let uid = unsafe { libc::geteuid() };
+        let uid = rustix::process::geteuid().as_raw();
         let (read, mut write, peer) = match stream.peer_cred() {
             Ok(cred) if cred.uid() == uid => {
                 let peer = cred.pid().unwrap_or(0);

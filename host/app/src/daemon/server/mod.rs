@@ -2,12 +2,12 @@
 //! their jobs, and serves their clients on a Unix socket.
 //!
 //! The rooms, after pueue's daemon: here the daemon's state and its accept
-//! loop; [`idle`] (idle exit as one guard type), [`handshake`] (a
-//! connection's first exchange, and its JSON lines), [`sessions`] (a
+//! loop; `idle` (idle exit as one guard type), `handshake` (a
+//! connection's first exchange, and its JSON lines), `sessions` (a
 //! session's state, attaching, leaving, the linger and the lease),
-//! [`recorder`] (the journal's writer), [`files`] (the state directory's
-//! files), [`adopt`] (jobs a dead daemon left), [`front_end`] (MCP or the
-//! console on a session) and [`requests`] (`ps`, `logs`, `kill`, `wait`).
+//! `recorder` (the journal's writer), `files` (the state directory's
+//! files), `adopt` (jobs a dead daemon left), `front_end` (MCP or the
+//! console on a session) and `requests` (`ps`, `logs`, `kill`, `wait`).
 
 mod adopt;
 mod files;
@@ -19,7 +19,6 @@ mod requests;
 mod sessions;
 
 use std::collections::HashMap;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -92,8 +91,7 @@ pub async fn run(cache_dir: Option<PathBuf>) -> Result<u8> {
         .mode(0o600)
         .open(&lock_path)
         .with_context(|| format!("cannot open {}", lock_path.display()))?;
-    // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
         let pid = std::fs::read_to_string(&lock_path).unwrap_or_default();
         println!(
             "jobs-host: a daemon already runs for this user (pid {}) on {}",

@@ -246,8 +246,8 @@ impl Daemon {
         // A client that is gone while its connection is still being wound
         // down (its calls aborted, its last lines flushed) holds nothing.
         let exists = |pid: i32| {
-            // SAFETY: kill with signal 0 only checks that the pid exists.
-            pid <= 0 || unsafe { libc::kill(pid, 0) } == 0
+            rustix::process::Pid::from_raw(pid)
+                .is_none_or(|pid| rustix::process::test_kill_process(pid).is_ok())
         };
         if front.connected.is_some_and(|pid| !exists(pid)) {
             front.connected = None;

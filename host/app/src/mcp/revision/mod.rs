@@ -5,8 +5,8 @@
 //! method that matches on all of them. A new revision fails to compile
 //! until each is decided for it. No revision is compared as a date string.
 //!
-//! Each revision's quirks live in a file of its own: [`v2025_11_25`] (its
-//! core tasks, renamed on their way to the service) and [`v2026_07_28`] (no
+//! Each revision's quirks live in a file of its own: `v2025_11_25` (its
+//! core tasks, renamed on their way to the service) and `v2026_07_28` (no
 //! handshake: the revision, the client's capabilities and the logging
 //! level travel in each request's `_meta`).
 

@@ -131,7 +131,7 @@ impl JobsServer {
     }
 
     /// Revision 2025-11-25's task requests, renamed on their way in (see
-    /// [`framer::LEGACY_PREFIX`]).
+    /// `framer::LEGACY_PREFIX`).
     pub(in crate::mcp) async fn legacy_request(
         &self,
         method: &str,

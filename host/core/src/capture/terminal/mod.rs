@@ -22,9 +22,9 @@
 //! content is seen through [`Terminal::screen`]. Soft-wrapped rows are joined
 //! back into one line. Every character counts as one column.
 //!
-//! One screen model in four mechanisms: [`grid`] (rows, cells and the edits a
-//! program makes), [`emit`] (when a row is told to the model, and how),
-//! [`vt`] (the escape sequences, through `vte`) and [`prompt`] (whether the
+//! One screen model in four mechanisms: `grid` (rows, cells and the edits a
+//! program makes), `emit` (when a row is told to the model, and how),
+//! `vt` (the escape sequences, through `vte`) and `prompt` (whether the
 //! cursor sits after a question). This file is the terminal's public face.
 
 mod emit;

@@ -66,7 +66,7 @@ pub struct BashConfig {
 }
 
 /// Where and how jobs that outlive their host are kept: each job without a
-/// terminal runs under a monitor (see [`super::monitor`]) that holds its
+/// terminal runs under a monitor (see [`super::durable::monitor`]) that holds its
 /// output in files of its own directory and writes its end there, and that
 /// keeps to the session's lease once the host is gone. The producer then
 /// starts no watchdog: a host that dies leaves its jobs to their monitors.

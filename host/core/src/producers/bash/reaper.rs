@@ -163,9 +163,10 @@ impl Reaper {
 pub(super) fn kill(pid: i32) {
     let leaders = lock(&LEADERS);
     if leaders.as_ref().is_some_and(|l| l.contains_key(&pid)) {
-        // SAFETY: kill takes no pointers; `pid` is our unreaped child, so
-        // its pid is still its own.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+        // `pid` is our unreaped child, so its pid is still its own.
+        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
     }
 }
 
@@ -277,15 +278,16 @@ impl Reaped {
 
 /// Reaps `pid` if it has ended.
 fn reap(pid: i32) -> Reaped {
-    let mut status = 0;
+    use rustix::process::{Pid, WaitOptions, waitpid};
+    let Some(child) = Pid::from_raw(pid) else {
+        return Reaped::Gone;
+    };
     loop {
-        // SAFETY: waitpid writes only `status`, which outlives the call.
-        let rc = unsafe { libc::waitpid(pid, &raw mut status, libc::WNOHANG) };
-        match rc {
-            0 => return Reaped::Running,
-            n if n == pid => return Reaped::Ended(status),
-            _ if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) => {}
-            _ => return Reaped::Gone,
+        match waitpid(Some(child), WaitOptions::NOHANG) {
+            Ok(None) => return Reaped::Running,
+            Ok(Some((_, status))) => return Reaped::Ended(status.as_raw()),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return Reaped::Gone,
         }
     }
 }

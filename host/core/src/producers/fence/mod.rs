@@ -37,11 +37,11 @@
 //! [`FencePolicy::required`] a start is refused instead of running weaker.
 //!
 //! One file per kernel mechanism, as wasmtime-wasi keeps one per interface:
-//! [`support`] (what the kernel offers, probed once), [`landlock`] (the file
-//! and network rules), [`namespace`] (mount and user namespaces for the
-//! protected paths), [`protected`] (which paths those are, and the user's
-//! services), [`seccomp`] (the network-off filter), [`tmp`] (each job's own
-//! temporary directory) and [`hooks`] (the scan for repositories and hooks
+//! `support` (what the kernel offers, probed once), `landlock` (the file
+//! and network rules), `namespace` (mount and user namespaces for the
+//! protected paths), `protected` (which paths those are, and the user's
+//! services), `seccomp` (the network-off filter), `tmp` (each job's own
+//! temporary directory) and `hooks` (the scan for repositories and hooks
 //! under writable roots). This file holds the fence of one producer and the
 //! preparation of one job's, which uses them all.
 
@@ -356,8 +356,7 @@ impl Fence {
                 NetAccess::Off => self.seccomp.get_or_init(network_off_filter).clone(),
                 _ => Vec::new(),
             },
-            // SAFETY: geteuid takes no arguments.
-            drop_capabilities: unsafe { libc::geteuid() } == 0,
+            drop_capabilities: rustix::process::geteuid().is_root(),
         };
         Ok(JobFence {
             tmp,

@@ -18,8 +18,7 @@ use super::Fence;
 /// uid and gid to themselves) that each job joins. Probed with one real
 /// spawn of `shell`.
 pub(super) fn job_namespace(shell: &Path) -> Option<JobNamespace> {
-    // SAFETY: geteuid takes no arguments.
-    let namespace = if unsafe { libc::geteuid() } == 0 {
+    let namespace = if rustix::process::geteuid().is_root() {
         JobNamespace::Mount
     } else {
         match user_namespace(shell) {
@@ -72,8 +71,10 @@ pub(super) fn user_namespace(shell: &Path) -> std::io::Result<OwnedFd> {
     let started = spawn_briefly(shell, "echo; read -r _", make)?;
     let pid = started.pid;
     let result = (|| {
-        // SAFETY: geteuid and getegid take no arguments.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let (uid, gid) = (
+            rustix::process::geteuid().as_raw(),
+            rustix::process::getegid().as_raw(),
+        );
         let proc = PathBuf::from(format!("/proc/{pid}"));
         // The spawn returns while the kernel may still be finishing the
         // exec (until it has, the child's `/proc` files are not ours to

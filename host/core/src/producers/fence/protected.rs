@@ -16,8 +16,7 @@ use super::{Fence, HookScan, Watch, cstring};
 /// directories, jobs-host's daemon's fallback directory, and Docker's
 /// socket. Those that exist.
 pub(super) fn service_sockets() -> Vec<PathBuf> {
-    // SAFETY: geteuid takes no arguments.
-    let uid = unsafe { libc::geteuid() };
+    let uid = rustix::process::geteuid().as_raw();
     let mut paths = vec![
         PathBuf::from(format!("/run/user/{uid}")),
         PathBuf::from("/tmp/.X11-unix"),

@@ -6,7 +6,7 @@
 //! As std keeps a command's plain data (`common.rs`) apart from the child
 //! that interprets it (`unix.rs`), this module holds the plain data the
 //! parent prepares ([`Spec`], [`ChildSetup`], [`ChildSandbox`]) and the
-//! parent's side of a spawn; [`child`] everything the child does; [`pty`]
+//! parent's side of a spawn; `child` everything the child does; `pty`
 //! the pseudo-terminals jobs run on.
 //!
 //! How: `clone(CLONE_VM |
@@ -20,7 +20,7 @@
 //! host thread that cloned waits until the child has called `execve` (or died),
 //! and nothing is copied.
 //!
-//! Everything the child does is in [`child`] (`child_main`), read from plain
+//! Everything the child does is in `child` (`child_main`), read from plain
 //! data ([`Spec`], [`ChildSetup`]) the parent prepared: the child shares the
 //! host's memory, so it may make only async-signal-safe calls (no allocation,
 //! no lock, no panic), and it aborts rather than unwinds if one happens anyway.

@@ -1,5 +1,5 @@
 //! The control requests, one per file as pueue's message handlers are:
-//! [`ps`], [`logs`], [`kill`] and [`wait`] are functions over what they need
+//! `ps`, `logs`, `kill` and `wait` are functions over what they need
 //! of the daemon (its [`Sessions`]), so each is tested over a stub with no
 //! socket. `stop` is the daemon's own.
 

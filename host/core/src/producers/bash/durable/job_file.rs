@@ -61,7 +61,7 @@ fn header_line(bytes: &[u8]) -> Option<&[u8]> {
 }
 
 /// The monitor of the job whose file is `file`, as it recorded itself: its
-/// pid and start time (see [`super::process_start_time`]).
+/// pid and start time (see [`crate::bash::process_start_time`]).
 pub fn recorded_monitor(file: &Path) -> Option<(i32, u64)> {
     let bytes = read_at(&std::fs::File::open(file).ok()?, 0, END_AT as usize);
     let line = std::str::from_utf8(header_line(&bytes)?).ok()?;
@@ -149,8 +149,7 @@ pub(super) fn lock(file: &std::fs::File) -> rustix::io::Result<()> {
 /// Whether `file` is a regular file of ours with no other name.
 pub(super) fn ours(file: &std::fs::File) -> bool {
     use std::os::unix::fs::MetadataExt;
-    // SAFETY: geteuid takes no arguments.
-    let me = unsafe { libc::geteuid() };
+    let me = rustix::process::geteuid().as_raw();
     file.metadata()
         .is_ok_and(|m| m.is_file() && m.uid() == me && m.nlink() == 1)
 }

@@ -38,8 +38,7 @@ impl SpareFiles {
             _ => {}
         }
         let meta = std::fs::symlink_metadata(&dir)?;
-        // SAFETY: geteuid takes no arguments.
-        let me = unsafe { libc::geteuid() };
+        let me = rustix::process::geteuid().as_raw();
         if !meta.is_dir() || meta.uid() != me || meta.permissions().mode() & 0o077 != 0 {
             return Err(std::io::Error::other(format!(
                 "{} is not a private directory of ours",

@@ -28,8 +28,8 @@
 //!   that takes the job on later can find it, and tell it from a process
 //!   that reused its pid.
 //!
-//! This module is the monitor's main loop and its signals; [`relay`] copies
-//! each stream into the job's file and on to the host; [`lease`] stops the
+//! This module is the monitor's main loop and its signals; `relay` copies
+//! each stream into the job's file and on to the host; `lease` stops the
 //! job once its session's lease passes with no host.
 
 use std::ffi::OsString;
@@ -82,7 +82,7 @@ const SHRUGGED: [libc::c_int; 12] = [
     libc::SIGCHLD,
 ];
 
-/// Runs the monitor with `args` (the words after [`MONITOR_COMMAND`]) and
+/// Runs the monitor with `args` (the words after `MONITOR_COMMAND`) and
 /// answers the exit code to exit with (a leader ended by a signal ends the
 /// monitor by the same signal instead).
 pub fn run_monitor(args: &[OsString]) -> i32 {
@@ -112,8 +112,7 @@ pub fn run_monitor(args: &[OsString]) -> i32 {
         // SAFETY: fcntl on a number; one that is not open fails harmlessly.
         unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
     }
-    // SAFETY: getpid takes no arguments.
-    let me = unsafe { libc::getpid() };
+    let me = rustix::process::getpid().as_raw_nonzero().get();
     if let Some(start) = crate::producers::bash::process_start_time(me) {
         let line = format!("{me} {start}\n");
         // SAFETY: the file the host opened for us, written in one call.
@@ -234,8 +233,7 @@ fn spawn_leader(args: &MonitorArgs) -> std::io::Result<crate::producers::spawn::
         rlimits: args.rlimits.clone(),
         setup: crate::producers::spawn::ChildSetup {
             new_group: true,
-            // SAFETY: getpid takes no arguments.
-            die_with_parent: Some(unsafe { libc::getpid() }),
+            die_with_parent: Some(rustix::process::getpid().as_raw_nonzero().get()),
             ..Default::default()
         },
         hold: None,
@@ -338,14 +336,20 @@ impl Run {
     /// `sig` to the leader's group and every other process of the job this
     /// monitor can find (its cgroup's, or those carrying its mark).
     fn signal_job(&self, sig: libc::c_int) {
-        // SAFETY: kill of the leader's process group, and of pids found below.
-        unsafe { libc::kill(-self.leader, sig) };
-        // SAFETY: getpid takes no arguments.
-        let me = unsafe { libc::getpid() };
+        use rustix::process::{Pid, Signal, kill_process, kill_process_group};
+        // Any signal a job's stop uses (TERM, KILL, and what a model sends).
+        let Some(signal) = Signal::from_named_raw(sig) else {
+            return;
+        };
+        if let Some(group) = Pid::from_raw(self.leader) {
+            let _ = kill_process_group(group, signal);
+        }
+        let me = rustix::process::getpid().as_raw_nonzero().get();
         for pid in job_peers() {
-            if pid != me {
-                // SAFETY: as above.
-                unsafe { libc::kill(pid, sig) };
+            if pid != me
+                && let Some(pid) = Pid::from_raw(pid)
+            {
+                let _ = kill_process(pid, signal);
             }
         }
     }

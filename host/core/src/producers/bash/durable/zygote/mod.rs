@@ -22,7 +22,7 @@
 //! for one message) leaves the spawn to the host, as before.
 //!
 //! Here the host's side (starting the parent, one exchange per spawn);
-//! [`wire`] the request's codec and the descriptor passing; [`parent`] the
+//! `wire` the request's codec and the descriptor passing; `parent` the
 //! parent process itself.
 
 use std::ffi::CString;
