@@ -4,7 +4,7 @@
 Every expected value here is computed by a small, separate implementation of the
 contract's rules (../shared/spec/seed-behaviour.md: the string catalogue of
 section 4, the capping algorithm of section 5, the delivery rules of section 6 and
-the wait rules of section 7), plus the documented differences in the README. None
+the wait rules of section 7), plus the documented differences in the book (docs/src/departures.md). None
 of it is taken from what the component prints: the runners compare the component
 against these.
 

@@ -3,6 +3,10 @@
 //!
 //! The host starts the process and words nothing: it gets a [`StartRequest`]
 //! from [`check`] and hands what happened back to [`started`].
+//!
+//! (Over 500 lines: one tool's definition, its argument check field by field
+//! (each extension's arguments among them) and its answers, which read
+//! together; a third is their tests.)
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;

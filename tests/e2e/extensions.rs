@@ -79,7 +79,7 @@ async fn logged(session: &Session, id: &str, pattern: &str, stream: &str) -> Str
 
 const ALL: &str = r#"{"extensions": true}"#;
 
-/// The worked session of the README: a dev server started by name, waited on
+/// The worked session of the book's extensions chapter: a dev server started by name, waited on
 /// until its ready line, found on its port, fetched from a second job, then
 /// stopped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,7 @@
-//! The README's layout section names every source file of the host and the
-//! guest, so the map a reader starts from cannot drift from the tree.
+//! The map cannot drift from the tree: ARCHITECTURE.md names every source
+//! file of the host and the guest, no guest file imports from a layer above
+//! its own, and the book's chapters and every relative link of the README,
+//! the book and ARCHITECTURE.md resolve.
 
 use std::path::{Path, PathBuf};
 
@@ -14,11 +16,13 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The README's `## Layout` section.
+/// ARCHITECTURE.md's `## The rooms` section.
 fn layout(root: &Path) -> String {
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let start = readme.find("\n## Layout\n").expect("a layout section");
-    let rest = &readme[start + 1..];
+    let map = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let start = map
+        .find("\n## The rooms\n")
+        .expect("a section of the rooms");
+    let rest = &map[start + 1..];
     let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
     rest[..end].to_owned()
 }
@@ -31,7 +35,7 @@ fn words(text: &str) -> std::collections::HashSet<&str> {
 }
 
 #[test]
-fn every_source_file_is_on_the_readme_s_map() {
+fn every_source_file_is_on_the_architecture_map() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let section = layout(root);
     let named = words(&section);
@@ -63,7 +67,7 @@ fn every_source_file_is_on_the_readme_s_map() {
         .collect();
     assert!(
         missing.is_empty(),
-        "source files the README's layout section does not name: {missing:?}"
+        "source files ARCHITECTURE.md's rooms do not name: {missing:?}"
     );
 }
 
@@ -219,4 +223,79 @@ fn no_guest_file_imports_from_a_layer_above_its_own() {
         wrong.is_empty(),
         "imports that point up the guest's layers: {wrong:?}"
     );
+}
+
+/// The relative links of a Markdown text: `[text](target)` whose target is
+/// not a URL, without its `#anchor`.
+fn relative_links(text: &str) -> Vec<String> {
+    let mut links = Vec::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let Some(end) = after.find(')') else { break };
+            let target = &after[..end];
+            let path = target.split('#').next().unwrap_or_default();
+            if !path.is_empty() && !path.contains("://") && !path.starts_with("mailto:") {
+                links.push(path.to_owned());
+            }
+            rest = &after[end..];
+        }
+    }
+    links
+}
+
+#[test]
+fn the_link_check_reads_markdown_links() {
+    assert_eq!(
+        relative_links(
+            "see [a](b.md#x), [web](https://x.org) and [c](../d/e.rs)\n```\n[f](no.md)\n```"
+        ),
+        ["b.md", "../d/e.rs"]
+    );
+}
+
+#[test]
+fn every_chapter_is_in_the_summary_and_every_relative_link_resolves() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let book = root.join("docs/src");
+    let summary = std::fs::read_to_string(book.join("SUMMARY.md")).unwrap();
+    let mut pages = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    let mut unlisted = Vec::new();
+    for entry in std::fs::read_dir(&book).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        if name.ends_with(".md") {
+            if name != "SUMMARY.md" && !relative_links(&summary).contains(&name) {
+                unlisted.push(name);
+            }
+            pages.push(path);
+        }
+    }
+    assert!(pages.len() > 12, "{} pages", pages.len());
+    assert!(
+        unlisted.is_empty(),
+        "chapters not in SUMMARY.md: {unlisted:?}"
+    );
+    let mut broken = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        for link in relative_links(&text) {
+            if !page.parent().unwrap().join(&link).exists() {
+                broken.push(format!(
+                    "{}: {link}",
+                    page.strip_prefix(root).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "links that lead nowhere: {broken:?}");
 }

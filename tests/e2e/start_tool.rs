@@ -1,7 +1,7 @@
 //! The start tool through the real component: the guest defines `bash`,
 //! checks its arguments and words every answer, and the host only starts.
 //! What the model reads is the same under every profile's session as the
-//! contract and the README give it; a refused start names the profile's own
+//! contract and the book give it; a refused start names the profile's own
 //! tools.
 
 use std::sync::Arc;

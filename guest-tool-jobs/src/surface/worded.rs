@@ -1,5 +1,9 @@
 //! The worded surfaces (profiles A and B): their three tools' definitions, UI
 //! cards, argument checks and call flows, all in the words of one [`Wording`].
+//!
+//! (Over 500 lines: the worded surface's tools (read, list, kill) for
+//! profiles A and B, each call's check and answer in the words of a
+//! `Wording`; a third is their tests.)
 
 use serde_json::{Map, Value, json};
 

@@ -1,7 +1,7 @@
 //! The words of the two job-tool surfaces that differ only in wording: profile A
 //! (`job_*`) and profile B (`task_*`), from the contract's string catalogue
 //! (sections 3.1, 3.2, 4.1 and 4.4 of the behaviour contract), and the
-//! extensions' words of each (the README's extension table). Every
+//! extensions' words of each (the book's extension table, `docs/src/extensions.md`). Every
 //! model-visible string that names the thing, its tools or its plugin comes
 //! from here; profile C's fixed words are in [`go`].
 

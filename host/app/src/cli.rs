@@ -155,7 +155,7 @@ pub(crate) enum Command {
 #[derive(clap::Args, Clone, Debug, Default)]
 pub(crate) struct Durable {
     /// A durable session of this user's daemon, which keeps its jobs when
-    /// the client goes (see the README's "Durable sessions"). Without KEY,
+    /// the client goes (see the book's "Durable sessions"). Without KEY,
     /// or with `JOBS_HOST_SESSION` set, the key is that variable or else the
     /// canonical working directory.
     #[arg(long, value_name = "KEY", num_args = 0..=1, default_missing_value = "")]

@@ -7,6 +7,9 @@
 //! `maxResultBytes`, errors read `error: <err>`, an unknown id and another
 //! owner's id get the same answer, and completion notices are pulled by the host
 //! before each step as one `Background job update:` message.
+//!
+//! (Over 500 lines: the whole of profile C's surface, its four tools and its
+//! notices, in the Go plugin's words; `text` holds its formatting.)
 
 use serde_json::{Map, Value, json};
 

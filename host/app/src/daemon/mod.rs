@@ -1,6 +1,6 @@
 //! Durable sessions: one daemon per user owns the jobs, and `mcp --session`
 //! and `shell --session` connect to it over a Unix socket, so a client that
-//! restarts finds its session's jobs still running (see the README's
+//! restarts finds its session's jobs still running (see the book's
 //! "Durable sessions").
 //!
 //! On the socket, each connection starts with one JSON line from the client

@@ -1,5 +1,8 @@
 //! The `jobs-host` binary: a whole MCP session through a real MCP client, a
 //! scripted shell session, and `tools` against the component's own definitions.
+//!
+//! (Over 500 lines: a test module of its own, the client fixtures every other
+//! process test imports, and the CLI's tests.)
 
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -3,6 +3,9 @@
 //! terminal going away, each time at once, with its jobs, and without
 //! spinning on a terminal that is gone. The same for `shell --session` (the
 //! session stays in the daemon) and for `logs -f`.
+//!
+//! (Over 500 lines: a test module of its own, the pseudo-terminal fixture and
+//! one test per way a console ends.)
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;

@@ -2,6 +2,9 @@
 //! host and its client, what happens to jobs when the host is signalled or
 //! killed, and what a malformed line on stdin gets. Each test spawns the real
 //! binary and speaks JSON-RPC to it line by line.
+//!
+//! (Over 500 lines: a test module of its own, the host fixture and one test
+//! per hostile job.)
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,9 @@
 //! What clients do to a call that the happy path never does: cancel it, leave
 //! while it waits, send bytes that are not UTF-8, or ask for structured output.
 //! Each test speaks JSON-RPC to the real binary line by line.
+//!
+//! (Over 500 lines: a test module of its own, one test per way a client
+//! leaves the happy path.)
 
 use serde_json::{Value, json};
 

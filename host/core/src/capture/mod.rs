@@ -15,6 +15,10 @@
 //! (the handle a producer writes and the registry reads, and `heavy`, which
 //! keeps slow reads off the async workers), and here the capture of both
 //! streams.
+//!
+//! (Over 500 lines: the capture's public face, `OutputStream` and its limits
+//! and budget wiring, over the rooms listed above; most of it is
+//! documentation of what each limit does.)
 
 mod budget;
 mod buffer;

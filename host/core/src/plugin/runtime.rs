@@ -1,4 +1,8 @@
 //! The engine, its configuration and the limits every guest call runs under.
+//!
+//! (Over 500 lines: the engine, its limits and the instance pool, each
+//! setting with its reason beside it; one component's life, from compile to
+//! call.)
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,7 +1,7 @@
 //! WASI preview 2 for guests built with the usual toolchains (`wasm32-wasip2`,
 //! componentize-py, `jco componentize`), which import WASI even when they never
 //! use it. Every interface `wasmtime-wasi` provides is linked, each behind a
-//! context that denies by default (the README's "Guests that import WASI" has
+//! context that denies by default (the book's "Guests that import WASI", `docs/src/sandbox.md`, has
 //! the table of what each interface can do).
 
 use std::sync::Arc;

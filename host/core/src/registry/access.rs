@@ -2,6 +2,10 @@
 //!
 //! (About 500 lines: the wait alone, with its abort, hold and ready ends, is a
 //! third of it, and it reads best beside the reads it fences the same way.)
+//!
+//! (Over 500 lines: every call an owner makes through its fence, read, wait,
+//! kill, list, pages, in one place, so that the fence is checked the same way
+//! by each; each call is short.)
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

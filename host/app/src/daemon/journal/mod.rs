@@ -7,6 +7,10 @@
 //! Each write is one transaction: a crash at any instant leaves the journal
 //! as it was before or after the write. Readers (`jobs-host ps --journal`)
 //! open it read-only and never block the daemon.
+//!
+//! (Over 500 lines: the journal's writes, each one transaction over the one
+//! schema in `schema`, side by side so that what each writes and what the
+//! others assume can be compared.)
 
 use host::sync::lock;
 use std::collections::HashMap;

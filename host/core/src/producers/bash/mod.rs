@@ -17,6 +17,10 @@
 //! `supervisor` (the pumps, limits and the end of a job), `stdin` (the
 //! writer of a job's input) and `extras` (the extension calls only a producer
 //! can serve).
+//!
+//! (Over 500 lines: the producer and its spawn wiring, the one function that
+//! puts a job's pieces together (container, fence, terminal, durable files,
+//! capture, supervisor), which reads in order.)
 
 mod config;
 pub mod durable;

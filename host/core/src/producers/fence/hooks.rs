@@ -1,6 +1,9 @@
 //! The scan for git repositories and their hooks under a fenced job's
 //! writable roots: what the job's mount namespace binds read-only at its
 //! start, and what its status names when the job created or changed a hook.
+//!
+//! (Over 500 lines: the scan and the inotify watch that lets starts reuse it
+//! are one mechanism: what the scan lists is what the watch watches.)
 
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
