@@ -41,6 +41,7 @@ fn to_model(job: JobSnapshot) -> model::JobSnapshot {
         reported: job.reported,
         // The bench's jobs run unfenced.
         sandbox: None,
+        placement: None,
     }
 }
 
@@ -139,6 +140,7 @@ fn chatty_job(registry: &JobRegistry, owner: &Owner) -> String {
                 Ok(JobHooks {
                     capture: None,
                     control: None,
+                    placement: None,
                     cancel: Box::new(|_| Ok(())),
                     read_output: Some(Box::new(|| Ok("compiling crate ok\n".repeat(20)))),
                     output_excerpt: Some(Box::new(|window| {
@@ -169,6 +171,7 @@ fn finished_job(registry: &JobRegistry, owner: &Owner, output: String) -> String
                 Ok(JobHooks {
                     capture: None,
                     control: None,
+                    placement: None,
                     cancel: Box::new(|_| Ok(())),
                     read_output: None,
                     output_excerpt: None,

@@ -1269,7 +1269,8 @@ def extensions():
     # Configs.
     vec("extensions", "extension-configs", "README Extensions: config", [
         {"configure": json.dumps({"extensions": True}),
-         "expect": {"ok": {"extensions": ["ready", "input", "log", "limits", "ports", "yield", "sandbox", "terminal"],
+         "expect": {"ok": {"extensions": ["ready", "input", "log", "limits", "ports", "yield", "sandbox", "terminal",
+                                          "runners"],
                            "limits": {"timeout_ms": None, "cpu_seconds": None, "memory_bytes": None,
                                       "output_bytes": None}}}},
         {"configure": json.dumps({"profile": "b", "extensions": ["limits", "ports"],
@@ -1278,7 +1279,7 @@ def extensions():
                            "limits": {"timeout_ms": 60000, "cpu_seconds": None, "memory_bytes": None,
                                       "output_bytes": 1000}}}},
         {"configure": json.dumps({"extensions": ["ready", "teleport"]}),
-         "expect": {"err": "tool-jobs: unknown extension \"teleport\" (known: ready, input, log, limits, ports, yield, sandbox, terminal)"}},
+         "expect": {"err": "tool-jobs: unknown extension \"teleport\" (known: ready, input, log, limits, ports, yield, sandbox, terminal, runners)"}},
         {"configure": json.dumps({"profile": "c", "limits": {"timeoutMs": 5}}),
          "expect": {"err": "jobs: limits needs the \"limits\" extension (\"extensions\": [\"limits\"])"}},
         {"configure": json.dumps({"profile": "b", "extensions": False, "bogus": 1}),

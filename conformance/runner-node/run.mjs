@@ -57,7 +57,7 @@ class Scripted {
       id: j.id, kind: j.kind, label: j.label, status: j.status, detail: j.detail ?? undefined,
       startedAt: j.started_at, finishedAt: j.finished_at ?? undefined,
       outputLimitBytes: j.output_limit_bytes ?? undefined, reported: Boolean(j.reported),
-      sandbox: j.sandbox ?? undefined,
+      sandbox: j.sandbox ?? undefined, placement: j.placement ?? undefined,
     };
   }
   listJobs() { return this.jobs.filter((j) => j.owner !== 'other').map(Scripted.view); }
@@ -155,6 +155,15 @@ const requestJson = (r) => ({
   command: r.command, workdir: r.workdir ?? null, description: r.description ?? null, stdin: r.stdin,
   name: r.name ?? null, limits: limitsJson(r.limits), yield_ms: r.yieldMs ?? null,
   sandbox: fromWitSandbox(r.sandbox), tty: r.tty ?? null, render: r.render,
+  // Only a start on a runner says so: every other vector stays as it was.
+  ...(r.runner === undefined ? {} : {
+    runner: r.runner,
+    resources: r.resources === undefined ? null : {
+      cpus: r.resources.cpus ?? null, gpus: r.resources.gpus ?? null,
+      memory_bytes: r.resources.memoryBytes === undefined ? null : Number(r.resources.memoryBytes),
+      custom: Object.fromEntries(r.resources.custom),
+    },
+  }),
 });
 const requestFrom = (v) => ({
   command: v.command, workdir: v.workdir ?? undefined, description: v.description ?? undefined, stdin: v.stdin,
@@ -166,6 +175,12 @@ const requestFrom = (v) => ({
   sandbox: toWitSandbox(v.sandbox),
   tty: v.tty ?? undefined,
   render: v.render ?? false,
+  runner: v.runner ?? undefined,
+  resources: v.resources ? {
+    cpus: v.resources.cpus ?? undefined, gpus: v.resources.gpus ?? undefined,
+    memoryBytes: v.resources.memory_bytes === undefined || v.resources.memory_bytes === null ? undefined : BigInt(v.resources.memory_bytes),
+    custom: Object.entries(v.resources.custom ?? {}),
+  } : undefined,
 });
 // `{new: id}`, `{existing: id}` or `{error: {<start-error case>: payload}}`, as jco lowers a result.
 const madeFrom = (m) => {
@@ -190,6 +205,7 @@ const configJson = (c) => ({
   disposed_owner: c.disposedOwner,
   sandbox: fromWitSandbox(c.sandbox),
   render_output: c.renderOutput,
+  ...(c.runners.length > 0 ? { runners: [...c.runners] } : {}),
 });
 const noticeJson = (n) => ({ text: n.text, summary: n.summary ?? null, plugin: n.plugin, form: n.form ?? null });
 

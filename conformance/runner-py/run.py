@@ -175,7 +175,11 @@ def request_from(v):
                    name=v["name"], limits=limits, yield_ms=v.get("yield_ms"),
                    sandbox=sandbox_record(v.get("sandbox")),
                    tty=None if v.get("tty") is None else _record(rows=v["tty"]["rows"], cols=v["tty"]["cols"]),
-                   render=bool(v.get("render", False)))
+                   render=bool(v.get("render", False)), runner=v.get("runner"),
+                   resources=None if v.get("resources") is None else _record(
+                       cpus=v["resources"].get("cpus"), gpus=v["resources"].get("gpus"),
+                       memory_bytes=v["resources"].get("memory_bytes"),
+                       custom=list(v["resources"].get("custom", {}).items())))
 
 
 def made_from(m):
@@ -224,7 +228,15 @@ def step(guest, scripted, config, s):
         kind, checked = guest.check_start(config, s["check_start"], s.get("max_command_bytes", 65536))
         if kind == "err":
             return {"err": checked}
-        return {"ok": dict(_plain(checked), sandbox=sandbox_plain(checked.sandbox))}
+        checked_plain = dict(_plain(checked), sandbox=sandbox_plain(checked.sandbox))
+        # Only a start on a runner says so: every other vector stays as it was.
+        if checked_plain.get("runner") is None:
+            checked_plain.pop("runner", None)
+            checked_plain.pop("resources", None)
+        elif checked_plain.get("resources") is not None:
+            res = checked_plain["resources"]
+            res["custom"] = dict(res.get("custom") or [])
+        return {"ok": checked_plain}
     if "started" in s:
         kind, out = guest.started(config, request_from(s["started"]["request"]), made_from(s["started"]["made"]))
         if kind != "wait":

@@ -18,8 +18,8 @@ wit_bindgen::generate!({
 use exports::harness::jobs::notices::{self, AgentStatus, Delivery, Lane, Notice, OwnerState};
 use exports::harness::jobs::tools::{
     self, CallOutcome, CompletionDelivery, Config, ContentBlock, DisposedOwner, Extension,
-    JobLimits, NoticeTransport, OwnerScope, Profile, PromptSection, StartError, StartMade,
-    StartRequest, ToolAnnotations, ToolDefinition, ToolResult, UiCard, WaitRequest,
+    JobLimits, NoticeTransport, OwnerScope, Profile, PromptSection, Resources, StartError,
+    StartMade, StartRequest, ToolAnnotations, ToolDefinition, ToolResult, UiCard, WaitRequest,
 };
 use harness::jobs::clock::now_ms;
 use harness::jobs::diag::{Level, log};
@@ -65,6 +65,7 @@ fn snapshot_from(job: JobSnapshot) -> model::JobSnapshot {
         output_limit_bytes: job.output_limit_bytes,
         reported: job.reported,
         sandbox: job.sandbox.map(sandbox_from),
+        placement: job.placement,
     }
 }
 
@@ -364,6 +365,7 @@ fn config_from(config: Config) -> PlainConfig {
                     Extension::Yield => set.yields = true,
                     Extension::Sandbox => set.sandbox = true,
                     Extension::Terminal => set.terminal = true,
+                    Extension::Runners => set.runners = true,
                 }
             }
             set
@@ -371,6 +373,25 @@ fn config_from(config: Config) -> PlainConfig {
         limits: limits_from(config.limits),
         sandbox: config.sandbox.map(sandbox_from),
         render_output: config.render_output,
+        runners: config.runners,
+    }
+}
+
+fn resources_from(r: Resources) -> model::Resources {
+    model::Resources {
+        cpus: r.cpus,
+        gpus: r.gpus,
+        memory_bytes: r.memory_bytes,
+        custom: r.custom,
+    }
+}
+
+fn resources_to(r: model::Resources) -> Resources {
+    Resources {
+        cpus: r.cpus,
+        gpus: r.gpus,
+        memory_bytes: r.memory_bytes,
+        custom: r.custom,
     }
 }
 
@@ -430,6 +451,7 @@ impl tools::Guest for Component {
                 (c.extensions.yields, Extension::Yield),
                 (c.extensions.sandbox, Extension::Sandbox),
                 (c.extensions.terminal, Extension::Terminal),
+                (c.extensions.runners, Extension::Runners),
             ]
             .into_iter()
             .filter_map(|(on, e)| on.then_some(e))
@@ -449,6 +471,7 @@ impl tools::Guest for Component {
             },
             sandbox: c.sandbox.map(sandbox_to),
             render_output: c.render_output,
+            runners: c.runners,
         })
     }
 
@@ -482,6 +505,8 @@ impl tools::Guest for Component {
                 sandbox: r.sandbox.map(sandbox_to),
                 tty: r.tty.map(size_to),
                 render: r.render,
+                runner: r.runner,
+                resources: r.resources.map(resources_to),
             })
             .map_err(result_to)
     }
@@ -503,6 +528,8 @@ impl tools::Guest for Component {
             sandbox: request.sandbox.map(sandbox_from),
             tty: request.tty.map(size_from),
             render: request.render,
+            runner: request.runner,
+            resources: request.resources.map(resources_from),
         };
         let made = match made {
             Ok(StartMade::New(id)) => Ok(start::StartMade::New(id)),

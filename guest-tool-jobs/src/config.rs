@@ -67,6 +67,8 @@ pub struct Config {
     pub sandbox: Option<Sandbox>,
     /// Render pipe jobs' output too (extension `terminal`).
     pub render_output: bool,
+    /// The runners a job may name besides this host (extension `runners`).
+    pub runners: Vec<String>,
 }
 
 /// The opt-in extensions a mount enables (see the WIT `extension`).
@@ -89,12 +91,14 @@ pub struct Extensions {
     /// Jobs on a terminal: rendered output, keys, resizes, the screen and
     /// waits that end at a prompt.
     pub terminal: bool,
+    /// Jobs on a cluster engine: `runner` and `resources` on a start.
+    pub runners: bool,
 }
 
 impl Extensions {
     /// The names, in the order the config and the WIT list them.
-    pub const NAMES: [&'static str; 8] = [
-        "ready", "input", "log", "limits", "ports", "yield", "sandbox", "terminal",
+    pub const NAMES: [&'static str; 9] = [
+        "ready", "input", "log", "limits", "ports", "yield", "sandbox", "terminal", "runners",
     ];
 
     /// Every extension.
@@ -107,6 +111,7 @@ impl Extensions {
         yields: true,
         sandbox: true,
         terminal: true,
+        runners: true,
     };
 
     /// Whether the extension called `name` is enabled.
@@ -120,6 +125,7 @@ impl Extensions {
             "yield" => self.yields,
             "sandbox" => self.sandbox,
             "terminal" => self.terminal,
+            "runners" => self.runners,
             _ => false,
         }
     }
@@ -134,6 +140,7 @@ impl Extensions {
             "yield" => &mut self.yields,
             "sandbox" => &mut self.sandbox,
             "terminal" => &mut self.terminal,
+            "runners" => &mut self.runners,
             _ => return false,
         };
         *slot = true;
@@ -157,7 +164,36 @@ pub struct JobLimits {
 /// The config keys of the extensions, accepted under every profile. They are
 /// left out of the `known:` list of the unknown-key error, which stays as the
 /// seed surfaces word it.
-const EXTENSION_KEYS: &[&str] = &["extensions", "limits", "sandbox", "renderOutput"];
+const EXTENSION_KEYS: &[&str] = &["extensions", "limits", "sandbox", "renderOutput", "runners"];
+
+/// The longest runner name, in bytes.
+pub const MAX_RUNNER_NAME_BYTES: usize = 64;
+
+/// The mount's runners from the config's `"runners"`: a list of distinct
+/// names of letters, digits, `-` and `_`.
+fn parse_runners(value: &Value) -> Result<Vec<String>, String> {
+    let wrong = || format!("runners must be a list of names, got {value}");
+    let names = value.as_array().ok_or_else(wrong)?;
+    let mut runners: Vec<String> = Vec::with_capacity(names.len());
+    for name in names {
+        let name = name.as_str().ok_or_else(wrong)?;
+        let fits = !name.is_empty()
+            && name.len() <= MAX_RUNNER_NAME_BYTES
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !fits {
+            return Err(format!(
+                "runner name {name:?} must be 1 to {MAX_RUNNER_NAME_BYTES} letters, digits, - or _"
+            ));
+        }
+        if runners.iter().any(|r| r == name) {
+            return Err(format!("runners names \"{name}\" twice"));
+        }
+        runners.push(name.to_owned());
+    }
+    Ok(runners)
+}
 const SANDBOX_KEYS: [&str; 2] = ["files", "network"];
 
 /// The session's sandbox from the config's `"sandbox"`: `files` (default
@@ -278,6 +314,7 @@ impl Default for Config {
             limits: JobLimits::default(),
             sandbox: None,
             render_output: false,
+            runners: Vec::new(),
         }
     }
 }
@@ -499,6 +536,15 @@ fn parse_for(profile: Profile, map: &Map<String, Value>) -> Result<Config, Strin
         config.render_output = v
             .as_bool()
             .ok_or_else(|| format!("renderOutput must be true or false, got {v}"))?;
+    }
+    if let Some(v) = map.get("runners") {
+        if !config.extensions.runners {
+            return Err(
+                "runners needs the \"runners\" extension (\"extensions\": [\"runners\"])"
+                    .to_owned(),
+            );
+        }
+        config.runners = parse_runners(v)?;
     }
     // Compared as written (so the error quotes the operator's numbers), then
     // kept as whole milliseconds, the unit host and guest share.

@@ -128,6 +128,7 @@ mod tests {
             output_limit_bytes: cap,
             reported: false,
             sandbox: None,
+            placement: None,
         }
     }
 

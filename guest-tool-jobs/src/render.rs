@@ -109,6 +109,7 @@ mod tests {
             output_limit_bytes: None,
             reported: false,
             sandbox: None,
+            placement: None,
         }
     }
 

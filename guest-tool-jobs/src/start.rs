@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::config::{Config, JobLimits};
+use crate::extensions::runners;
 use crate::model::schema;
 use crate::model::{
     DEFAULT_TERMINAL, JobsView, MAX_TIMER_MS, Sandbox, SandboxFiles, SandboxNetwork, Step,
@@ -51,7 +52,7 @@ pub struct StartTool {
 }
 
 /// A checked start (see the WIT `start-request`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct StartRequest {
     /// The command line, not blank.
     pub command: String,
@@ -75,6 +76,10 @@ pub struct StartRequest {
     /// Render its output though it has no terminal (the config's
     /// `renderOutput`).
     pub render: bool,
+    /// The runner to run it on (extension `runners`); `None`: the host.
+    pub runner: Option<String>,
+    /// What it needs of its runner's engine (extension `runners`).
+    pub resources: Option<crate::model::Resources>,
 }
 
 /// What the host's start did (see the WIT `start-made`).
@@ -113,6 +118,9 @@ pub fn definition(config: &Config) -> StartTool {
     };
     if config.extensions.yields {
         description.push_str(" With yield_ms it first waits up to that long: a command that ends in time answers with its output, read; one that does not answers with what it printed so far and runs on.");
+    }
+    if runners::offered(config) {
+        description.push_str(&runners::description(config));
     }
     let mut schema = json!({
         "type": "object",
@@ -185,6 +193,11 @@ pub fn definition(config: &Config) -> StartTool {
                 YIELD_MS.end()
             ),
         );
+    }
+    if runners::offered(config) {
+        for (key, property) in runners::properties(config) {
+            properties[key] = property;
+        }
     }
     StartTool {
         description,
@@ -315,6 +328,27 @@ fn request(
             request.stdin = true;
         }
         request.render = config.render_output && request.tty.is_none();
+    }
+    if runners::offered(config) {
+        (request.runner, request.resources) =
+            runners::runner_args(config, value(&map, "runner"), value(&map, "resources"))?;
+        if let Some(runner) = &request.runner {
+            let asked = |key: &str| value(&map, key).is_some_and(|v| !v.is_null());
+            runners::refuse_what_engines_lack(
+                runner,
+                &runners::RunnerAsks {
+                    stdin: request.stdin,
+                    tty: request.tty.is_some(),
+                    workdir: request.workdir.is_some(),
+                    sandbox: asked("sandbox"),
+                    cpu_seconds: asked("cpu_seconds"),
+                    memory_bytes: asked("memory_bytes"),
+                },
+            )?;
+            // The engine's own sandbox, and no rendering of this host's.
+            request.sandbox = None;
+            request.render = false;
+        }
     }
     // In the order the host checked them before: the name, then the command.
     if let Some(name) = &request.name {

@@ -677,7 +677,7 @@ async fn extension_configs_are_checked_at_load() {
     for (config, error) in [
         (
             r#"{"extensions": ["ready", "teleport"]}"#,
-            "tool-jobs: unknown extension \"teleport\" (known: ready, input, log, limits, ports, yield, sandbox, terminal)",
+            "tool-jobs: unknown extension \"teleport\" (known: ready, input, log, limits, ports, yield, sandbox, terminal, runners)",
         ),
         (
             r#"{"extensions": ["log", "log"]}"#,
@@ -685,7 +685,7 @@ async fn extension_configs_are_checked_at_load() {
         ),
         (
             r#"{"extensions": "all"}"#,
-            "tool-jobs: extensions must be true, false or a list of names (ready, input, log, limits, ports, yield, sandbox, terminal), got \"all\"",
+            "tool-jobs: extensions must be true, false or a list of names (ready, input, log, limits, ports, yield, sandbox, terminal, runners), got \"all\"",
         ),
         (
             r#"{"limits": {"timeoutMs": 5}}"#,

@@ -185,6 +185,7 @@ impl ScriptedJob {
             Ok(JobHooks {
                 capture: None,
                 control: None,
+                placement: None,
                 cancel: Box::new(move |reason| {
                     if let Some(e) = cancel_error.lock().unwrap().clone() {
                         return Err(e);

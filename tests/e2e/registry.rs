@@ -699,6 +699,7 @@ async fn a_start_under_way_while_its_owner_is_disposed_is_undone() {
                 Ok(host::JobHooks {
                     capture: None,
                     control: None,
+                    placement: None,
                     cancel: Box::new(move |reason| {
                         cancels.lock().unwrap().push(reason.map(str::to_owned));
                         Ok(())
@@ -782,6 +783,7 @@ fn start_durable(
             Ok(host::JobHooks {
                 capture: Some(capture),
                 control: Some(Arc::new(Durable)),
+                placement: None,
                 cancel: Box::new(|_| Ok(())),
                 read_output: None,
                 output_excerpt: None,

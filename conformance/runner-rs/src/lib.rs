@@ -452,7 +452,7 @@ fn limits_json(l: &JobLimits) -> Value {
 }
 
 fn request_json(r: &StartRequest) -> Value {
-    json!({
+    let mut request = json!({
         "command": r.command,
         "workdir": r.workdir,
         "description": r.description,
@@ -463,7 +463,20 @@ fn request_json(r: &StartRequest) -> Value {
         "sandbox": r.sandbox.as_ref().map(sandbox_json),
         "tty": r.tty.map(|t| json!({"rows": t.rows, "cols": t.cols})),
         "render": r.render,
-    })
+    });
+    // Only a start on a runner says so: every other vector stays as it was.
+    if let Some(runner) = &r.runner {
+        request["runner"] = json!(runner);
+        request["resources"] = r.resources.as_ref().map_or(Value::Null, |res| {
+            json!({
+                "cpus": res.cpus,
+                "gpus": res.gpus,
+                "memory_bytes": res.memory_bytes,
+                "custom": res.custom.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<Map<String, Value>>(),
+            })
+        });
+    }
+    request
 }
 
 /// `{"files": ..., "network": "on" | "off" | [port, ...]}`, as in a config.
@@ -522,6 +535,23 @@ fn request_from(v: &Value) -> StartRequest {
         yield_ms: v["yield_ms"].as_u64().and_then(|n| u32::try_from(n).ok()),
         sandbox: sandbox_from(&v["sandbox"]),
         render: v["render"].as_bool().unwrap_or(false),
+        runner: text("runner"),
+        resources: v.get("resources").filter(|r| r.is_object()).map(|r| {
+            let amount = |key: &str| r[key].as_f64();
+            bindings::exports::harness::jobs::tools::Resources {
+                cpus: amount("cpus"),
+                gpus: amount("gpus"),
+                memory_bytes: r["memory_bytes"].as_u64(),
+                custom: r["custom"]
+                    .as_object()
+                    .map(|m| {
+                        m.iter()
+                            .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            }
+        }),
         tty: v
             .get("tty")
             .filter(|t| t.is_object())
@@ -638,7 +668,7 @@ fn check(step: &Value, got: &Value) -> Result<(), String> {
 }
 
 fn config_json(c: &GuestConfig) -> Value {
-    json!({
+    let mut config = json!({
         "profile": match c.profile { Profile::A => "a", Profile::B => "b", Profile::C => "c" },
         "wait_timeout_ms": c.wait_timeout_ms,
         "max_wait_timeout_ms": c.max_wait_timeout_ms,
@@ -658,6 +688,7 @@ fn config_json(c: &GuestConfig) -> Value {
             Extension::Yield => "yield",
             Extension::Sandbox => "sandbox",
             Extension::Terminal => "terminal",
+            Extension::Runners => "runners",
         }).collect::<Vec<_>>(),
         "limits": limits_json(&c.limits),
         "notice_transport": match c.notice_transport {
@@ -670,7 +701,13 @@ fn config_json(c: &GuestConfig) -> Value {
         },
         "sandbox": c.sandbox.as_ref().map(sandbox_json),
         "render_output": c.render_output,
-    })
+    });
+    // Only a mount with runners says so: the vectors of every other config
+    // stay as they were.
+    if !c.runners.is_empty() {
+        config["runners"] = json!(c.runners);
+    }
+    config
 }
 
 fn notice_json(n: &bindings::exports::harness::jobs::notices::Notice) -> Value {
@@ -866,6 +903,10 @@ fn snapshot(job: &Map<String, Value>) -> wit::JobSnapshot {
             .and_then(Value::as_bool)
             .unwrap_or(false),
         sandbox: job.get("sandbox").and_then(sandbox_from),
+        placement: job
+            .get("placement")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
     }
 }
 

@@ -268,6 +268,7 @@ mod tests {
                 output_limit_bytes: None,
                 reported: false,
                 sandbox: None,
+                placement: None,
             },
         }
     }

@@ -23,6 +23,7 @@ mod input;
 mod log;
 mod ports;
 mod ready;
+pub mod runners;
 mod terminal;
 
 pub use log::{
@@ -31,17 +32,24 @@ pub use log::{
 };
 pub use ports::{listening, ports_of};
 
-/// A job's sandbox as its status and list row show it (extension `sandbox`):
-/// `[sandbox: workspace-write, network off]`; `None` without the extension
-/// or for a job with full authority.
-pub fn sandbox_of(
-    config: &crate::config::Config,
-    job: &crate::model::JobSnapshot,
-) -> Option<String> {
-    if !config.extensions.sandbox {
-        return None;
+/// Where and how a job runs, as its status and list row show it: its
+/// runner's placement (extension `runners`: `[ray: raysubmit_Xy12]`), then
+/// its sandbox (extension `sandbox`: `[sandbox: workspace-write, network
+/// off]`, and `[sandbox: the engine's]` for a job on an engine); `None` when
+/// neither applies.
+pub fn where_of(config: &crate::config::Config, job: &crate::model::JobSnapshot) -> Option<String> {
+    let placement = runners::placement_of(config, job);
+    let sandbox = if !config.extensions.sandbox {
+        None
+    } else if job.placement.is_some() {
+        Some("[sandbox: the engine's]".to_owned())
+    } else {
+        job.sandbox.as_ref().map(crate::model::Sandbox::note)
+    };
+    match (placement, sandbox) {
+        (Some(placement), Some(sandbox)) => Some(format!("{placement} {sandbox}")),
+        (placement, sandbox) => placement.or(sandbox),
     }
-    job.sandbox.as_ref().map(crate::model::Sandbox::note)
 }
 pub use ready::{matched_lines, matched_note, ready_args, ready_properties, wait_note};
 pub use terminal::{

@@ -494,6 +494,24 @@ pub struct JobSnapshot {
     pub reported: bool,
     /// The sandbox the job runs in; `None`: its user's full authority.
     pub sandbox: Option<Sandbox>,
+    /// Where the job runs when that is not the host, in the engine's words
+    /// (extension `runners`): `ray: raysubmit_Xy12 pending: waiting for
+    /// resources`.
+    pub placement: Option<String>,
+}
+
+/// What a job on a cluster engine needs (extension `runners`, see the WIT
+/// `resources`); absent: the engine's default.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Resources {
+    /// CPUs.
+    pub cpus: Option<f64>,
+    /// GPUs.
+    pub gpus: Option<f64>,
+    /// Memory in bytes.
+    pub memory_bytes: Option<u64>,
+    /// The engine's other resources by name, in the order given.
+    pub custom: Vec<(String, f64)>,
 }
 
 /// The public snapshot: the canonical value tools return. It leaves out the owner,

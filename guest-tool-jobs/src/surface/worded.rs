@@ -384,7 +384,7 @@ fn job_output(
     }
     let (text, job) = view.read(id).map_err(|e| registry_error_message(&e, w))?;
     let shown = with_ports(view, config, &job);
-    let sandbox = extensions::sandbox_of(config, &job);
+    let sandbox = extensions::where_of(config, &job);
     let rendered = match note {
         Some(note) => {
             let budget = cap.map(|c| c.saturating_sub(note.len() as u64 + 1));
@@ -420,7 +420,7 @@ fn screen_result(
         .screen(id)
         .map_err(|e| extensions::error_message(&e, w, id))?;
     let shown = with_ports(view, config, &screen.job);
-    let sandbox = extensions::sandbox_of(config, &screen.job);
+    let sandbox = extensions::where_of(config, &screen.job);
     let mut text = note.map(|note| format!("{note}\n")).unwrap_or_default();
     let drawn = extensions::screen_text(&screen);
     text.push_str(&drawn);
@@ -453,7 +453,8 @@ fn with_ports<'a>(
 fn job_list(view: &dyn JobsView, config: &Config, w: &Wording) -> ToolResult {
     let (jobs, left_out) = crate::model::bounded_list(view.list_jobs());
     let public: Vec<_> = jobs.iter().map(JobSnapshot::public).collect();
-    let text = if config.extensions.ports || config.extensions.sandbox {
+    let text = if config.extensions.ports || config.extensions.sandbox || config.extensions.runners
+    {
         let rows: Vec<JobSnapshot> = jobs
             .iter()
             .map(|job| with_list_ports(view, config, job))
@@ -504,13 +505,14 @@ fn job_kill(
 }
 
 /// A list row's job: a live job's listening ports follow its label, then
-/// its sandbox (extensions `ports` and `sandbox`).
+/// where it runs and its sandbox (extensions `ports`, `runners` and
+/// `sandbox`).
 fn with_list_ports(view: &dyn JobsView, config: &Config, job: &JobSnapshot) -> JobSnapshot {
     let mut shown = job.clone();
     if let Some(ports) = extensions::ports_of(view, config, job) {
         shown.label = format!("{} ({ports})", shown.label);
     }
-    if let Some(sandbox) = extensions::sandbox_of(config, job) {
+    if let Some(sandbox) = extensions::where_of(config, job) {
         shown.label = format!("{} {sandbox}", shown.label);
     }
     shown

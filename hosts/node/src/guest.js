@@ -1,4 +1,4 @@
-// The tool-jobs component (WIT `harness:jobs@0.8.0`), transpiled by jco
+// The tool-jobs component (WIT `harness:jobs@0.9.0`), transpiled by jco
 // (`--instantiation sync`) and linked to a JavaScript backend.
 //
 // `Guest` is the low-level binding. Calls share one instance: instantiating
@@ -48,7 +48,7 @@ import { fileURLToPath } from 'node:url';
  */
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-export const VERSION = '0.8.0';
+export const VERSION = '0.9.0';
 
 /** @type {Set<string>} */
 const BARE_ERRORS = new Set(['wait-aborted', 'no-input', 'input-closed']);
@@ -97,6 +97,7 @@ export function toWitJob(job) {
     outputLimitBytes: big(job.outputLimitBytes),
     reported: Boolean(job.reported),
     sandbox: toWitSandbox(job.sandbox),
+    placement: job.placement ?? undefined,
   };
 }
 

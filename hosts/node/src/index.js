@@ -1,5 +1,5 @@
 // Background jobs for LLM agent harnesses, from Node: the tool-jobs component
-// (WIT harness:jobs@0.8.0) transpiled by jco, over a registry of real processes.
+// (WIT harness:jobs@0.9.0) transpiled by jco, over a registry of real processes.
 
 export { Guest, GuestError, RegistryError, VERSION } from './guest.js';
 export { Plugin } from './plugin.js';

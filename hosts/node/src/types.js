@@ -44,6 +44,7 @@
  * @property {number} [outputLimitBytes]
  * @property {boolean} reported
  * @property {Sandbox | null} [sandbox] the host's sandbox around the job; none: full authority
+ * @property {string | null} [placement] where the job runs when not on this host (extension `runners`)
  */
 
 /**

@@ -1,4 +1,4 @@
-"""The tool-jobs component (WIT `harness:jobs@0.8.0`) loaded with wasmtime-py.
+"""The tool-jobs component (WIT `harness:jobs@0.9.0`) loaded with wasmtime-py.
 
 `Guest` is the low-level binding: it links the imports the component needs
 (the owner-scoped registry, the clock and the log) to a Python *backend* and
@@ -61,7 +61,7 @@ from .types import (
 )
 
 PACKAGE = "harness:jobs"
-VERSION = "0.8.0"
+VERSION = "0.9.0"
 SCOPE_TYPE = 1
 log = logging.getLogger("harness_jobs.guest")
 
@@ -144,6 +144,7 @@ def snapshot_record(job: JobSnapshot) -> Record:
         output_limit_bytes=job.get("output_limit_bytes"),
         reported=bool(job.get("reported")),
         sandbox=sandbox_record(job.get("sandbox")),
+        placement=job.get("placement"),
     )
 
 
@@ -452,4 +453,7 @@ def config_plain(config: GuestConfig) -> dict[str, Any]:
     """A configured record as a dict (snake case), for display and comparison."""
     plain = cast(dict[str, Any], _plain(config))
     plain["sandbox"] = sandbox_plain(config.sandbox)
+    # A mount with no runners says nothing of them (as before there were any).
+    if not plain.get("runners"):
+        plain.pop("runners", None)
     return plain

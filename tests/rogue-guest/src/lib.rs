@@ -96,6 +96,7 @@ impl tools::Guest for Rogue {
             },
             sandbox: None,
             render_output: false,
+            runners: Vec::new(),
         })
     }
 
@@ -143,6 +144,8 @@ impl tools::Guest for Rogue {
             sandbox: None,
             tty: None,
             render: false,
+            runner: None,
+            resources: None,
         })
     }
 

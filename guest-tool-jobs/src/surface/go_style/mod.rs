@@ -123,7 +123,7 @@ fn status_text(view: &dyn JobsView, config: &Config, job: &JobSnapshot) -> Resul
         state(job.status),
         duration(job, now)
     );
-    if let Some(sandbox) = extensions::sandbox_of(config, job) {
+    if let Some(sandbox) = extensions::where_of(config, job) {
         text.push(' ');
         text.push_str(&sandbox);
     }
@@ -356,7 +356,7 @@ fn list_text(view: &dyn JobsView, config: &Config) -> String {
                 duration(job, now),
                 job.label
             );
-            match extensions::sandbox_of(config, job) {
+            match extensions::where_of(config, job) {
                 Some(sandbox) => format!("{row}\t{sandbox}"),
                 None => row,
             }

@@ -29,6 +29,7 @@ impl From<&registry::JobSnapshot> for wit::JobSnapshot {
             output_limit_bytes: job.output_limit_bytes,
             reported: job.reported,
             sandbox: job.sandbox.as_ref().map(wit::Sandbox::from),
+            placement: job.placement.clone(),
         }
     }
 }
@@ -255,6 +256,7 @@ impl From<&tools_wit::Config> for MountConfig {
                     tools_wit::Extension::Yield => Extension::Yield,
                     tools_wit::Extension::Sandbox => Extension::Sandbox,
                     tools_wit::Extension::Terminal => Extension::Terminal,
+                    tools_wit::Extension::Runners => Extension::Runners,
                 })
                 .collect(),
             limits: crate::limits::JobLimits {
@@ -268,6 +270,7 @@ impl From<&tools_wit::Config> for MountConfig {
                 tools_wit::NoticeTransport::Pull => NoticeTransport::Pull,
             },
             reports_disposed_owner: c.disposed_owner == tools_wit::DisposedOwner::Report,
+            runners: c.runners.clone(),
         }
     }
 }

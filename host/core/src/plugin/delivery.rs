@@ -13,7 +13,8 @@ use crate::registry::{self, JobRegistry};
 
 /// Work for a mount's notice task, done in order.
 pub(super) enum NoticeWork {
-    Settled(registry::JobSnapshot, Option<Owner>),
+    // Boxed: a snapshot is large beside a flush.
+    Settled(Box<registry::JobSnapshot>, Option<Owner>),
     Flush(tokio::sync::oneshot::Sender<()>),
 }
 

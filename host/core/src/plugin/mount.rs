@@ -101,11 +101,11 @@ impl Mount {
             (
                 registry.on_job_done_in(scope, move |job, owner| {
                     // The task may be gone only while the mount itself is being dropped.
-                    let _ = sender.send(NoticeWork::Settled(job.clone(), owner.cloned()));
+                    let _ = sender.send(NoticeWork::Settled(Box::new(job.clone()), owner.cloned()));
                 }),
                 // A job whose wait was abandoned is decided again, like a settlement.
                 registry.on_notice_owed_in(scope, move |job, owner| {
-                    let _ = owed.send(NoticeWork::Settled(job.clone(), owner.cloned()));
+                    let _ = owed.send(NoticeWork::Settled(Box::new(job.clone()), owner.cloned()));
                 }),
             )
         });

@@ -267,7 +267,7 @@ impl PluginRuntime {
     }
 
     /// Names of everything the loaded component imports, for example
-    /// `harness:jobs/registry@0.8.0` (see [`super::WIT_PACKAGE`]).
+    /// `harness:jobs/registry@0.9.0` (see [`super::WIT_PACKAGE`]).
     pub fn imports(&self) -> Vec<String> {
         self.component
             .component_type()

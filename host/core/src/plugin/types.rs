@@ -68,6 +68,8 @@ pub enum Extension {
     /// Jobs on a terminal, rendered output, keys, resizes, the screen and
     /// waits that end at a prompt.
     Terminal,
+    /// Jobs on a cluster engine: `runner` and `resources` on a start.
+    Runners,
 }
 
 /// How a mount's completion notices reach their owner.
@@ -104,6 +106,8 @@ pub struct MountConfig {
     pub notice_transport: NoticeTransport,
     /// Whether a notice for an owner torn down meanwhile counts as a failure.
     pub reports_disposed_owner: bool,
+    /// The runners a job may name besides this host (extension `runners`).
+    pub runners: Vec<String>,
 }
 
 impl MountConfig {

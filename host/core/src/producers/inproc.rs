@@ -206,6 +206,7 @@ where
         };
         Ok(JobHooks {
             control: None,
+            placement: None,
             cancel: Box::new(move |reason| {
                 *lock(&cancel_ctx.reason) = reason.map(str::to_owned);
                 cancel_ctx.cancel.cancel();

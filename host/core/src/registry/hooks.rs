@@ -38,6 +38,9 @@ pub struct JobHooks {
     /// Input, signals and ports (the extensions only a producer can serve);
     /// absent for a producer that offers none of them.
     pub control: Option<std::sync::Arc<dyn super::control::JobControl>>,
+    /// Where the job runs, for a producer that runs it elsewhere (a runner on
+    /// a cluster engine); `None`: this host.
+    pub placement: Option<super::Placement>,
     /// Settles the job.
     pub done: DoneFuture,
 }

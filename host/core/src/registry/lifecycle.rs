@@ -175,6 +175,7 @@ impl JobRegistry {
                 finished_at: None,
                 reported,
                 sandbox: spec.sandbox.clone(),
+                placement: hooks.placement,
                 noticed: false,
                 wait_holds: 0,
                 waiters: Vec::new(),

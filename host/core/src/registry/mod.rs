@@ -63,6 +63,8 @@ struct JobRecord {
     finished_at: Option<u64>,
     reported: bool,
     sandbox: Option<crate::sandbox::Sandbox>,
+    /// Where the job runs when that is not this host.
+    placement: Option<Placement>,
     /// Set once a completion notice (pushed or pulled) has announced the job.
     noticed: bool,
     /// Waits that saw the job's end and whose callers have not yet shown it
@@ -124,6 +126,7 @@ impl JobRecord {
             finished_at: self.finished_at,
             reported: self.reported || self.wait_holds > 0,
             sandbox: self.sandbox.clone(),
+            placement: self.placement.as_ref().and_then(Placement::get),
         }
     }
 

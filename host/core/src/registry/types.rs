@@ -115,6 +115,35 @@ pub struct JobSnapshot {
     pub reported: bool,
     /// The sandbox the job runs in; `None`: its user's full authority.
     pub sandbox: Option<crate::sandbox::Sandbox>,
+    /// Where the job runs when that is not this host, in its runner's
+    /// words (see [`Placement`]).
+    pub placement: Option<String>,
+}
+
+/// Where a job runs when that is not this host, kept up to date by its
+/// producer and read with every snapshot: `ray: raysubmit_Xy12 pending:
+/// waiting for resources` while its engine queues it, `ray: raysubmit_Xy12`
+/// once it runs.
+#[derive(Debug, Clone, Default)]
+pub struct Placement(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+
+impl Placement {
+    /// A placement that says `words` until it is told otherwise.
+    pub fn new(words: impl Into<String>) -> Placement {
+        Placement(std::sync::Arc::new(std::sync::Mutex::new(Some(
+            words.into(),
+        ))))
+    }
+
+    /// Says `words` from now on.
+    pub fn set(&self, words: impl Into<String>) {
+        *crate::sync::lock(&self.0) = Some(words.into());
+    }
+
+    /// What it says now.
+    pub fn get(&self) -> Option<String> {
+        crate::sync::lock(&self.0).clone()
+    }
 }
 
 impl JobSnapshot {

@@ -382,6 +382,7 @@ impl BashProducer {
                 read_output: None,
                 output_excerpt: None,
                 control,
+                placement: None,
                 done,
             },
         )?;
