@@ -361,30 +361,20 @@ impl Session {
         made: &mut Option<StartMade>,
     ) -> ToolOutcome {
         self.mount
-            .start_with(
+            .start_after_preflight(
                 Some(&self.owner),
                 &args.to_string(),
                 self.producer.max_command_bytes(),
                 abort,
+                |request: &StartRequest| self.producer.preflight(&command_request(request)),
                 |request: &StartRequest| {
-                    let request = CommandRequest {
-                        command: request.command.clone(),
-                        workdir: request.workdir.as_ref().map(PathBuf::from),
-                        stdin: request.stdin,
-                        name: request.name.clone(),
-                        limits: request.limits,
-                        sandbox: request.sandbox.clone(),
-                        tty: request.tty,
-                        render: request.render,
-                        ..CommandRequest::default()
-                    };
-                    let started =
-                        self.producer
-                            .start(Some(self.owner.clone()), request)
-                            .map(|started| match started {
-                                Started::New(id) => StartMade::New(id),
-                                Started::Existing(id) => StartMade::Existing(id),
-                            });
+                    let started = self
+                        .producer
+                        .start(Some(self.owner.clone()), command_request(request))
+                        .map(|started| match started {
+                            Started::New(id) => StartMade::New(id),
+                            Started::Existing(id) => StartMade::Existing(id),
+                        });
                     *made = started.as_ref().ok().cloned();
                     started
                 },
@@ -409,5 +399,22 @@ impl Session {
     pub async fn close(&self) {
         self.registry.dispose_owner(&self.owner).await;
         self.registry.agents().unregister(&self.owner);
+    }
+}
+
+/// The checked start as the producers take it.
+fn command_request(request: &StartRequest) -> CommandRequest {
+    CommandRequest {
+        command: request.command.clone(),
+        workdir: request.workdir.as_ref().map(PathBuf::from),
+        stdin: request.stdin,
+        name: request.name.clone(),
+        limits: request.limits,
+        sandbox: request.sandbox.clone(),
+        tty: request.tty,
+        render: request.render,
+        runner: request.runner.clone(),
+        resources: request.resources.clone(),
+        ..CommandRequest::default()
     }
 }

@@ -44,11 +44,11 @@ pub use types::{
 
 pub use mount::{Mount, ToolOutcome};
 pub use runtime::{PluginRuntime, SandboxLimits, inspect_component};
-pub use start::{StartMade, StartRequest};
+pub use start::{Preflight, StartMade, StartRequest};
 
 /// The WIT package this host implements, as components name it in their
-/// imports and exports (`harness:jobs/registry@0.8.0`, ...).
-pub const WIT_PACKAGE: &str = "harness:jobs@0.8.0";
+/// imports and exports (`harness:jobs/registry@0.9.0`, ...).
+pub const WIT_PACKAGE: &str = "harness:jobs@0.9.0";
 
 /// [`WIT_PACKAGE`]'s interface `name` (`registry`, `tools`, ...), as a
 /// component's import or export names it.

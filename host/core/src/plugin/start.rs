@@ -11,7 +11,7 @@ use crate::owner::Owner;
 use crate::registry::StartError;
 
 /// A start the guest checked (see the WIT `start-request`), for the host to make.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct StartRequest {
     /// The command line, not blank.
     pub command: String,
@@ -34,6 +34,10 @@ pub struct StartRequest {
     /// Render the output of a job without a terminal (the mount's
     /// `renderOutput`).
     pub render: bool,
+    /// The runner to run the job on (extension `runners`); `None`: this host.
+    pub runner: Option<String>,
+    /// What the job needs of its runner's engine (extension `runners`).
+    pub resources: Option<crate::limits::Resources>,
 }
 
 /// What a start did.
@@ -83,8 +87,27 @@ impl Mount {
         abort: &CancellationToken,
         start: impl FnOnce(&StartRequest) -> Result<StartMade, StartError> + Send,
     ) -> ToolOutcome {
+        self.start_after_preflight(caller, args_json, max_command_bytes, abort, |_| None, start)
+            .await
+    }
+
+    /// [`Mount::start_with`], with a check that must pass before `start`:
+    /// `preflight` answers a future for a checked request that needs one (a
+    /// runner asks its engine whether it answers), and its refusal is worded
+    /// by the guest as `start`'s would be. The guest's instance is not held
+    /// while the future runs: the check and the answer are then two
+    /// instances.
+    pub async fn start_after_preflight<'p>(
+        &self,
+        caller: Option<&Owner>,
+        args_json: &str,
+        max_command_bytes: usize,
+        abort: &CancellationToken,
+        preflight: impl FnOnce(&StartRequest) -> Option<Preflight<'p>> + Send,
+        start: impl FnOnce(&StartRequest) -> Result<StartMade, StartError> + Send,
+    ) -> ToolOutcome {
         let max_command_bytes = u64::try_from(max_command_bytes).unwrap_or(u64::MAX);
-        let answer = self
+        let checked = self
             .with_instance(|jobs, store| {
                 let tools = jobs.harness_jobs_tools();
                 let checked = tools.call_check_start(
@@ -95,16 +118,38 @@ impl Mount {
                 )?;
                 let asked = match checked {
                     Ok(asked) => asked,
-                    Err(refused) => return Ok(wit::CallOutcome::Done(refused)),
+                    Err(refused) => return Ok(Checked::Answered(wit::CallOutcome::Done(refused))),
                 };
-                let made = match start(&request_from(&asked)) {
-                    Ok(StartMade::New(id)) => Ok(wit::StartMade::New(id)),
-                    Ok(StartMade::Existing(id)) => Ok(wit::StartMade::Existing(id)),
-                    Err(e) => Err(refusal(e)),
-                };
-                tools.call_started(&mut *store, self.wit_config(), &asked, made.as_ref())
+                let request = request_from(&asked);
+                if let Some(check) = preflight(&request) {
+                    return Ok(Checked::Preflight(Box::new((asked, request, check, start))));
+                }
+                let made = made(start(&request));
+                tools
+                    .call_started(&mut *store, self.wit_config(), &asked, made.as_ref())
+                    .map(Checked::Answered)
             })
             .await;
+        let answer = match checked {
+            Ok(Checked::Answered(answer)) => Ok(answer),
+            Err(e) => Err(e),
+            Ok(Checked::Preflight(waiting)) => {
+                let (asked, request, check, start) = *waiting;
+                let made = match check.await {
+                    Ok(()) => made(start(&request)),
+                    Err(e) => Err(refusal(e)),
+                };
+                self.with_instance(|jobs, store| {
+                    jobs.harness_jobs_tools().call_started(
+                        &mut *store,
+                        self.wit_config(),
+                        &asked,
+                        made.as_ref(),
+                    )
+                })
+                .await
+            }
+        };
         match answer {
             Ok(wit::CallOutcome::Done(result)) => outcome_of(result),
             Err(e) => failed(&e),
@@ -117,6 +162,26 @@ impl Mount {
                 Err(e) => failed(&e),
             },
         }
+    }
+}
+
+/// A start's check that must pass before the start is made (see
+/// [`Mount::start_after_preflight`]).
+pub type Preflight<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), StartError>> + Send + 'a>>;
+
+/// The first call of a start: answered, or waiting for its preflight.
+enum Checked<'p, S> {
+    Answered(wit::CallOutcome),
+    /// With the start to make once the preflight passes.
+    Preflight(Box<(wit::StartRequest, StartRequest, Preflight<'p>, S)>),
+}
+
+fn made(start: Result<StartMade, StartError>) -> Result<wit::StartMade, wit::StartError> {
+    match start {
+        Ok(StartMade::New(id)) => Ok(wit::StartMade::New(id)),
+        Ok(StartMade::Existing(id)) => Ok(wit::StartMade::Existing(id)),
+        Err(e) => Err(refusal(e)),
     }
 }
 
@@ -146,6 +211,13 @@ fn request_from(r: &wit::StartRequest) -> StartRequest {
             ),
         }),
         render: r.render,
+        runner: r.runner.clone(),
+        resources: r.resources.as_ref().map(|r| crate::limits::Resources {
+            cpus: r.cpus,
+            gpus: r.gpus,
+            memory_bytes: r.memory_bytes,
+            custom: r.custom.clone(),
+        }),
     }
 }
 

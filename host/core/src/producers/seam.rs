@@ -54,6 +54,7 @@ pub use crate::registry::{
 };
 
 use crate::owner::Owner;
+pub use crate::plugin::Preflight;
 
 /// A producer of the start tool's commands: it starts each as a job of the
 /// registry (see the module docs) and stops them all when the host goes.
@@ -71,6 +72,13 @@ pub trait CommandProducer: Send + Sync {
     /// the model reads).
     fn start(&self, owner: Option<Owner>, request: CommandRequest) -> Result<Started, StartError>;
 
+    /// What must hold before `request` is started, asked without blocking
+    /// the start (a runner asks its engine whether it answers and takes its
+    /// token); `None`: nothing, the start alone decides.
+    fn preflight(&self, _request: &CommandRequest) -> Option<Preflight<'_>> {
+        None
+    }
+
     /// Stops every job it runs, now: each is asked to stop, and whatever is
     /// left after `grace` is killed. For the host's shutdown.
     fn shutdown(&self, grace: Duration) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
@@ -87,5 +95,73 @@ impl CommandProducer for crate::bash::BashProducer {
 
     fn shutdown(&self, grace: Duration) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(crate::bash::BashProducer::shutdown(self, grace))
+    }
+}
+
+/// The start tool's commands routed by their runner: to this host's producer
+/// when they name none, else to the runner of that name.
+pub struct Routed {
+    local: std::sync::Arc<dyn CommandProducer>,
+    runners: Vec<(String, std::sync::Arc<dyn CommandProducer>)>,
+}
+
+impl Routed {
+    /// Commands that name no runner go to `local`.
+    pub fn new(local: impl CommandProducer + 'static) -> Routed {
+        Routed {
+            local: std::sync::Arc::new(local),
+            runners: Vec::new(),
+        }
+    }
+
+    /// Commands that name `name` go to `runner`.
+    pub fn with_runner(
+        mut self,
+        name: impl Into<String>,
+        runner: std::sync::Arc<dyn CommandProducer>,
+    ) -> Routed {
+        self.runners.push((name.into(), runner));
+        self
+    }
+
+    /// The runners' names, in the order they were added.
+    pub fn runner_names(&self) -> Vec<String> {
+        self.runners.iter().map(|(name, _)| name.clone()).collect()
+    }
+}
+
+impl CommandProducer for Routed {
+    fn max_command_bytes(&self) -> usize {
+        self.local.max_command_bytes()
+    }
+
+    fn start(&self, owner: Option<Owner>, request: CommandRequest) -> Result<Started, StartError> {
+        let Some(name) = request.runner.clone() else {
+            return self.local.start(owner, request);
+        };
+        match self.runners.iter().find(|(n, _)| *n == name) {
+            Some((_, runner)) => runner.start(owner, request),
+            // The guest offers only the mount's runners; a host's own
+            // caller may still name another.
+            None => Err(StartError::Producer(format!(
+                "invalid runner: \"{name}\" is not one of this session's runners"
+            ))),
+        }
+    }
+
+    fn preflight(&self, request: &CommandRequest) -> Option<Preflight<'_>> {
+        let name = request.runner.as_deref()?;
+        let (_, runner) = self.runners.iter().find(|(n, _)| n == name)?;
+        runner.preflight(request)
+    }
+
+    fn shutdown(&self, grace: Duration) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            let mut all = vec![self.local.shutdown(grace)];
+            all.extend(self.runners.iter().map(|(_, r)| r.shutdown(grace)));
+            for stopping in all {
+                stopping.await;
+            }
+        })
     }
 }

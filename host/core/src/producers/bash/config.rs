@@ -138,6 +138,12 @@ pub struct BashRequest {
     /// screen model ([`crate::capture::RENDER_SIZE`]); the bytes as written
     /// stay in the raw streams.
     pub render: bool,
+    /// The runner to run it on (extension `runners`); `None`: this host.
+    /// The shell producer runs jobs on this host only (see
+    /// [`crate::producer::Routed`]).
+    pub runner: Option<String>,
+    /// What it needs of its runner's engine (extension `runners`).
+    pub resources: Option<crate::limits::Resources>,
 }
 
 pub use crate::limits::JobLimits;
@@ -153,9 +159,3 @@ pub enum Started {
 
 /// The longest job name accepted, in bytes.
 pub const MAX_NAME_BYTES: usize = 128;
-
-/// Characters that reorder displayed text (bidirectional embeddings,
-/// overrides and isolates), which a terminal or a UI acts on.
-pub(super) fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-}

@@ -28,6 +28,8 @@ mod error;
 mod exec;
 mod extras;
 mod process;
+#[cfg(feature = "runners")]
+pub(crate) use process::signal_name;
 mod reaper;
 mod spawner;
 mod stdin;
@@ -60,7 +62,6 @@ use crate::containment::{self, ActiveMode, Containment};
 use crate::owner::Owner;
 use crate::registry::{JobHooks, JobRegistry, JobStart, StartError};
 use crate::sync::lock;
-use config::is_bidi_control;
 use exec::{raise_open_file_limit, resolve_in_path};
 use extras::BashControl;
 use process::{ControlState, ProcessControl};
@@ -90,7 +91,7 @@ struct Inner {
     next_spawn: AtomicU64,
     containment: Containment,
     /// Live names per owner session (`None`: unowned) to job ids.
-    names: Mutex<std::collections::HashMap<(Option<String>, String), String>>,
+    names: crate::producers::names::Names,
     handle: tokio::runtime::Handle,
     /// The jobs' fence: made at start when the session has a sandbox, else
     /// once a job asks for one.
@@ -169,7 +170,7 @@ impl BashProducer {
                 registry,
                 spawner: Spawner::start()?,
                 reaper: Arc::new(reaper::Reaper::start(&handle)?),
-                names: Mutex::new(std::collections::HashMap::new()),
+                names: crate::producers::names::Names::new(),
                 handle,
                 shell,
                 live: Mutex::new(LiveJobs::default()),
@@ -181,6 +182,12 @@ impl BashProducer {
                 config,
             }),
         })
+    }
+
+    /// The job names this producer holds, to share with a runner routed
+    /// beside it, so a name is one job wherever it runs.
+    pub fn names(&self) -> crate::producers::names::Names {
+        self.inner.names.clone()
     }
 
     /// The directory spill files are written to.
@@ -236,45 +243,17 @@ impl BashProducer {
         owner: Option<Owner>,
         request: BashRequest,
     ) -> Result<Started, StartError> {
-        let Some(name) = request.name.clone() else {
-            return self.start_unnamed(owner, request).map(Started::New);
-        };
-        if name.trim().is_empty() {
-            return Err(StartError::Producer(
-                "invalid name: expected a non-blank string".to_owned(),
-            ));
-        }
-        // A name is shown in every list and status line: it may not move the
-        // cursor, recolour a terminal or reorder text (the console escapes job
-        // output, but a name is the model's own word, so it is refused).
-        if let Some(c) = name.chars().find(|c| c.is_control() || is_bidi_control(*c)) {
+        if let Some(runner) = &request.runner {
             return Err(StartError::Producer(format!(
-                "invalid name: it contains the control character U+{:04X}",
-                u32::from(c)
+                "invalid runner: the shell producer runs jobs on this host, not on \"{runner}\""
             )));
         }
-        if name.len() > MAX_NAME_BYTES {
-            return Err(StartError::Producer(format!(
-                "invalid name: {} bytes is more than the limit of {MAX_NAME_BYTES} bytes",
-                name.len()
-            )));
-        }
-        let key = (owner.as_ref().map(|o| o.session_id().to_owned()), name);
-        // Held from the lookup to the registration, so two starts of one name
-        // cannot both start. Names of jobs that have ended are free again.
-        let mut names = lock(&self.inner.names);
-        let registry = &self.inner.registry;
-        names.retain(|_, held| {
-            registry
-                .inspect(held)
-                .is_some_and(|job| !job.status.is_terminal())
-        });
-        if let Some(id) = names.get(&key) {
-            return Ok(Started::Existing(id.clone()));
-        }
-        let id = self.start_unnamed(owner, request)?;
-        names.insert(key, id.clone());
-        Ok(Started::New(id))
+        let name = request.name.clone();
+        self.inner
+            .names
+            .start(&self.inner.registry, owner.as_ref(), name, || {
+                self.start_unnamed(owner.clone(), request)
+            })
     }
 
     fn start_unnamed(
@@ -572,6 +551,7 @@ impl BashProducer {
             read_output: None,
             output_excerpt: None,
             control: Some(extras),
+            placement: None,
             done,
         })
     }
