@@ -42,6 +42,8 @@ pub mod session;
 pub mod sync;
 mod words;
 
+#[cfg(feature = "runners")]
+pub use producers::runners;
 pub use producers::{bash, containment, fence, inproc, seam as producer};
 pub use tokio_util::sync::CancellationToken;
 

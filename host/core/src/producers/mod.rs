@@ -8,6 +8,9 @@ pub mod bash;
 pub mod containment;
 pub mod fence;
 pub mod inproc;
+pub mod names;
 mod ports;
+#[cfg(feature = "runners")]
+pub mod runners;
 pub mod seam;
 pub(crate) mod spawn;

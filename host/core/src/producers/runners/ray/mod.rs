@@ -1,0 +1,420 @@
+//! The Ray runner: jobs on a Ray cluster through its dashboard's job API.
+//!
+//! - [`client`]: the HTTP API (submit, details, stop, logs) and its errors.
+//! - [`tail`]: the log's WebSocket tail and our cursor over it.
+//! - `job`: one job's life on the engine: its submit, the pump from the
+//!   tail into its capture, its status, its stop and its end.
+//!
+//! A job runs under a small relay (`relay.py`, run by the engine's own
+//! Python) that puts the command in a process group, merges its stderr,
+//! keeps bytes that are not UTF-8 from ending Ray's log tail, forwards the
+//! engine's stop to the whole group and kills what is left after the grace:
+//! Ray's own stop reaches only the processes it saw when it began.
+
+pub mod client;
+#[cfg(test)]
+mod engine_tests;
+mod job;
+pub mod tail;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
+
+use self::client::{EngineError, RayClient, Version};
+use super::RunnerSpec;
+use crate::capture::{OutputLimits, SharedCapture, SpillBudget};
+use crate::owner::Owner;
+use crate::producer::{
+    CommandProducer, CommandRequest, ControlError, JobControl, JobSignal, Preflight, Started,
+};
+use crate::producers::names::Names;
+use crate::registry::control::ListeningPort;
+use crate::registry::{JobHooks, JobRegistry, JobStart, Placement, StartError};
+use crate::sync::lock;
+
+/// The longest command a Ray job takes, in bytes: it travels in one
+/// environment variable of the job, which Linux holds to 128 KiB.
+pub const MAX_COMMAND_BYTES: usize = 100_000;
+
+/// How a Ray runner runs its jobs.
+#[derive(Debug, Clone)]
+pub struct RayConfig {
+    /// How long a stopped job's processes have between SIGTERM and SIGKILL
+    /// (the relay's grace; the engine's `RAY_JOB_STOP_WAIT_TIME_S` is a
+    /// little longer).
+    pub grace: Duration,
+    /// What each job's capture keeps in memory and spills.
+    pub limits: OutputLimits,
+    /// All spill files of this runner's jobs together.
+    pub spill_total_bytes: u64,
+    /// Whether jobs still running when the host shuts down are left on the
+    /// engine (`--runner-jobs outlive`) instead of stopped.
+    pub outlive: bool,
+}
+
+impl Default for RayConfig {
+    fn default() -> RayConfig {
+        RayConfig {
+            grace: Duration::from_secs(3),
+            limits: OutputLimits::default(),
+            spill_total_bytes: 1 << 30,
+            outlive: false,
+        }
+    }
+}
+
+/// Runs the start tool's commands as jobs of a Ray cluster (see the module
+/// docs). Cheap to clone.
+#[derive(Clone)]
+pub struct RayRunner {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    client: RayClient,
+    registry: JobRegistry,
+    config: RayConfig,
+    /// Our submission ids' prefix: one per runner, so two hosts on one
+    /// cluster never take each other's ids.
+    prefix: String,
+    spill_dir: tempfile::TempDir,
+    budget: Arc<SpillBudget>,
+    names: Names,
+    version: OnceCell<Version>,
+    next: AtomicU64,
+    live: Mutex<Vec<Weak<Remote>>>,
+}
+
+/// What the registry's hooks and the runner's shutdown share with a job's
+/// task.
+struct Remote {
+    /// Asked to stop (a kill, a signal that stops, the host's shutdown).
+    stop: CancellationToken,
+    /// The engine's id once it is chosen.
+    submission_id: std::sync::OnceLock<String>,
+    /// True once the job's task has ended.
+    finished: tokio::sync::watch::Sender<bool>,
+}
+
+impl RayRunner {
+    /// A runner for the Ray head `spec` names, with the token Ray's own
+    /// clients would take ([`super::ray_token`]). Contacts nothing: the
+    /// first start asks the engine whether it answers.
+    ///
+    /// # Errors
+    ///
+    /// A token file that cannot be read, a spill directory that cannot be
+    /// made.
+    pub fn new(
+        spec: &RunnerSpec,
+        registry: JobRegistry,
+        config: RayConfig,
+        names: Names,
+    ) -> Result<RayRunner, String> {
+        let token = super::ray_token()?;
+        let client = RayClient::new(&spec.address, token)?;
+        let spill_dir = tempfile::Builder::new()
+            .prefix("jobs-host-remote-")
+            .tempdir()
+            .map_err(|e| format!("runner {}: cannot make a spill directory: {e}", spec.name))?;
+        Ok(RayRunner {
+            inner: Arc::new(Inner {
+                name: spec.name.clone(),
+                client,
+                registry,
+                budget: SpillBudget::new(config.spill_total_bytes),
+                config,
+                prefix: format!("jobshost-{}", random_hex()),
+                spill_dir,
+                names,
+                version: OnceCell::new(),
+                next: AtomicU64::new(0),
+                live: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// The runner's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The client of its engine.
+    pub fn client(&self) -> &RayClient {
+        &self.inner.client
+    }
+
+    /// The prefix of the engine ids of this runner's jobs.
+    pub fn submission_prefix(&self) -> &str {
+        &self.inner.prefix
+    }
+
+    fn start_unnamed(
+        &self,
+        owner: Option<Owner>,
+        request: CommandRequest,
+    ) -> Result<String, StartError> {
+        refuse_what_the_engine_lacks(&self.inner.name, &request)?;
+        let inner = &self.inner;
+        let spec = JobStart {
+            kind: crate::bash::BASH_KIND.to_owned(),
+            label: request.command.clone(),
+            output_limit_bytes: None,
+            owner,
+            sandbox: None,
+        };
+        let (id_tx, id_rx) = tokio::sync::oneshot::channel();
+        let id = inner
+            .registry
+            .start(spec, || Ok(self.hooks(request, id_rx)))?;
+        // The job's task submits once it knows the id it names the job by.
+        let _ = id_tx.send(id.clone());
+        Ok(id)
+    }
+
+    fn hooks(
+        &self,
+        request: CommandRequest,
+        id: tokio::sync::oneshot::Receiver<String>,
+    ) -> JobHooks {
+        let inner = &self.inner;
+        let n = inner.next.fetch_add(1, Ordering::Relaxed);
+        let stem = inner.spill_dir.path().join(format!("remote-{n}"));
+        let capture = SharedCapture::new(&stem, inner.config.limits, Some(inner.budget.clone()));
+        let placement = Placement::new(format!("{}: submitting", inner.name));
+        let (finished, _) = tokio::sync::watch::channel(false);
+        let remote = Arc::new(Remote {
+            stop: CancellationToken::new(),
+            submission_id: std::sync::OnceLock::new(),
+            finished,
+        });
+        {
+            let mut live = lock(&inner.live);
+            live.retain(|r| r.strong_count() > 0);
+            live.push(Arc::downgrade(&remote));
+        }
+        let task = tokio::spawn(job::run(job::Job {
+            runner: self.inner.clone(),
+            remote: remote.clone(),
+            capture: capture.clone(),
+            placement: placement.clone(),
+            request,
+            id,
+        }));
+        let done = async move {
+            Ok(match task.await {
+                Ok(outcome) => outcome,
+                Err(e) => crate::registry::JobOutcome {
+                    status: crate::registry::OutcomeStatus::Failed,
+                    detail: Some(format!("the runner's task for this job ended: {e}")),
+                    output: None,
+                },
+            })
+        };
+        let stop = remote.stop.clone();
+        JobHooks {
+            cancel: Box::new(move |_reason| {
+                stop.cancel();
+                Ok(())
+            }),
+            capture: Some(capture),
+            read_output: None,
+            output_excerpt: None,
+            control: Some(Arc::new(RemoteControl {
+                runner: self.inner.name.clone(),
+                remote,
+            })),
+            placement: Some(placement),
+            done: Box::pin(done),
+        }
+    }
+}
+
+impl Inner {
+    /// The engine's version, asked once it answers and kept.
+    async fn version(&self) -> Result<&Version, EngineError> {
+        self.version.get_or_try_init(|| self.client.version()).await
+    }
+
+    /// A refusal in this runner's name.
+    fn refusal(&self, error: &EngineError) -> StartError {
+        StartError::Producer(format!("runner {}: {error}", self.name))
+    }
+}
+
+impl CommandProducer for RayRunner {
+    fn max_command_bytes(&self) -> usize {
+        MAX_COMMAND_BYTES
+    }
+
+    fn start(&self, owner: Option<Owner>, request: CommandRequest) -> Result<Started, StartError> {
+        let name = request.name.clone();
+        self.inner
+            .names
+            .start(&self.inner.registry, owner.as_ref(), name, || {
+                self.start_unnamed(owner.clone(), request)
+            })
+    }
+
+    /// The engine answers, takes our token, and has what the start asks of
+    /// it; no job is made otherwise.
+    fn preflight(&self, request: &CommandRequest) -> Option<Preflight<'_>> {
+        let wants_memory = request
+            .resources
+            .as_ref()
+            .is_some_and(|r| r.memory_bytes.is_some());
+        Some(Box::pin(async move {
+            let inner = &self.inner;
+            let version = inner.version().await.map_err(|e| inner.refusal(&e))?;
+            if wants_memory && !version.has_exit_codes() {
+                return Err(StartError::Producer(format!(
+                    "invalid resources: memory_bytes needs Ray 2.8 or later; runner {} runs Ray {}",
+                    inner.name, version.ray_version
+                )));
+            }
+            inner
+                .client
+                .check_auth()
+                .await
+                .map_err(|e| inner.refusal(&e))
+        }))
+    }
+
+    /// Stops every job still on the engine (unless the runner lets them
+    /// outlive the host) and waits until the engine says each has ended, at
+    /// most `grace` and the engine's own stop time.
+    fn shutdown(
+        &self,
+        grace: Duration,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            let live: Vec<Arc<Remote>> = lock(&self.inner.live)
+                .iter()
+                .filter_map(Weak::upgrade)
+                .filter(|r| !*r.finished.borrow())
+                .collect();
+            if self.inner.config.outlive {
+                for remote in &live {
+                    if let Some(id) = remote.submission_id.get() {
+                        tracing::info!(runner = %self.inner.name, submission_id = %id, "left running on the engine");
+                    }
+                }
+                return;
+            }
+            for remote in &live {
+                remote.stop.cancel();
+            }
+            // The stops themselves are sent by each job's task; the host
+            // waits for the engine to confirm them, as long as a local job's
+            // grace and the engine's stop take.
+            let confirmed = async {
+                for remote in &live {
+                    let mut finished = remote.finished.subscribe();
+                    let _ = finished.wait_for(|done| *done).await;
+                }
+            };
+            let _ = tokio::time::timeout(grace + job::ENGINE_STOP_SLACK * 2, confirmed).await;
+        })
+    }
+}
+
+/// What a job on an engine cannot have, refused in words before anything
+/// runs (the guest refuses the same; a host's own caller may still ask).
+fn refuse_what_the_engine_lacks(runner: &str, request: &CommandRequest) -> Result<(), StartError> {
+    let refuse = |what: &str| {
+        Err(StartError::Producer(format!(
+            "invalid {what}: a job on runner \"{runner}\" cannot have it"
+        )))
+    };
+    if request.command.trim().is_empty() {
+        return Err(StartError::Producer(
+            "invalid command: expected a non-blank string".to_owned(),
+        ));
+    }
+    if request.command.len() > MAX_COMMAND_BYTES {
+        return Err(StartError::Producer(format!(
+            "invalid command: {} bytes is more than the limit of {MAX_COMMAND_BYTES} bytes",
+            request.command.len()
+        )));
+    }
+    if request.stdin {
+        return refuse("stdin");
+    }
+    if request.tty.is_some() {
+        return refuse("tty");
+    }
+    if request.render {
+        return refuse("render");
+    }
+    if request.workdir.is_some() {
+        return refuse("workdir");
+    }
+    if request.sandbox.is_some() {
+        return refuse("sandbox");
+    }
+    if request.limits.cpu_seconds.is_some() {
+        return refuse("cpu_seconds");
+    }
+    if request.limits.memory_bytes.is_some() {
+        return refuse("memory_bytes");
+    }
+    Ok(())
+}
+
+/// Six hex digits from the kernel's random source (the time and pid when it
+/// cannot be read).
+fn random_hex() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 3];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if read.is_err() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        bytes = (now ^ std::process::id()).to_le_bytes()[..3]
+            .try_into()
+            .unwrap_or_default();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What a remote job offers the extensions: a stop, and nothing else.
+struct RemoteControl {
+    runner: String,
+    remote: Arc<Remote>,
+}
+
+impl JobControl for RemoteControl {
+    fn write_input(&self, _data: &[u8], _close: bool) -> Result<u64, ControlError> {
+        Err(ControlError::NoInput)
+    }
+
+    fn signal(&self, signal: JobSignal) -> Result<(), ControlError> {
+        if *self.remote.finished.borrow() {
+            return Err(ControlError::Failed(
+                "the job has already finished".to_owned(),
+            ));
+        }
+        match signal {
+            JobSignal::Term | JobSignal::Kill | JobSignal::Int => {
+                self.remote.stop.cancel();
+                Ok(())
+            }
+            JobSignal::Hup | JobSignal::Stop | JobSignal::Cont => {
+                Err(ControlError::Failed(format!(
+                    "a job on runner \"{}\" takes no signal but a stop (SIGTERM, SIGINT or SIGKILL)",
+                    self.runner
+                )))
+            }
+        }
+    }
+
+    fn ports(&self) -> Vec<ListeningPort> {
+        Vec::new()
+    }
+}
