@@ -142,6 +142,14 @@ pub(crate) enum Command {
         /// The component (`.wasm`).
         plugin: PathBuf,
     },
+    /// Say whether a runner's engine answers, which version it runs and
+    /// whether it takes the token; exits 0 usable, 1 not, 2 no such runner.
+    CheckRunner {
+        /// The runner's name (from --runner or the config file's `runner`).
+        name: String,
+        #[command(flatten)]
+        settings: Settings,
+    },
     /// Write the built-in tool-jobs component (`.wasm`), for hosts in other
     /// languages (see `hosts/`).
     Wasm {

@@ -25,6 +25,7 @@ mod terminal;
 mod wiring;
 
 use clap::Parser;
+use host::producer::CommandProducer;
 
 use cli::{Cli, Command};
 use commands::{Ended, RunFuture};
@@ -83,6 +84,15 @@ async fn host_main() -> ExitCode {
     let (settings, run): (Settings, fn(Host) -> RunFuture) = match cli.command {
         Command::Check { plugin } => return commands::check(&plugin, cache_dir.as_deref()),
         Command::Wasm { out } => return commands::write_wasm(&out),
+        Command::CheckRunner { name, settings } => {
+            return match settings_with_file(cli.config.as_deref(), settings) {
+                Ok(settings) => commands::check_runner(&name, &settings).await,
+                Err(e) => {
+                    eprintln!("jobs-host: {e:#}");
+                    ExitCode::from(2)
+                }
+            };
+        }
         Command::Mcp {
             settings,
             structured_output,
@@ -138,7 +148,8 @@ async fn host_main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let bash = host.bash.clone();
+    // Every producer of the host, for its shutdown: the shell and the runners.
+    let bash = host.producer();
     let registry = host.mount.registry().clone();
     let grace = host.shutdown_grace;
     let result = tokio::select! {

@@ -122,6 +122,26 @@ pub struct Settings {
     /// running it with what the kernel can enforce.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub sandbox_required: Option<bool>,
+    /// A cluster engine jobs may run on besides this host, as NAME=ADDRESS
+    /// (repeatable): `ray=http://127.0.0.1:8265` is a Ray head's dashboard.
+    /// Turns on the `runners` extension. The Ray token is taken from
+    /// RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token.
+    #[arg(long, value_name = "NAME=ADDRESS")]
+    pub runner: Option<Vec<String>>,
+    /// What becomes of jobs still on a runner's engine when the host ends:
+    /// `stop` them, or let them `outlive` it [default: stop].
+    #[arg(long, value_enum)]
+    pub runner_jobs: Option<RunnerJobs>,
+}
+
+/// `--runner-jobs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum RunnerJobs {
+    /// Stopped with the host's other jobs, so nothing runs unattended.
+    Stop,
+    /// Left running on the engine (their engine ids are logged).
+    Outlive,
 }
 
 /// `--containment`.
@@ -237,6 +257,8 @@ impl Settings {
             sandbox: over.sandbox.or(self.sandbox),
             sandbox_write: over.sandbox_write.or(self.sandbox_write),
             sandbox_network: over.sandbox_network.or(self.sandbox_network),
+            runner: over.runner.or(self.runner),
+            runner_jobs: over.runner_jobs.or(self.runner_jobs),
             sandbox_required: over.sandbox_required.or(self.sandbox_required),
         }
     }
@@ -259,6 +281,30 @@ impl Settings {
             }
         }
         self
+    }
+
+    /// The runners, parsed and with distinct names.
+    ///
+    /// # Errors
+    ///
+    /// A runner that is not NAME=http://HOST:PORT, or a name given twice.
+    pub fn runner_specs(&self) -> Result<Vec<host::runners::RunnerSpec>, SettingsError> {
+        let mut specs: Vec<host::runners::RunnerSpec> = Vec::new();
+        for text in self.runner.iter().flatten() {
+            let spec: host::runners::RunnerSpec =
+                text.parse().map_err(|message| SettingsError::Invalid {
+                    name: "runner",
+                    message,
+                })?;
+            if specs.iter().any(|s| s.name == spec.name) {
+                return Err(SettingsError::Invalid {
+                    name: "runner",
+                    message: format!("the name {:?} is given twice", spec.name),
+                });
+            }
+            specs.push(spec);
+        }
+        Ok(specs)
     }
 
     /// How long shutdown waits between SIGTERM and SIGKILL.
@@ -296,14 +342,31 @@ impl Settings {
             "suppressCompletionNotice",
             self.suppress_completion_notice.map(|v| json!(v)),
         );
-        set(
-            "extensions",
-            self.extensions.as_deref().map(|list| match list.trim() {
-                "all" => json!(true),
-                "none" | "" => json!(false),
-                names => json!(names.split(',').map(str::trim).collect::<Vec<_>>()),
-            }),
-        );
+        // Runners turn their extension on: a runner the model cannot name
+        // would be no runner at all.
+        let runners = self.runner_specs().unwrap_or_default();
+        let extensions = match (
+            self.extensions.as_deref().map(str::trim),
+            runners.is_empty(),
+        ) {
+            (Some("all"), _) => Some(json!(true)),
+            (None | Some("none" | ""), true) => self.extensions.as_ref().map(|_| json!(false)),
+            (None | Some("none" | ""), false) => Some(json!(["runners"])),
+            (Some(names), empty) => {
+                let mut names: Vec<&str> = names.split(',').map(str::trim).collect();
+                if !empty && !names.contains(&"runners") {
+                    names.push("runners");
+                }
+                Some(json!(names))
+            }
+        };
+        set("extensions", extensions);
+        if !runners.is_empty() {
+            set(
+                "runners",
+                Some(json!(runners.iter().map(|r| &r.name).collect::<Vec<_>>())),
+            );
+        }
         set("renderOutput", self.render_output.map(|v| json!(v)));
         let limits: serde_json::Map<String, serde_json::Value> = [
             ("timeoutMs", self.job_timeout_ms),

@@ -8,11 +8,13 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use host::bash::BashProducer;
+use host::producer::Routed;
+use host::runners::ray::{RayConfig, RayRunner};
 use host::session::Session;
 use host::{JobRegistry, Lane, Mount, PluginRuntime, SandboxLimits};
 
 use crate::mcp::JobsServer;
-use crate::settings::Settings;
+use crate::settings::{RunnerJobs, Settings};
 
 pub(crate) fn default_cache_dir() -> Option<PathBuf> {
     std::env::var_os("XDG_CACHE_HOME")
@@ -25,6 +27,8 @@ pub(crate) fn default_cache_dir() -> Option<PathBuf> {
 pub(crate) struct Host {
     pub(crate) mount: Arc<Mount>,
     pub(crate) bash: BashProducer,
+    /// The cluster engines jobs may run on besides this host.
+    pub(crate) runners: Vec<RayRunner>,
     pub(crate) shutdown_grace: std::time::Duration,
     pub(crate) mcp: McpOptions,
 }
@@ -70,11 +74,26 @@ pub(crate) async fn host_on(
     // In the cache's directory, a fenced job's read rules stay few (see the
     // field).
     bash_config.fenced_spill_parent = cache_dir.map(Path::to_owned);
-    let bash =
-        BashProducer::new(registry, bash_config).context("setting up the background shell")?;
+    let runner_config = RayConfig {
+        grace: bash_config.grace,
+        limits: bash_config.limits,
+        spill_total_bytes: bash_config.spill_total_bytes,
+        outlive: settings.runner_jobs == Some(RunnerJobs::Outlive),
+    };
+    let bash = BashProducer::new(registry.clone(), bash_config)
+        .context("setting up the background shell")?;
+    let runners = settings
+        .runner_specs()?
+        .iter()
+        .map(|spec| {
+            RayRunner::new(spec, registry.clone(), runner_config.clone(), bash.names())
+                .map_err(anyhow::Error::msg)
+        })
+        .collect::<Result<Vec<_>>>()?;
     Ok(Host {
         mount: Arc::new(mount),
         bash,
+        runners,
         shutdown_grace: settings.shutdown_grace(),
         mcp: McpOptions::default(),
     })
@@ -95,7 +114,19 @@ pub(crate) fn open_session(
     Session,
     tokio::sync::mpsc::UnboundedReceiver<(Lane, host::NoticeMessage)>,
 ) {
-    Session::open(id, host.mount.clone(), host.bash.clone())
+    Session::open(id, host.mount.clone(), host.producer())
+}
+
+impl Host {
+    /// The start tool's producer: this host's shell, and each runner by its
+    /// name.
+    pub(crate) fn producer(&self) -> Routed {
+        self.runners
+            .iter()
+            .fold(Routed::new(self.bash.clone()), |routed, runner| {
+                routed.with_runner(runner.name(), Arc::new(runner.clone()))
+            })
+    }
 }
 
 /// What `mcp` takes beyond the settings.

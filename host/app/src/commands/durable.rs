@@ -100,7 +100,10 @@ pub(crate) async fn daemon_command(cli: Cli, cache_dir: Option<PathBuf>) -> Resu
             let hello = session_hello(daemon::Kind::Shell, key, settings, durable.linger)?;
             daemon::client::shell(hello, cache_dir.as_deref()).await
         }
-        Command::Check { .. } | Command::Wasm { .. } | Command::Tools { .. } => {
+        Command::Check { .. }
+        | Command::CheckRunner { .. }
+        | Command::Wasm { .. }
+        | Command::Tools { .. } => {
             unreachable!("not a daemon command")
         }
     }

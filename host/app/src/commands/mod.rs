@@ -2,6 +2,7 @@
 //! dispatches to them; those that run a host here return how they ended.
 
 mod check;
+mod check_runner;
 mod durable;
 mod mcp;
 mod shell;
@@ -9,6 +10,7 @@ mod tools;
 mod wasm;
 
 pub(crate) use check::check;
+pub(crate) use check_runner::check_runner;
 pub(crate) use durable::{daemon_command, is_daemon_command};
 pub(crate) use mcp::mcp;
 pub(crate) use shell::shell;

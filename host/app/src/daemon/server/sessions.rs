@@ -205,7 +205,7 @@ impl Daemon {
                 )
                 .await
                 .map_err(|e| Refusal::from(format!("{e:#}")))?;
-                let (session, _) = Session::open(&key, host.mount.clone(), host.bash.clone());
+                let (session, _) = Session::open(&key, host.mount.clone(), host.producer());
                 let recorder = match &self.journal {
                     Some(journal) => Some(
                         Recorder::start(journal.clone(), &key, &session, self.files.clone())
@@ -382,7 +382,9 @@ pub(super) async fn end_session(durable: &Durable, files: &StateFiles) {
             let _ = registry.cancel(&job.id, Some("its session ended"));
         }
     }
-    durable.host.bash.shutdown(grace).await;
+    // The shell's jobs and the runners' (which stop theirs unless they
+    // outlive the host).
+    host::producer::CommandProducer::shutdown(&durable.host.producer(), grace).await;
     let settled = async {
         for job in durable
             .session
