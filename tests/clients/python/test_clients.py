@@ -138,10 +138,11 @@ class Connection:
 
 
 @asynccontextmanager
-async def connect(*flags: str) -> AsyncIterator[Connection]:
-    """A fresh `jobs-host mcp` (with `flags`) and an initialized SDK session; closing it ends the server's jobs."""
+async def connect(*flags: str, env: dict[str, str] | None = None) -> AsyncIterator[Connection]:
+    """A fresh `jobs-host mcp` (with `flags`, and `env` added to its environment) and an
+    initialized SDK session; closing it ends the server's jobs."""
     notices = Notices()
-    params = StdioServerParameters(command=JOBS_HOST_BIN, args=["mcp", *flags], env=server_env())
+    params = StdioServerParameters(command=JOBS_HOST_BIN, args=["mcp", *flags], env={**server_env(), **(env or {})})
     try:
         async with stdio_client(params) as (read, write):
             wire = RecordingWriteStream(write)
