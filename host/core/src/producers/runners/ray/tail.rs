@@ -7,9 +7,13 @@ use std::sync::Mutex;
 
 use futures_util::StreamExt;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use super::client::{EngineError, RayClient};
 use crate::sync::lock;
+
+/// The tail's read buffer (tungstenite's default is 128 KiB).
+const READ_BUFFER_BYTES: usize = 4 << 10;
 
 /// How much of a job's log was taken: the bytes of the engine's text, as
 /// every connect of its tail sends them again from the start.
@@ -70,7 +74,13 @@ pub async fn follow(
         Ok(request) => request,
         Err(e) => return (false, Closed::Broken(e)),
     };
-    let mut socket = match tokio_tungstenite::connect_async(request).await {
+    // A tail's chunks are small (at most ten lines a second): a small read
+    // buffer keeps a hundred open tails from costing 128 KiB each.
+    let config = WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER_BYTES)
+        .write_buffer_size(0);
+    let connect = tokio_tungstenite::connect_async_with_config(request, Some(config), true);
+    let mut socket = match connect.await {
         Ok((socket, _)) => socket,
         Err(e) => return (false, Closed::Broken(client.tail_error(&e))),
     };
