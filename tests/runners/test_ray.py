@@ -296,6 +296,27 @@ class RayOnly(Semantics):
                 self.assertIn(f"cannot reach the Ray engine at {closed}", texts(result)[0])
                 self.assertEqual(texts(await conn.call("job_list", {}))[-1], "(no background jobs)")
 
+    async def test_jobs_outlive_their_session_only_when_it_says_so(self) -> None:
+        with anyio.fail_after(TEST_BOUND_S):
+            for outlive, expected in ((False, "STOPPED"), (True, "RUNNING")):
+                extra = ["--runner-jobs", "outlive"] if outlive else []
+                async with connect(*flags(), *extra) as conn:
+                    job = await self.start(conn, "echo up; sleep 600")
+                    read = texts(
+                        await conn.call("job_output", {"job_id": job, "until": "^up$", "timeout_ms": BOUND_S * 1000})
+                    )[-1]
+                    sid = submission_id(read)
+                # The session has ended: its job was stopped, or let go of.
+                status = ray_get(f"/api/jobs/{sid}")["status"]
+                while status != expected and status in ("RUNNING", "PENDING"):
+                    await anyio.sleep(0.1)
+                    status = ray_get(f"/api/jobs/{sid}")["status"]
+                self.assertEqual(status, expected, (outlive, sid))
+                if outlive:
+                    await anyio.sleep(2)
+                    self.assertEqual(ray_get(f"/api/jobs/{sid}")["status"], "RUNNING")
+                    ray_post(f"/api/jobs/{sid}/stop")
+
     async def test_what_a_remote_job_cannot_have_is_refused(self) -> None:
         with anyio.fail_after(TEST_BOUND_S):
             async with connect(*flags()) as conn:

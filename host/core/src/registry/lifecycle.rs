@@ -81,7 +81,7 @@ impl JobRegistry {
             state.remove_live(owner);
             drop(state);
             let mut hooks = hooks;
-            let _ = (hooks.cancel)(Some("owner disposed"));
+            let _ = (hooks.cancel)(Some(super::OWNER_DISPOSED));
             // Let the producer release what it holds.
             tokio::spawn(hooks.done);
             return Err(match owner {
@@ -281,7 +281,7 @@ impl JobRegistry {
             .or_insert(0) += 1;
         self.tear_down_until_quiet(
             |r| r.owner.as_ref().is_some_and(|o| o.same_instance(owner)),
-            "owner disposed",
+            super::OWNER_DISPOSED,
         )
         .await;
         let mut state = lock(&self.shared.state);
@@ -308,7 +308,7 @@ impl JobRegistry {
             let mut state = lock(&self.shared.state);
             state.listeners_closed = true;
         }
-        self.tear_down_until_quiet(|_| true, "jobs service disposed")
+        self.tear_down_until_quiet(|_| true, super::SERVICE_DISPOSED)
             .await;
         let mut state = lock(&self.shared.state);
         let mut owners: Vec<Option<Owner>> = Vec::new();

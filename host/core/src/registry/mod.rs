@@ -33,6 +33,13 @@ pub use hooks::{CancelHook, DoneFuture, ExcerptHook, JobHooks, ReadHook};
 pub use routing::{ControllerAttachment, ListenerRegistration};
 pub use types::*;
 
+/// The reason a job's cancel hook is given when its owner goes (a session's
+/// end), so a producer can tell a teardown from a kill.
+pub const OWNER_DISPOSED: &str = "owner disposed";
+/// The reason a job's cancel hook is given when the whole registry is
+/// disposed of (the host's end).
+pub const SERVICE_DISPOSED: &str = "jobs service disposed";
+
 use std::collections::{HashMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -107,7 +107,7 @@ async fn life(job: Job) -> JobOutcome {
     };
     let submission_id = format!("{}-{id}", runner.prefix);
     let _ = remote.submission_id.set(submission_id.clone());
-    if remote.stop.is_cancelled() {
+    if remote.stop.is_cancelled() || remote.let_go.is_cancelled() {
         return killed(Some(crate::words::KILLED_BEFORE_EXIT.to_owned()));
     }
     if let Err(e) = submit(&runner, &submission_id, &id, &request).await {
@@ -151,6 +151,14 @@ async fn life(job: Job) -> JobOutcome {
 
     // The tail hands over what it is sending; the whole log has the rest.
     ended_tx.send_replace(true);
+    if ended.left {
+        pump.abort();
+        tracing::info!(runner = %runner.name, %submission_id, "left running on the engine");
+        return killed(Some(format!(
+            "left running on runner {} as {submission_id}",
+            runner.name
+        )));
+    }
     let mut pump = pump;
     if tokio::time::timeout(TAIL_DRAIN, &mut pump).await.is_err() {
         pump.abort();
@@ -214,6 +222,8 @@ async fn submit(
 
 /// How the engine ended a job, and what we did to it.
 struct Ended {
+    /// Let go of while it runs (see `Remote::let_go`).
+    left: bool,
     details: Option<Details>,
     stop: Option<Stop>,
     /// Set when the engine no longer knows the job, or never confirmed its
@@ -315,6 +325,14 @@ async fn watch_status(
                 () = tokio::time::sleep(pause) => {}
                 () = tail_closed.notified() => changed = Instant::now(),
                 () = remote.stop.cancelled(), if stop.is_none() => stop = Some(Stop::Asked),
+                () = remote.let_go.cancelled(), if stop.is_none() => {
+                    return Ended {
+                        left: true,
+                        details: None,
+                        stop,
+                        failed: None,
+                    };
+                }
                 () = limit_hit.notified(), if stop.is_none() => {
                     stop = lock(output).reached.clone().map(Stop::Limit);
                 }
@@ -339,6 +357,7 @@ async fn watch_status(
                 }
                 Err(EngineError::NotFound { .. }) => {
                     return Ended {
+                        left: false,
                         details: None,
                         stop,
                         failed: Some(format!("lost: the engine has no record of {submission_id}")),
@@ -351,6 +370,7 @@ async fn watch_status(
             && at.elapsed() > runner.config.grace + ENGINE_STOP_SLACK * 2
         {
             return Ended {
+                left: false,
                 details: None,
                 stop,
                 failed: Some(format!(
@@ -363,6 +383,7 @@ async fn watch_status(
             Ok(details) if details.is_terminal() => {
                 placement.set(format!("{name}: {submission_id}"));
                 return Ended {
+                    left: false,
                     details: Some(details),
                     stop,
                     failed: None,
@@ -373,6 +394,7 @@ async fn watch_status(
             Ok(details) if details.status == "PENDING" && stop_sent.is_some() && !ran => {
                 placement.set(format!("{name}: {submission_id}"));
                 return Ended {
+                    left: false,
                     details: Some(Details {
                         status: "STOPPED".to_owned(),
                         ..details
@@ -403,6 +425,7 @@ async fn watch_status(
             }
             Err(EngineError::NotFound { .. }) => {
                 return Ended {
+                    left: false,
                     details: None,
                     stop,
                     failed: None,
@@ -703,6 +726,7 @@ mod tests {
 
     fn outcome(details: Option<Details>, stop: Option<Stop>) -> (OutcomeStatus, Option<String>) {
         let o = Ended {
+            left: false,
             details,
             stop,
             failed: None,

@@ -95,6 +95,9 @@ struct Inner {
 struct Remote {
     /// Asked to stop (a kill, a signal that stops, the host's shutdown).
     stop: CancellationToken,
+    /// Let go of: its session or host ended and the runner lets jobs outlive
+    /// them (`--runner-jobs outlive`), so it runs on unwatched.
+    let_go: CancellationToken,
     /// The engine's id once it is chosen.
     submission_id: std::sync::OnceLock<String>,
     /// True once the job's task has ended.
@@ -190,6 +193,7 @@ impl RayRunner {
         let (finished, _) = tokio::sync::watch::channel(false);
         let remote = Arc::new(Remote {
             stop: CancellationToken::new(),
+            let_go: CancellationToken::new(),
             submission_id: std::sync::OnceLock::new(),
             finished,
         });
@@ -217,9 +221,20 @@ impl RayRunner {
             })
         };
         let stop = remote.stop.clone();
+        let let_go = remote.let_go.clone();
+        let outlive = inner.config.outlive;
         JobHooks {
-            cancel: Box::new(move |_reason| {
-                stop.cancel();
+            cancel: Box::new(move |reason| {
+                // A teardown, not a kill: with `outlive` the job runs on.
+                let teardown = matches!(
+                    reason,
+                    Some(crate::registry::OWNER_DISPOSED | crate::registry::SERVICE_DISPOSED)
+                );
+                if outlive && teardown {
+                    let_go.cancel();
+                } else {
+                    stop.cancel();
+                }
                 Ok(())
             }),
             capture: Some(capture),
