@@ -74,14 +74,18 @@ pub(crate) async fn host_on(
     // In the cache's directory, a fenced job's read rules stay few (see the
     // field).
     bash_config.fenced_spill_parent = cache_dir.map(Path::to_owned);
-    let runner_config = RayConfig {
+    let mut runner_config = RayConfig {
         grace: bash_config.grace,
         limits: bash_config.limits,
         spill_total_bytes: bash_config.spill_total_bytes,
         outlive: settings.runner_jobs == Some(RunnerJobs::Outlive),
+        spill_parent: None,
     };
     let bash = BashProducer::new(registry.clone(), bash_config)
         .context("setting up the background shell")?;
+    // Inside the shell's spill directory, which its watchdog removes on every
+    // way out, SIGKILL included.
+    runner_config.spill_parent = Some(bash.spill_dir().to_owned());
     let runners = settings
         .runner_specs()?
         .iter()

@@ -54,6 +54,10 @@ pub struct RayConfig {
     /// Whether jobs still running when the host shuts down are left on the
     /// engine (`--runner-jobs outlive`) instead of stopped.
     pub outlive: bool,
+    /// Where the spill directory is made (`None`: the system's temporary
+    /// directory). The shell producer's own spill directory is a good one:
+    /// its watchdog removes it even when the host is killed.
+    pub spill_parent: Option<std::path::PathBuf>,
 }
 
 impl Default for RayConfig {
@@ -63,6 +67,7 @@ impl Default for RayConfig {
             limits: OutputLimits::default(),
             spill_total_bytes: 1 << 30,
             outlive: false,
+            spill_parent: None,
         }
     }
 }
@@ -121,10 +126,13 @@ impl RayRunner {
     ) -> Result<RayRunner, String> {
         let token = super::ray_token()?;
         let client = RayClient::new(&spec.address, token)?;
-        let spill_dir = tempfile::Builder::new()
-            .prefix("jobs-host-remote-")
-            .tempdir()
-            .map_err(|e| format!("runner {}: cannot make a spill directory: {e}", spec.name))?;
+        let mut spill = tempfile::Builder::new();
+        spill.prefix("jobs-host-remote-");
+        let spill_dir = match &config.spill_parent {
+            Some(parent) => spill.tempdir_in(parent),
+            None => spill.tempdir(),
+        }
+        .map_err(|e| format!("runner {}: cannot make a spill directory: {e}", spec.name))?;
         Ok(RayRunner {
             inner: Arc::new(Inner {
                 name: spec.name.clone(),
