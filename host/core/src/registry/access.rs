@@ -224,6 +224,9 @@ impl JobRegistry {
             monitor: control.monitor(),
             cursors: capture.map_or([0, 0], |c| c.cursors()),
             end_seen: seen,
+            remote: control
+                .remote()
+                .and_then(|(runner, id)| Some((runner, id?))),
         })
     }
 

@@ -119,6 +119,12 @@ pub trait JobControl: Send + Sync {
     fn durable(&self) -> bool {
         false
     }
+    /// Where a job on a cluster engine runs, for a host that takes it on
+    /// again after a restart: its runner's name and the engine's id for it
+    /// (`None` until the job is named); `None` for every other job.
+    fn remote(&self) -> Option<(String, Option<String>)> {
+        None
+    }
     /// True once the job's first process exists (or its spawn failed);
     /// `None` for a job that has no spawn to wait for.
     fn spawned(&self) -> Option<tokio::sync::watch::Receiver<bool>> {

@@ -108,6 +108,7 @@ impl JobRecord {
             end_seen: durable.is_some() && (self.reported || self.noticed),
             monitor: durable.and_then(|c| c.monitor()),
             durable: durable.is_some(),
+            remote: durable.and_then(|c| c.remote()).map(|(_, id)| id.is_some()),
         }
     }
 
@@ -116,8 +117,7 @@ impl JobRecord {
     /// monitor not spawned yet counts as changed until it is, so each
     /// reply sees it (and can wait for it).
     fn recorded_as(&self, now: &DurableState) -> bool {
-        let unspawned = now.durable && now.status == JobStatus::Running && now.monitor.is_none();
-        !unspawned && self.recorded == Some(*now)
+        !now.unspawned() && self.recorded == Some(*now)
     }
 
     fn snapshot(&self) -> JobSnapshot {

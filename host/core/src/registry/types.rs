@@ -90,6 +90,25 @@ pub struct JobOutcome {
     pub output: Option<String>,
 }
 
+impl JobOutcome {
+    /// The end a previous host recorded of a job (its status and detail as
+    /// words, `completed`, `killed` or `failed`), for the host that takes
+    /// the job on; `None` for any other status (`running`, `stopping`).
+    pub fn recorded(status: &str, detail: Option<&str>) -> Option<JobOutcome> {
+        let status = match status {
+            "completed" => OutcomeStatus::Completed,
+            "killed" => OutcomeStatus::Killed,
+            "failed" => OutcomeStatus::Failed,
+            _ => return None,
+        };
+        Some(JobOutcome {
+            status,
+            detail: detail.map(str::to_owned),
+            output: None,
+        })
+    }
+}
+
 /// A fresh view of one job record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobSnapshot {
@@ -197,8 +216,24 @@ pub struct DurableState {
     pub end_seen: bool,
     /// Its monitor's pid and start time, once spawned.
     pub monitor: Option<(i32, u64)>,
-    /// Whether it outlives its host (runs under a monitor).
+    /// Whether it outlives its host (runs under a monitor, or on a cluster
+    /// engine with a copy of its log kept).
     pub durable: bool,
+    /// Whether it runs on a cluster engine (it has no monitor), and
+    /// whether the engine's id for it is known yet.
+    pub remote: Option<bool>,
+}
+
+impl DurableState {
+    /// A running job whose record waits for what names it for the next
+    /// host: its monitor's pid, or the engine's id.
+    pub fn unspawned(&self) -> bool {
+        let unnamed = match self.remote {
+            Some(named) => !named,
+            None => self.monitor.is_none(),
+        };
+        self.durable && self.status == JobStatus::Running && unnamed
+    }
 }
 
 /// What a host that outlives a crash records of a job that outlives it
@@ -214,4 +249,7 @@ pub struct DurableView {
     pub cursors: [u64; 2],
     /// Whether the model saw its end or was told of it.
     pub end_seen: bool,
+    /// A job on a cluster engine: its runner and the engine's id for it
+    /// (see [`crate::registry::control::JobControl::remote`]).
+    pub remote: Option<(String, String)>,
 }

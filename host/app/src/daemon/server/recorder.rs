@@ -194,9 +194,7 @@ async fn write_durable_changes(
 fn unspawned(states: &[(String, host::registry::DurableState)]) -> Vec<String> {
     states
         .iter()
-        .filter(|(_, s)| {
-            s.durable && s.status == host::registry::JobStatus::Running && s.monitor.is_none()
-        })
+        .filter(|(_, s)| s.unspawned())
         .map(|(id, _)| id.clone())
         .collect()
 }
@@ -216,6 +214,7 @@ fn changed_rows(
                     || row.finished_at != state.finished_at
                     || row.cursors != state.cursors
                     || row.end_seen != state.end_seen
+                    || row.remote.is_some() != (state.remote == Some(true))
                     || row.monitor
                         != state
                             .monitor
@@ -243,7 +242,8 @@ fn job_row(registry: &JobRegistry, job: host::registry::JobSnapshot) -> JobRow {
         files: durable.as_ref().map(|d| d.files.display().to_string()),
         monitor,
         cursors: durable.as_ref().map_or([0, 0], |d| d.cursors),
-        end_seen: durable.is_some_and(|d| d.end_seen),
+        end_seen: durable.as_ref().is_some_and(|d| d.end_seen),
+        remote: durable.and_then(|d| d.remote),
     }
 }
 

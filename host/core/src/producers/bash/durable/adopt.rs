@@ -138,18 +138,10 @@ fn outcome(
     monitor: Option<i32>,
     recorded: Option<&(String, Option<String>)>,
 ) -> JobOutcome {
-    let status = match recorded.map(|(status, _)| status.as_str()) {
-        Some("completed") => Some(OutcomeStatus::Completed),
-        Some("killed") => Some(OutcomeStatus::Killed),
-        Some("failed") => Some(OutcomeStatus::Failed),
-        _ => None,
-    };
-    if let (Some(status), Some((_, detail))) = (status, recorded) {
-        return JobOutcome {
-            status,
-            detail: detail.clone(),
-            output: None,
-        };
+    if let Some(end) =
+        recorded.and_then(|(status, detail)| JobOutcome::recorded(status, detail.as_deref()))
+    {
+        return end;
     }
     let kill_requested = recorded.is_some_and(|(status, _)| status == "stopping");
     let Some(end) = JobEnd::read(files) else {
