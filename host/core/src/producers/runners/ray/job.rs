@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, watch};
 
 use super::client::{Details, EngineError, Submit, Submitted};
+use super::output::{ENTRYPOINT, LogCopy, Output, begin_line};
 use super::tail::{self, Closed, Cursor};
 use super::{Inner, Remote};
 use crate::capture::{OutputStream, SharedCapture};
@@ -50,20 +51,10 @@ const TAIL_LAST_TRY: Duration = Duration::from_secs(10);
 /// How many times a submit the engine did not answer is tried.
 const SUBMIT_TRIES: u32 = 4;
 
-/// The shell line the engine runs: the line that marks where the job's own
-/// output begins, then the relay under the engine's Python where there is
-/// one, else the command under bash with stderr merged.
-const ENTRYPOINT: &str = "printf '%s\\n' \"$JOBS_HOST_BEGIN\"; command -v python3 >/dev/null 2>&1 && exec python3 -c \"$JOBS_HOST_RELAY\"; exec bash -c \"$JOBS_HOST_COMMAND\" 2>&1";
-
-/// The most of the engine's own lines (its runtime environment's setup) held
-/// back while the line that begins the job's output has not come; past it
-/// they are the job's output after all.
-const MAX_HEADER_BYTES: usize = 64 << 10;
-
 /// The relay the engine runs the command under (see the parent's docs).
 const RELAY: &str = include_str!("../relay.py");
 
-/// What a job's task needs.
+/// What a new job's task needs.
 pub(super) struct Job {
     pub runner: Arc<Inner>,
     pub remote: Arc<Remote>,
@@ -72,6 +63,23 @@ pub(super) struct Job {
     pub request: CommandRequest,
     /// The registry's id for the job, once the start has it.
     pub id: tokio::sync::oneshot::Receiver<String>,
+    /// Where the log is kept as it is taken, for a job that outlives its
+    /// host.
+    pub copy: Option<LogCopy>,
+}
+
+/// What the task of a job on the engine needs from its submit on (a new
+/// job's once submitted, or one a restarted host took on).
+pub(super) struct Followed {
+    pub runner: Arc<Inner>,
+    pub remote: Arc<Remote>,
+    pub capture: SharedCapture,
+    pub placement: Placement,
+    pub submission_id: String,
+    /// The log's bytes taken so far, and where the next ones go.
+    pub cursor: Cursor,
+    pub output: Output,
+    pub timeout_ms: Option<u64>,
 }
 
 /// Why we asked the engine to stop a job.
@@ -82,18 +90,21 @@ enum Stop {
     Limit(String),
 }
 
-/// Runs the job to its end and answers its outcome; marks the job finished
-/// whatever happens.
-pub(super) async fn run(job: Job) -> JobOutcome {
-    let remote = job.remote.clone();
-    let capture = job.capture.clone();
-    let outcome = life(job).await;
+/// Runs a job's `life` to its end and answers its outcome; marks the job
+/// finished whatever happens.
+pub(super) async fn run(
+    remote: Arc<Remote>,
+    capture: SharedCapture,
+    life: impl std::future::Future<Output = JobOutcome>,
+) -> JobOutcome {
+    let outcome = life.await;
     capture.close();
     remote.finished.send_replace(true);
     outcome
 }
 
-async fn life(job: Job) -> JobOutcome {
+/// A new job's life: its submit, then [`follow`].
+pub(super) async fn life(job: Job) -> JobOutcome {
     let Job {
         runner,
         remote,
@@ -101,6 +112,7 @@ async fn life(job: Job) -> JobOutcome {
         placement,
         request,
         id,
+        copy,
     } = job;
     let Ok(id) = id.await else {
         return killed(None);
@@ -116,16 +128,41 @@ async fn life(job: Job) -> JobOutcome {
         return killed(Some(crate::words::KILLED_BEFORE_EXIT.to_owned()));
     }
     placement.set(format!("{}: {submission_id} submitted", runner.name));
+    let mut output = Output::new(capture.clone(), &submission_id, request.limits.output_bytes);
+    if let Some(copy) = copy {
+        output.keep_in(copy);
+    }
+    follow(Followed {
+        runner,
+        remote,
+        capture,
+        placement,
+        submission_id,
+        cursor: Cursor::default(),
+        output,
+        timeout_ms: request.limits.timeout_ms,
+    })
+    .await
+}
 
+/// A submitted job from its cursor on: the pump from the tail into its
+/// capture, its status, its stop and its end.
+pub(super) async fn follow(job: Followed) -> JobOutcome {
+    let Followed {
+        runner,
+        remote,
+        capture,
+        placement,
+        submission_id,
+        cursor,
+        output,
+        timeout_ms,
+    } = job;
     // The pump: the tail into the capture, until the job has ended.
-    let cursor = Arc::new(Mutex::new(Cursor::default()));
+    let cursor = Arc::new(Mutex::new(cursor));
     let tail_closed = Arc::new(Notify::new());
     let (ended_tx, ended) = watch::channel(false);
-    let output = Arc::new(Mutex::new(Output::new(
-        capture.clone(),
-        &submission_id,
-        request.limits.output_bytes,
-    )));
+    let output = Arc::new(Mutex::new(output));
     let limit_hit = Arc::new(Notify::new());
     let pump = tokio::spawn(pump(Pump {
         runner: runner.clone(),
@@ -142,7 +179,7 @@ async fn life(job: Job) -> JobOutcome {
         &remote,
         &placement,
         &submission_id,
-        request.limits.timeout_ms,
+        timeout_ms,
         &output,
         &limit_hit,
         &tail_closed,
@@ -163,7 +200,10 @@ async fn life(job: Job) -> JobOutcome {
     if tokio::time::timeout(TAIL_DRAIN, &mut pump).await.is_err() {
         pump.abort();
     }
-    if lock(&output).reached.is_none() {
+    if ended.engine_forgot() {
+        // Nothing more to read: what was taken is all there is.
+        lock(&output).finish();
+    } else if lock(&output).reached.is_none() {
         read_the_rest(&runner, &submission_id, &cursor, &output, &capture).await;
     }
     ended.outcome(&runner.name, &submission_id)
@@ -232,6 +272,16 @@ struct Ended {
 }
 
 impl Ended {
+    /// The engine answered that it has no record of the job.
+    fn engine_forgot(&self) -> bool {
+        !self.left
+            && self.details.is_none()
+            && self
+                .failed
+                .as_deref()
+                .is_none_or(|why| why.starts_with("lost: "))
+    }
+
     fn outcome(self, runner: &str, submission_id: &str) -> JobOutcome {
         if let Some(why) = self.failed {
             return failed(why);
@@ -451,139 +501,6 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() || haystack.len() < needle.len() {
-        return None;
-    }
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-/// The line the entrypoint prints before the command runs: the engine's log
-/// holds its own lines before it, which are not the job's output.
-fn begin_line(submission_id: &str) -> String {
-    format!("::jobs-host begin {submission_id}::")
-}
-
-/// The job's output as it is taken from the engine's log: the engine's own
-/// lines before the begin line held back, then the job's bytes into the
-/// capture up to the start's output limit. Taken under the cursor's lock.
-pub(super) struct Output {
-    capture: SharedCapture,
-    begin: Vec<u8>,
-    /// The log before the begin line, while it has not come.
-    header: Option<Vec<u8>>,
-    /// The line the engine writes as it starts the entrypoint, which races
-    /// with the job's first output: taken out once, wherever it lands.
-    engine_line: Option<Vec<u8>>,
-    /// The job's bytes held while they may be the start of that line.
-    held: Vec<u8>,
-    /// The job's bytes looked at for it, which ends the looking at
-    /// [`MAX_HEADER_BYTES`].
-    looked: usize,
-    pushed: u64,
-    limit: Option<u64>,
-    /// Set once the limit is reached: the job is stopped for it.
-    reached: Option<String>,
-}
-
-impl Output {
-    fn new(capture: SharedCapture, submission_id: &str, limit: Option<u64>) -> Output {
-        Output {
-            capture,
-            begin: format!("{}\n", begin_line(submission_id)).into_bytes(),
-            header: Some(Vec::new()),
-            engine_line: Some(
-                format!("Running entrypoint for job {submission_id}: {ENTRYPOINT}\n").into_bytes(),
-            ),
-            held: Vec::new(),
-            looked: 0,
-            pushed: 0,
-            limit,
-            reached: None,
-        }
-    }
-
-    /// Takes a part of the log; answers true when it reached the limit.
-    fn take(&mut self, bytes: &[u8]) -> bool {
-        let Some(header) = &mut self.header else {
-            return self.job_bytes(bytes);
-        };
-        header.extend_from_slice(bytes);
-        let rest = match find(header, &self.begin) {
-            Some(at) => {
-                let rest = header.split_off(at + self.begin.len());
-                if self
-                    .engine_line
-                    .as_ref()
-                    .is_some_and(|line| find(header, line).is_some())
-                {
-                    self.engine_line = None;
-                }
-                rest
-            }
-            None if header.len() > MAX_HEADER_BYTES => std::mem::take(header),
-            None => return false,
-        };
-        self.header = None;
-        self.job_bytes(&rest)
-    }
-
-    /// The job's own bytes, without the engine's line.
-    fn job_bytes(&mut self, bytes: &[u8]) -> bool {
-        let Some(line) = &self.engine_line else {
-            return self.push(bytes);
-        };
-        let mut data = std::mem::take(&mut self.held);
-        data.extend_from_slice(bytes);
-        self.looked += bytes.len();
-        if let Some(at) = find(&data, line) {
-            data.drain(at..at + line.len());
-            self.engine_line = None;
-            return self.push(&data);
-        }
-        if self.looked > MAX_HEADER_BYTES {
-            self.engine_line = None;
-            return self.push(&data);
-        }
-        // Held back: the longest end that may begin the line.
-        let keep = (1..line.len().min(data.len() + 1))
-            .rev()
-            .find(|&n| data.ends_with(&line[..n]))
-            .unwrap_or(0);
-        self.held = data.split_off(data.len() - keep);
-        self.push(&data)
-    }
-
-    /// The end of the log: what was held back is the job's output (all of
-    /// it when the begin line never came: the engine failed the job before
-    /// it ran, and its words are what there is).
-    fn finish(&mut self) {
-        if let Some(header) = self.header.take() {
-            self.push(&header);
-        }
-        let held = std::mem::take(&mut self.held);
-        self.push(&held);
-    }
-
-    fn push(&mut self, bytes: &[u8]) -> bool {
-        if self.reached.is_some() {
-            return false;
-        }
-        let max = self.limit.unwrap_or(u64::MAX);
-        let room = usize::try_from(max.saturating_sub(self.pushed)).unwrap_or(usize::MAX);
-        let part = &bytes[..bytes.len().min(room)];
-        if !part.is_empty() {
-            self.capture.push(OutputStream::Stdout, part);
-            self.pushed += part.len() as u64;
-        }
-        if bytes.len() > room {
-            self.reached = Some(format!("output limit reached ({max} bytes)"));
-            return true;
-        }
-        false
-    }
-}
-
 /// What the pump needs.
 struct Pump {
     runner: Arc<Inner>,
@@ -791,58 +708,6 @@ mod tests {
                 Some("lost: the engine has no record of jobshost-abc-bash-1".into())
             )
         );
-    }
-
-    fn output(limit: Option<u64>) -> (SharedCapture, Output) {
-        let limits = crate::capture::OutputLimits {
-            max_spill_bytes: 0,
-            ..Default::default()
-        };
-        let capture = SharedCapture::new(std::path::Path::new(""), limits, None);
-        (capture.clone(), Output::new(capture, "sid", limit))
-    }
-
-    #[test]
-    fn the_engines_own_lines_are_not_the_jobs_output() {
-        let (capture, mut out) = output(None);
-        let line = format!("Running entrypoint for job sid: {ENTRYPOINT}\n");
-        assert!(!out.take(b"2026 INFO job_manager.py -- Runtime env is setting up.\n"));
-        out.take(b"::jobs-host begin sid::\npar");
-        // The engine's line lands inside the job's first line, cut across
-        // two chunks.
-        out.take(format!("t{}", &line[..10]).as_bytes());
-        assert_eq!(capture.read_delta(), "part");
-        out.take(format!("{}hi\n", &line[10..]).as_bytes());
-        assert_eq!(capture.read_delta(), "hi\n");
-        // Once taken out, the same words are the job's own.
-        out.take(line.as_bytes());
-        assert_eq!(capture.read_delta(), line);
-    }
-
-    #[test]
-    fn a_job_the_engine_never_ran_shows_the_engines_words() {
-        let (capture, mut out) = output(None);
-        out.take(b"runtime env setup failed: no such package\n");
-        assert_eq!(capture.read_delta(), "");
-        out.finish();
-        assert_eq!(
-            capture.read_delta(),
-            "runtime env setup failed: no such package\n"
-        );
-    }
-
-    #[test]
-    fn output_past_the_limit_is_not_taken() {
-        let (capture, mut out) = output(Some(5));
-        let line = format!("Running entrypoint for job sid: {ENTRYPOINT}\n");
-        out.take(format!("::jobs-host begin sid::\n{line}abc").as_bytes());
-        assert!(out.take(b"defg"));
-        assert_eq!(capture.read_delta(), "abcde");
-        assert_eq!(
-            out.reached.as_deref(),
-            Some("output limit reached (5 bytes)")
-        );
-        assert!(!out.take(b"more"));
     }
 
     #[test]

@@ -4,6 +4,9 @@
 //! - [`tail`]: the log's WebSocket tail and our cursor over it.
 //! - `job`: one job's life on the engine: its submit, the pump from the
 //!   tail into its capture, its status, its stop and its end.
+//! - `output`: the log as taken into the capture (the engine's own lines
+//!   out, the output limit), and its copy for a job that outlives its host.
+//! - `resume`: a job a previous host left on the engine, taken on again.
 //!
 //! A job runs under a small relay (`relay.py`, run by the engine's own
 //! Python) that puts the command in a process group, merges its stderr,
@@ -15,7 +18,11 @@ pub mod client;
 #[cfg(test)]
 mod engine_tests;
 mod job;
+mod output;
+mod resume;
 pub mod tail;
+
+pub use resume::{RemoteAdopt, Resumed};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -58,6 +65,11 @@ pub struct RayConfig {
     /// directory). The shell producer's own spill directory is a good one:
     /// its watchdog removes it even when the host is killed.
     pub spill_parent: Option<std::path::PathBuf>,
+    /// Where each job keeps a copy of its log as it is taken (a durable
+    /// session's directory), so that a host that restarts takes the job on
+    /// again from where it was ([`RayRunner::resume`]); `None`: a job is
+    /// watched only by the host that started it.
+    pub keep_logs: Option<std::path::PathBuf>,
 }
 
 impl Default for RayConfig {
@@ -68,6 +80,7 @@ impl Default for RayConfig {
             spill_total_bytes: 1 << 30,
             outlive: false,
             spill_parent: None,
+            keep_logs: None,
         }
     }
 }
@@ -107,6 +120,21 @@ struct Remote {
     submission_id: std::sync::OnceLock<String>,
     /// True once the job's task has ended.
     finished: tokio::sync::watch::Sender<bool>,
+    /// The copy of its log, for a job that outlives its host.
+    copy: Option<std::path::PathBuf>,
+}
+
+impl Remote {
+    fn new(copy: Option<std::path::PathBuf>) -> Arc<Remote> {
+        let (finished, _) = tokio::sync::watch::channel(false);
+        Arc::new(Remote {
+            stop: CancellationToken::new(),
+            let_go: CancellationToken::new(),
+            submission_id: std::sync::OnceLock::new(),
+            finished,
+            copy,
+        })
+    }
 }
 
 impl RayRunner {
@@ -180,10 +208,20 @@ impl RayRunner {
             sandbox: None,
         };
         let (id_tx, id_rx) = tokio::sync::oneshot::channel();
-        let id = inner
-            .registry
-            .start(spec, || Ok(self.hooks(request, id_rx)))?;
-        // The job's task submits once it knows the id it names the job by.
+        let mut made = None;
+        let id = inner.registry.start(spec, || {
+            let (hooks, remote, placement) = self.hooks(request, id_rx)?;
+            made = Some((remote, placement));
+            Ok(hooks)
+        })?;
+        // Named before the start answers, so that a host that records the
+        // job records where it runs; the job's task submits once it knows
+        // the id too.
+        if let Some((remote, placement)) = made {
+            let submission_id = format!("{}-{id}", inner.prefix);
+            placement.set(format!("{}: {submission_id} submitting", inner.name));
+            let _ = remote.submission_id.set(submission_id);
+        }
         let _ = id_tx.send(id.clone());
         Ok(id)
     }
@@ -192,32 +230,58 @@ impl RayRunner {
         &self,
         request: CommandRequest,
         id: tokio::sync::oneshot::Receiver<String>,
-    ) -> JobHooks {
+    ) -> Result<(JobHooks, Arc<Remote>, Placement), String> {
         let inner = &self.inner;
-        let n = inner.next.fetch_add(1, Ordering::Relaxed);
-        let stem = inner.spill_dir.path().join(format!("remote-{n}"));
-        let capture = SharedCapture::new(&stem, inner.config.limits, Some(inner.budget.clone()));
+        let copy = match &inner.config.keep_logs {
+            Some(dir) => Some(output::LogCopy::make(dir).map_err(|e| {
+                format!(
+                    "runner {}: cannot keep the job's log in {}: {e}",
+                    inner.name,
+                    dir.display()
+                )
+            })?),
+            None => None,
+        };
+        let capture = self.new_capture();
         let placement = Placement::new(format!("{}: submitting", inner.name));
-        let (finished, _) = tokio::sync::watch::channel(false);
-        let remote = Arc::new(Remote {
-            stop: CancellationToken::new(),
-            let_go: CancellationToken::new(),
-            submission_id: std::sync::OnceLock::new(),
-            finished,
-        });
-        {
-            let mut live = lock(&inner.live);
-            live.retain(|r| r.strong_count() > 0);
-            live.push(Arc::downgrade(&remote));
-        }
-        let task = tokio::spawn(job::run(job::Job {
+        let remote = Remote::new(copy.as_ref().map(|c| c.path().to_owned()));
+        let life = job::life(job::Job {
             runner: self.inner.clone(),
             remote: remote.clone(),
             capture: capture.clone(),
             placement: placement.clone(),
             request,
             id,
-        }));
+            copy,
+        });
+        let hooks = self.watch(remote.clone(), capture, placement.clone(), life);
+        Ok((hooks, remote, placement))
+    }
+
+    /// A new capture in this runner's spill directory.
+    fn new_capture(&self) -> SharedCapture {
+        let inner = &self.inner;
+        let n = inner.next.fetch_add(1, Ordering::Relaxed);
+        let stem = inner.spill_dir.path().join(format!("remote-{n}"));
+        SharedCapture::new(&stem, inner.config.limits, Some(inner.budget.clone()))
+    }
+
+    /// The registry's hooks of a job whose task runs `life`: its stop (or
+    /// its letting go), its capture, its controls and its end.
+    fn watch(
+        &self,
+        remote: Arc<Remote>,
+        capture: SharedCapture,
+        placement: Placement,
+        life: impl std::future::Future<Output = crate::registry::JobOutcome> + Send + 'static,
+    ) -> JobHooks {
+        let inner = &self.inner;
+        {
+            let mut live = lock(&inner.live);
+            live.retain(|r| r.strong_count() > 0);
+            live.push(Arc::downgrade(&remote));
+        }
+        let task = tokio::spawn(job::run(remote.clone(), capture.clone(), life));
         let done = async move {
             Ok(match task.await {
                 Ok(outcome) => outcome,
@@ -439,5 +503,20 @@ impl JobControl for RemoteControl {
 
     fn ports(&self) -> Vec<ListeningPort> {
         Vec::new()
+    }
+
+    fn files(&self) -> Option<std::path::PathBuf> {
+        self.remote.copy.clone()
+    }
+
+    fn durable(&self) -> bool {
+        self.remote.copy.is_some()
+    }
+
+    fn remote(&self) -> Option<(String, Option<String>)> {
+        Some((
+            self.runner.clone(),
+            self.remote.submission_id.get().cloned(),
+        ))
     }
 }

@@ -1,0 +1,139 @@
+//! A job a previous host started on the engine, taken on again by the next
+//! after the old one died (a daemon killed): its output is read back from
+//! the copy of its log the old host kept (see `output::LogCopy`), the
+//! model's read cursor is put back, and the log's tail is followed on from
+//! the copy's end, so no byte is lost or shown twice. Its end is the
+//! engine's, as for any job; a job the engine no longer knows is `failed`
+//! with `lost: the engine has no record of ...`, its output kept.
+
+use std::path::PathBuf;
+
+use super::RayRunner;
+use super::job::{self, Followed};
+use super::output::{LogCopy, Output};
+use super::tail::Cursor;
+use crate::owner::Owner;
+use crate::registry::{JobOutcome, JobStart, Placement, StartError};
+
+/// A job on the engine as a previous host recorded it.
+#[derive(Debug, Clone)]
+pub struct RemoteAdopt {
+    /// Its id (`bash-3`), kept.
+    pub id: String,
+    /// Its label.
+    pub label: String,
+    /// Its start, epoch ms.
+    pub started_at: u64,
+    /// The engine's id for it.
+    pub submission_id: String,
+    /// The copy of its log the old host kept.
+    pub copy: PathBuf,
+    /// How far the model had read stdout and stderr, in bytes.
+    pub cursors: [u64; 2],
+    /// Whether the model had seen its end or been told of it: no notice
+    /// then.
+    pub end_seen: bool,
+    /// Its status and detail as the old host recorded them, when not
+    /// `running`: an end it recorded is the job's, and `stopping` means it
+    /// was being killed.
+    pub recorded: Option<(String, Option<String>)>,
+}
+
+/// What taking a job on found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resumed {
+    /// The old host had not seen its end: it is followed on the engine.
+    Following,
+    /// The old host recorded its end: its output is read, nothing asked of
+    /// the engine.
+    Ended,
+}
+
+impl RayRunner {
+    /// Takes on `job`, which a previous host started on this runner's
+    /// engine, for `owner`, under its old id (see the module's notes).
+    ///
+    /// # Errors
+    ///
+    /// A copy of its log that cannot be read, or the registry's refusal
+    /// (an id taken, a stale owner); the job on the engine is left as it
+    /// is.
+    pub fn resume(&self, owner: Option<Owner>, job: RemoteAdopt) -> Result<Resumed, StartError> {
+        let inner = &self.inner;
+        let capture = self.new_capture();
+        let mut output = Output::new(capture.clone(), &job.submission_id, None);
+        let (copy, taken) = LogCopy::resume(&job.copy, &mut output).map_err(|e| {
+            StartError::Producer(format!(
+                "runner {}: cannot read the log kept in {}: {e}",
+                inner.name,
+                job.copy.display()
+            ))
+        })?;
+        capture.set_cursors(job.cursors);
+        let remote = super::Remote::new(Some(job.copy.clone()));
+        let _ = remote.submission_id.set(job.submission_id.clone());
+        let placement = Placement::new(format!("{}: {}", inner.name, job.submission_id));
+        let stopping = job
+            .recorded
+            .as_ref()
+            .is_some_and(|(status, _)| status == "stopping");
+        let recorded_end = job
+            .recorded
+            .as_ref()
+            .and_then(|(status, detail)| JobOutcome::recorded(status, detail.as_deref()));
+        let (found, hooks) = match recorded_end {
+            Some(outcome) => {
+                // Whatever the gate held back is the job's too.
+                output.finish();
+                let life = std::future::ready(outcome);
+                (
+                    Resumed::Ended,
+                    self.watch(remote.clone(), capture, placement, life),
+                )
+            }
+            None => {
+                output.keep_in(copy);
+                let life = job::follow(Followed {
+                    runner: inner.clone(),
+                    remote: remote.clone(),
+                    capture: capture.clone(),
+                    placement: placement.clone(),
+                    submission_id: job.submission_id.clone(),
+                    cursor: Cursor::at(taken),
+                    output,
+                    // The start's limits went with the old host.
+                    timeout_ms: None,
+                });
+                (
+                    Resumed::Following,
+                    self.watch(remote.clone(), capture, placement, life),
+                )
+            }
+        };
+        let adopted = inner.registry.adopt(
+            JobStart {
+                kind: crate::bash::BASH_KIND.to_owned(),
+                label: job.label,
+                output_limit_bytes: None,
+                owner,
+                sandbox: None,
+            },
+            &job.id,
+            job.started_at,
+            job.end_seen,
+            hooks,
+        );
+        if let Err(e) = adopted {
+            // Not this host's: the job runs on, unwatched here.
+            remote.let_go.cancel();
+            return Err(e);
+        }
+        // Its old host was stopping it: so is this one.
+        if stopping {
+            let _ = inner
+                .registry
+                .cancel(&job.id, Some("its kill was under way"));
+        }
+        Ok(found)
+    }
+}
