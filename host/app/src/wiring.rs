@@ -80,6 +80,9 @@ pub(crate) async fn host_on(
         spill_total_bytes: bash_config.spill_total_bytes,
         outlive: settings.runner_jobs == Some(RunnerJobs::Outlive),
         spill_parent: None,
+        // A durable session's remote jobs keep their logs beside its local
+        // jobs' files, for the next daemon to take them on.
+        keep_logs: bash_config.durable.as_ref().map(|d| d.dir.clone()),
     };
     let bash = BashProducer::new(registry.clone(), bash_config)
         .context("setting up the background shell")?;

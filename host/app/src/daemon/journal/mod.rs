@@ -73,6 +73,9 @@ pub struct JobRow {
     pub cursors: [u64; 2],
     /// Whether the model saw its end or was told of it.
     pub end_seen: bool,
+    /// A job on a cluster engine: its runner and the engine's id for it
+    /// (its `files` is then the copy of its log as it was taken).
+    pub remote: Option<(String, String)>,
 }
 
 /// A job of a session whose daemon died while it ran under its monitor: for
@@ -366,13 +369,15 @@ impl Journal {
             // Cached: a session records a few rows at a time, often.
             let mut upsert = tx.prepare_cached(
                 "INSERT INTO jobs(session, id, label, status, detail, started_at, finished_at,
-                                  files, pid, pid_start, cursor_out, cursor_err, end_seen)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                                  files, pid, pid_start, cursor_out, cursor_err, end_seen,
+                                  runner, engine_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
                  ON CONFLICT(session, id) DO UPDATE SET status = excluded.status,
                      detail = excluded.detail, finished_at = excluded.finished_at,
                      files = excluded.files, pid = excluded.pid,
                      pid_start = excluded.pid_start, cursor_out = excluded.cursor_out,
-                     cursor_err = excluded.cursor_err, end_seen = excluded.end_seen",
+                     cursor_err = excluded.cursor_err, end_seen = excluded.end_seen,
+                     runner = excluded.runner, engine_id = excluded.engine_id",
             )?;
             for job in &changed {
                 upsert.execute(params![
@@ -389,6 +394,8 @@ impl Journal {
                     job.cursors[0] as i64,
                     job.cursors[1] as i64,
                     job.end_seen,
+                    job.remote.as_ref().map(|r| &r.0),
+                    job.remote.as_ref().map(|r| &r.1),
                 ])?;
             }
             let mut remove =
@@ -425,7 +432,8 @@ impl Journal {
         let conn = lock(&self.conn);
         let mut stmt = conn.prepare(
             "SELECT j.session, j.id, j.label, j.status, j.detail, j.started_at, j.finished_at,
-                    j.files, j.pid, j.pid_start, j.cursor_out, j.cursor_err, j.end_seen
+                    j.files, j.pid, j.pid_start, j.cursor_out, j.cursor_err, j.end_seen,
+                    j.runner, j.engine_id
              FROM jobs j JOIN sessions s ON s.id = j.session JOIN daemons d ON d.id = s.daemon
              WHERE s.key = ?1 AND s.crashed = 1 AND j.files IS NOT NULL
                AND j.status NOT IN ('adopted', 'lost')
@@ -597,5 +605,8 @@ fn job_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<JobRow> {
             r.get::<_, i64>(at + 10)? as u64,
         ],
         end_seen: r.get(at + 11)?,
+        remote: r
+            .get::<_, Option<String>>(at + 12)?
+            .zip(r.get::<_, Option<String>>(at + 13)?),
     })
 }

@@ -43,10 +43,12 @@ pub fn read(dir: &Path) -> Result<Option<(Vec<Recorded>, i64, bool)>> {
     // was killed: its running jobs are lost, as its successor will record.
     let kept = crate::daemon::locked(&dir.join("journal.lock"));
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    let durable_columns = if version >= 2 {
-        "j.files, j.pid, j.pid_start, j.cursor_out, j.cursor_err, j.end_seen"
-    } else {
-        "NULL, NULL, NULL, 0, 0, 0"
+    let durable_columns = match version {
+        3.. => {
+            "j.files, j.pid, j.pid_start, j.cursor_out, j.cursor_err, j.end_seen, j.runner, j.engine_id"
+        }
+        2 => "j.files, j.pid, j.pid_start, j.cursor_out, j.cursor_err, j.end_seen, NULL, NULL",
+        _ => "NULL, NULL, NULL, 0, 0, 0, NULL, NULL",
     };
     let mut stmt = conn.prepare(&format!(
         "SELECT s.key, j.id, j.label, j.status, j.detail, j.started_at, j.finished_at,
@@ -57,10 +59,16 @@ pub fn read(dir: &Path) -> Result<Option<(Vec<Recorded>, i64, bool)>> {
     let jobs = stmt
         .query_map([], |r| {
             let mut job = job_row(r, 1)?;
-            let pid: i64 = r.get(13)?;
-            let unended: bool = r.get(14)?;
+            let pid: i64 = r.get(15)?;
+            let unended: bool = r.get(16)?;
             let running = matches!(job.status.as_str(), "running" | "stopping");
-            if running && job.files.is_some() && (!kept || !unended) {
+            if let Some((runner, engine_id)) = job.remote.as_ref().filter(|_| running && (!kept || !unended)) {
+                // On its engine, whatever became of its daemon: the next
+                // session of its key follows it again.
+                job.detail = Some(format!(
+                    "left on runner {runner} as {engine_id} after its daemon (pid {pid}) stopped"
+                ));
+            } else if running && job.files.is_some() && (!kept || !unended) {
                 // Under its monitor, whatever became of its daemon: shown
                 // as its monitor and its files say.
                 let monitor = job.monitor.map(|(pid, start)| (pid, start as u64)).or_else(|| {

@@ -1,6 +1,7 @@
 //! The journal's one schema, and the only migrations it has: from version
 //! 1 (no durable jobs) to version 2 (their files, monitors and read
-//! cursors), adding columns in place, nothing lost. A journal of any other
+//! cursors) and to version 3 (jobs on a cluster engine: their runner and
+//! the engine's id), adding columns in place, nothing lost. A journal of any other
 //! version, another program's database, or a damaged one is refused, never
 //! overwritten.
 //!
@@ -8,7 +9,8 @@
 //! daemons(id, pid, started_at, ended_at)
 //! sessions(id, key, daemon, opened_at, ended_at, dropped, crashed)
 //! jobs(session, id, label, status, detail, started_at, finished_at,
-//!      files, pid, pid_start, cursor_out, cursor_err, end_seen)   key (session, id)
+//!      files, pid, pid_start, cursor_out, cursor_err, end_seen,
+//!      runner, engine_id)                                       key (session, id)
 //! index jobs_by_files on jobs(files) where files is not null
 //! ```
 
@@ -18,7 +20,7 @@ use anyhow::Result;
 use rusqlite::Connection;
 
 /// The schema this build writes and reads (`PRAGMA user_version`).
-pub const SCHEMA: i64 = 2;
+pub const SCHEMA: i64 = 3;
 
 /// Marks a database as a jobs-host journal (`PRAGMA application_id`): "JOBS".
 const APPLICATION_ID: i64 = 0x4a4f_4253;
@@ -46,7 +48,8 @@ pub(super) fn create_or_migrate(conn: &Connection) -> Result<()> {
          PRAGMA application_id = {APPLICATION_ID};
          COMMIT;"
     ))?;
-    // Version 1 (no durable jobs) gains their columns; nothing is lost.
+    // Versions 1 (no durable jobs) and 2 (no remote ones) gain their
+    // columns; nothing is lost.
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if version < SCHEMA {
         let columns: Vec<String> = {
@@ -72,6 +75,8 @@ pub(super) fn create_or_migrate(conn: &Connection) -> Result<()> {
             ("cursor_out", "INTEGER NOT NULL DEFAULT 0"),
             ("cursor_err", "INTEGER NOT NULL DEFAULT 0"),
             ("end_seen", "INTEGER NOT NULL DEFAULT 0"),
+            ("runner", "TEXT"),
+            ("engine_id", "TEXT"),
         ] {
             if !columns.iter().any(|c| c == name) {
                 tx.execute_batch(&format!("ALTER TABLE jobs ADD COLUMN {name} {kind};"))?;
@@ -118,7 +123,7 @@ pub(super) fn check(conn: &Connection, path: &Path) -> Result<()> {
     }
     // Version 0 with our id: a journal made by a daemon killed before its
     // first migration finished (made again, nothing in it lost).
-    if version != SCHEMA && version != 1 && version != 0 {
+    if !(0..=SCHEMA).contains(&version) {
         return Err(refuse(format!(
             "has schema version {version}; this jobs-host reads version {SCHEMA}"
         )));

@@ -23,6 +23,7 @@ fn row(id: &str, status: &str) -> JobRow {
         monitor: None,
         cursors: [0, 0],
         end_seen: false,
+        remote: None,
     }
 }
 
@@ -192,11 +193,11 @@ fn a_foreign_or_broken_file_is_refused_and_left_alone() {
     std::fs::remove_file(&path).unwrap();
     drop(Journal::open(dir.path(), 1, 1).unwrap());
     let newer = Connection::open(&path).unwrap();
-    newer.execute_batch("PRAGMA user_version = 3;").unwrap();
+    newer.execute_batch("PRAGMA user_version = 4;").unwrap();
     drop(newer);
     let refused = Journal::open(dir.path(), 1, 1).err().unwrap().to_string();
     assert!(
-        refused.contains("has schema version 3; this jobs-host reads version 2"),
+        refused.contains("has schema version 4; this jobs-host reads version 3"),
         "{refused}"
     );
 
@@ -220,4 +221,64 @@ fn a_foreign_or_broken_file_is_refused_and_left_alone() {
         "{refused}"
     );
     assert_eq!(std::fs::read(&path).unwrap().len(), bytes.len() / 2);
+}
+
+#[test]
+fn a_remote_job_is_offered_again_with_its_runner_and_engine_id() {
+    let dir = dir();
+    // A journal of schema 2 (no remote jobs) with a running durable job.
+    let path = journal_path(dir.path());
+    {
+        let old = Connection::open(&path).unwrap();
+        old.execute_batch(
+            "CREATE TABLE daemons(id INTEGER PRIMARY KEY, pid INTEGER NOT NULL,
+                 started_at INTEGER NOT NULL, ended_at INTEGER);
+             CREATE TABLE sessions(id INTEGER PRIMARY KEY, key TEXT NOT NULL,
+                 daemon INTEGER NOT NULL, opened_at INTEGER NOT NULL, ended_at INTEGER,
+                 dropped INTEGER NOT NULL DEFAULT 0, crashed INTEGER NOT NULL DEFAULT 0);
+             CREATE TABLE jobs(session INTEGER NOT NULL, id TEXT NOT NULL, label TEXT NOT NULL,
+                 status TEXT NOT NULL, detail TEXT, started_at INTEGER NOT NULL,
+                 finished_at INTEGER, files TEXT, pid INTEGER, pid_start INTEGER,
+                 cursor_out INTEGER NOT NULL DEFAULT 0, cursor_err INTEGER NOT NULL DEFAULT 0,
+                 end_seen INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(session, id));
+             INSERT INTO daemons VALUES (1, 10, 1, NULL);
+             INSERT INTO sessions VALUES (1, 'k', 1, 1, NULL, 0, 0);
+             INSERT INTO jobs VALUES (1, 'bash-1', 'sleep 1', 'running', NULL, 5, NULL,
+                 '/state/jobs/s/job-1', 77, 88, 3, 0, 0);
+             PRAGMA application_id = 1246708307; PRAGMA user_version = 2;",
+        )
+        .unwrap();
+    }
+    let journal = Journal::open(dir.path(), 11, 20).unwrap();
+    let orphans = journal.orphans("k").unwrap();
+    assert_eq!(
+        orphans.len(),
+        1,
+        "the old row is kept through the migration"
+    );
+    assert_eq!(orphans[0].job.remote, None);
+    assert_eq!(orphans[0].job.cursors, [3, 0]);
+    let session = journal.open_session("k", 21).unwrap();
+    let mut remote = row("bash-2", "running");
+    remote.files = Some("/state/jobs/s2/remote-1".to_owned());
+    remote.cursors = [12, 0];
+    remote.remote = Some(("ray".to_owned(), "jobshost-abcdef-bash-2".to_owned()));
+    journal
+        .record(session, vec![remote.clone()], &mut HashMap::new())
+        .unwrap();
+    drop(journal);
+    // Killed; the next daemon is offered both, the remote one as it was.
+    let journal = Journal::open(dir.path(), 12, 30).unwrap();
+    let orphans = journal.orphans("k").unwrap();
+    let offered: Vec<&JobRow> = orphans.iter().map(|o| &o.job).collect();
+    assert_eq!(offered.len(), 2);
+    assert_eq!(offered[1], &remote);
+    drop(journal);
+    let (jobs, _, kept) = read(dir.path()).unwrap().unwrap();
+    assert!(!kept);
+    let shown = jobs.iter().find(|r| r.job.id == "bash-2").unwrap();
+    assert_eq!(
+        shown.job.detail.as_deref(),
+        Some("left on runner ray as jobshost-abcdef-bash-2 after its daemon (pid 11) stopped")
+    );
 }

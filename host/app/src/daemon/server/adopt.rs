@@ -1,6 +1,7 @@
 //! Taking on the jobs that sessions of dead daemons left running under
-//! their monitors, for the next session of their key (see
-//! `host::bash::BashProducer::adopt`).
+//! their monitors or on a runner's engine, for the next session of their
+//! key (see `host::bash::BashProducer::adopt` and
+//! `host::runners::ray::RayRunner::resume`).
 
 use std::path::PathBuf;
 
@@ -56,29 +57,57 @@ impl Daemon {
                 skipped.push(orphan);
                 continue;
             }
-            let request = host::bash::AdoptRequest {
-                id: orphan.job.id.clone(),
-                label: orphan.job.label.clone(),
-                started_at: orphan.job.started_at,
-                files: dir.clone(),
-                monitor: orphan
-                    .job
-                    .monitor
-                    .map(|(pid, start)| (pid as i32, start as u64)),
-                cursors: orphan.job.cursors,
-                end_seen: orphan.job.end_seen,
-                recorded: (orphan.job.status != "running")
-                    .then(|| (orphan.job.status.clone(), orphan.job.detail.clone())),
+            let recorded = (orphan.job.status != "running")
+                .then(|| (orphan.job.status.clone(), orphan.job.detail.clone()));
+            let adopted = match &orphan.job.remote {
+                Some((runner, submission_id)) => {
+                    let request = host::runners::ray::RemoteAdopt {
+                        id: orphan.job.id.clone(),
+                        label: orphan.job.label.clone(),
+                        started_at: orphan.job.started_at,
+                        submission_id: submission_id.clone(),
+                        copy: dir.clone(),
+                        cursors: orphan.job.cursors,
+                        end_seen: orphan.job.end_seen,
+                        recorded,
+                    };
+                    match host.runners.iter().find(|r| r.name() == runner) {
+                        Some(found) => tokio::task::block_in_place(|| {
+                            found.resume(Some(session.owner().clone()), request)
+                        })
+                        .map(|resumed| format!("{resumed:?}")),
+                        None => Err(host::registry::StartError::Producer(format!(
+                            "this session has no runner {runner:?} (start it with --runner {runner}=...); {submission_id} is left as it is on its engine"
+                        ))),
+                    }
+                }
+                None => {
+                    let request = host::bash::AdoptRequest {
+                        id: orphan.job.id.clone(),
+                        label: orphan.job.label.clone(),
+                        started_at: orphan.job.started_at,
+                        files: dir.clone(),
+                        monitor: orphan
+                            .job
+                            .monitor
+                            .map(|(pid, start)| (pid as i32, start as u64)),
+                        cursors: orphan.job.cursors,
+                        end_seen: orphan.job.end_seen,
+                        recorded,
+                    };
+                    // Off the async workers' duty while it reads the job's
+                    // files (and waits, briefly, for a monitor that is
+                    // starting).
+                    tokio::task::block_in_place(|| {
+                        host.bash.adopt(Some(session.owner().clone()), request)
+                    })
+                    .map(|found| format!("{found:?}"))
+                }
             };
-            // Off the async workers' duty while it reads the job's files (and
-            // waits, briefly, for a monitor that is starting).
-            let adopted = tokio::task::block_in_place(|| {
-                host.bash.adopt(Some(session.owner().clone()), request)
-            });
             match adopted {
                 Ok(found) => {
                     tracing::info!(
-                        "jobs-host daemon: session {key:?} took on {} ({found:?})",
+                        "jobs-host daemon: session {key:?} took on {} ({found})",
                         orphan.job.id
                     );
                     if let Some(old) = dir.parent() {

@@ -135,7 +135,8 @@ pub(super) fn write_deadline(lease: &std::path::Path, deadline: u64) -> Result<(
 }
 
 /// Whether `path` is a job's file in a session directory of `jobs_dir`
-/// (`jobs_dir/<session>/job-<n>`, a regular file, no link on the way).
+/// (`jobs_dir/<session>/job-<n>` or `remote-<n>`, a regular file, no link
+/// on the way).
 pub(super) fn is_job_file(jobs_dir: &std::path::Path, path: &std::path::Path) -> bool {
     use std::path::Component;
     let Ok(rest) = path.strip_prefix(jobs_dir) else {
@@ -145,9 +146,10 @@ pub(super) fn is_job_file(jobs_dir: &std::path::Path, path: &std::path::Path) ->
     let [Component::Normal(_), Component::Normal(name)] = parts[..] else {
         return false;
     };
+    // A job's monitor's file, or the copy of a remote job's log.
     let numbered = name
         .to_str()
-        .and_then(|n| n.strip_prefix("job-"))
+        .and_then(|n| n.strip_prefix("job-").or_else(|| n.strip_prefix("remote-")))
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
     let plain = |p: &std::path::Path| {
         std::fs::symlink_metadata(p).is_ok_and(|m| !m.file_type().is_symlink())
