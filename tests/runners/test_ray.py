@@ -13,6 +13,9 @@ so a job there can be held behind a FIFO gate here and its processes looked for 
   job gone after the grace, a log tail dropped mid-stream (through a proxy that cuts every
   connection), a stop from outside, a queue that never runs the job, an engine that is
   down, and what a remote job cannot have.
+- `Durable`: remote jobs of a durable session: a daemon killed while a job runs and writes,
+  the next client taking it on with every byte once; a job the engine forgot while no
+  daemon ran; `ps`, `logs -f`, `kill` and `wait` on remote jobs.
 - `TokenHead`: the same start against a head that asks for a token, and a wrong token.
 """
 
@@ -327,6 +330,154 @@ class RayOnly(Semantics):
                 result = await conn.call("bash", {"command": "true", "runner": "slurm"})
                 self.assertTrue(result.is_error, result)
                 self.assertEqual(texts(await conn.call("job_list", {}))[-1], "(no background jobs)")
+
+
+@unittest.skipIf(not RAY or ONLY_TOKEN, "JOBS_HOST_RAY is not set (tests/runners/run starts a Ray head)")
+class Durable(unittest.IsolatedAsyncioTestCase):
+    """Remote jobs of a durable session (`mcp --session`): a daemon killed while they run,
+    the next client taking them on, and the person's view (`ps`, `logs`, `kill`, `wait`)."""
+
+    async def asyncSetUp(self) -> None:
+        asyncio.get_running_loop().slow_callback_duration = 10.0
+        self.tmp = tempfile.TemporaryDirectory()
+        os.chmod(self.tmp.name, 0o700)
+        self.env = {"XDG_RUNTIME_DIR": self.tmp.name, "XDG_STATE_HOME": os.path.join(self.tmp.name, "state")}
+        self.sids: list[str] = []
+
+    async def asyncTearDown(self) -> None:
+        self.cli("daemon", "--stop")
+        for sid in self.sids:
+            try:
+                if ray_get(f"/api/jobs/{sid}")["status"] in ("RUNNING", "PENDING"):
+                    ray_post(f"/api/jobs/{sid}/stop")
+            except OSError:
+                pass
+        self.tmp.cleanup()
+
+    def session(self, key: str = "k") -> Any:
+        return connect(*flags(), "--session", key, env=self.env)
+
+    def cli(self, *args: str) -> Any:
+        import subprocess
+
+        env = {**os.environ, **self.env}
+        return subprocess.run(
+            [os.environ["JOBS_HOST_BIN"], *args], env=env, capture_output=True, text=True, timeout=BOUND_S
+        )
+
+    def kill_daemon(self) -> None:
+        pid = int(Path(self.tmp.name, "jobs-host", "daemon.lock").read_text().strip())
+        os.kill(pid, 9)
+        with anyio.fail_after(BOUND_S):
+            while os.path.exists(f"/proc/{pid}") and "Z" not in _state(pid):
+                time.sleep(0.01)
+
+    async def start(self, conn: Any, command: str) -> tuple[str, str]:
+        result = await conn.call("bash", {"command": command, "runner": "ray"})
+        self.assertFalse(result.is_error, result)
+        job = texts(result)[0].removeprefix("started background job ")
+        rows = texts(await conn.call("job_list", {}))[-1]
+        sid = submission_id(rows)
+        self.sids.append(sid)
+        return job, sid
+
+    async def test_a_daemon_killed_mid_job_loses_and_repeats_nothing(self) -> None:
+        with anyio.fail_after(TEST_BOUND_S):
+            gate = os.path.join(self.tmp.name, "gate")
+            os.mkfifo(gate)
+            command = (
+                f"for i in $(seq 1 30); do echo line-$i; sleep 0.02; done; read g < {gate}; "
+                "for i in $(seq 31 90); do echo line-$i; sleep 0.02; done; exit 5"
+            )
+            async with self.session() as conn:
+                job, sid = await self.start(conn, command)
+                first = texts(
+                    await conn.call("job_output", {"job_id": job, "until": "^line-30$", "timeout_ms": BOUND_S * 1000})
+                )[-1]
+                self.assertIn(f"[ray: {sid}", first)
+                # The daemon dies while the job runs on, and goes on writing.
+                self.kill_daemon()
+                await open_gate(gate)
+            # The journal names the job's runner and engine id while no daemon runs.
+            shown = self.cli("ps", "--journal", "--session", "k")
+            self.assertIn(f"left on runner ray as {sid}", shown.stdout + shown.stderr)
+            async with self.session() as conn:
+                announced = await conn.notices.wait_for(job)
+                self.assertEqual(announced.data["text"], notice(job, command, "[status: completed, exit code: 5]"))
+                rest = without_placement(texts(await conn.call("job_output", {"job_id": job}))[-1])
+                self.assertTrue(rest.endswith("\n[status: completed, exit code: 5]"), rest)
+                lines = [line for line in (first + "\n" + rest).split("\n") if line.startswith("line-")]
+                self.assertEqual(lines, [f"line-{i}" for i in range(1, 91)])
+                again = without_placement(texts(await conn.call("job_output", {"job_id": job}))[-1])
+                self.assertEqual(again, "(no new output)\n[status: completed, exit code: 5]")
+                await conn.call("job_list", {})
+                self.assertEqual(sum(t.startswith(f"background job {job} ") for t in conn.notices.texts()), 1)
+
+    async def test_an_end_seen_before_the_kill_is_not_told_again(self) -> None:
+        with anyio.fail_after(TEST_BOUND_S):
+            async with self.session() as conn:
+                job, _ = await self.start(conn, "printf 'a\\nb\\n'; exit 2")
+                await conn.notices.wait_for(job)
+                # A reply records what the model was told before it goes out.
+                await conn.call("job_list", {})
+                self.kill_daemon()
+            async with self.session() as conn:
+                # Taken on as it ended, its output unread, its end told once.
+                read = without_placement(texts(await conn.call("job_output", {"job_id": job}))[-1])
+                self.assertEqual(read, "a\nb\n[status: completed, exit code: 2]")
+                await conn.call("job_list", {})
+                self.assertEqual(conn.notices.texts(), [])
+
+    async def test_a_job_the_engine_forgot_is_lost_with_its_output_kept(self) -> None:
+        with anyio.fail_after(TEST_BOUND_S):
+            gate = os.path.join(self.tmp.name, "gate")
+            os.mkfifo(gate)
+            async with self.session() as conn:
+                job, sid = await self.start(conn, f"echo kept; read g < {gate}; echo gone")
+                # Taken by the daemon, not read by the model (`logs` consumes nothing).
+                while self.cli("logs", "--session", "k", job).stdout != "kept\n":
+                    await anyio.sleep(0.1)
+                self.kill_daemon()
+                await open_gate(gate)
+            # While no daemon runs, the job ends and the engine forgets it.
+            while ray_get(f"/api/jobs/{sid}")["status"] in ("RUNNING", "PENDING"):
+                await anyio.sleep(0.1)
+            request = urllib.request.Request(RAY + f"/api/jobs/{sid}", method="DELETE")
+            if TOKEN:
+                request.add_header("Authorization", f"Bearer {TOKEN}")
+            urllib.request.urlopen(request, timeout=BOUND_S).read()
+            async with self.session() as conn:
+                await conn.notices.wait_for(job)
+                read = without_placement(texts(await conn.call("job_output", {"job_id": job}))[-1])
+                self.assertEqual(read, f"kept\n[status: failed, lost: the engine has no record of {sid}]")
+
+    async def test_ps_logs_kill_and_wait_on_remote_jobs(self) -> None:
+        with anyio.fail_after(TEST_BOUND_S):
+            gate = os.path.join(self.tmp.name, "gate")
+            os.mkfifo(gate)
+            async with self.session() as conn:
+                ends, _ = await self.start(conn, f"echo one; read g < {gate}; echo two; exit 3")
+                runs, runs_sid = await self.start(conn, "echo up; sleep 600")
+                await conn.call("job_output", {"job_id": runs, "until": "^up$", "timeout_ms": BOUND_S * 1000})
+                listed = self.cli("ps", "--session", "k")
+                self.assertEqual(listed.returncode, 0, listed.stderr)
+                self.assertIn(ends, listed.stdout)
+                self.assertIn(runs, listed.stdout)
+                logs = self.cli("logs", "--session", "k", runs)
+                self.assertEqual((logs.returncode, logs.stdout), (0, "up\n"), logs.stderr)
+                await open_gate(gate)
+                followed = self.cli("logs", "-f", "--session", "k", ends)
+                self.assertEqual(followed.stdout, "one\ntwo\n", followed.stderr)
+                waited = self.cli("wait", "--session", "k", ends)
+                self.assertEqual(waited.returncode, 3, waited.stdout + waited.stderr)
+                killed = self.cli("kill", "--session", "k", runs)
+                self.assertEqual(killed.returncode, 0, killed.stdout + killed.stderr)
+                end = without_placement(
+                    texts(await conn.call("job_output", {"job_id": runs, "wait": True, "timeout_ms": BOUND_S * 1000}))[-1]
+                )
+                self.assertEqual(end, "(no new output)\n[status: killed]")
+                # Ray says STOPPED, or FAILED when the relay's end beat its stop.
+                self.assertIn(ray_get(f"/api/jobs/{runs_sid}")["status"], ("STOPPED", "FAILED"))
 
 
 @unittest.skipIf(not (RAY and TOKEN), "no token head (tests/runners/run starts one with RAY_AUTH_MODE=token)")
