@@ -406,6 +406,7 @@ async fn watch_status(
                     stop_resent = Some(Instant::now());
                 }
                 Err(EngineError::NotFound { .. }) => {
+                    placement.set(format!("{name}: {submission_id}"));
                     return Ended {
                         left: false,
                         details: None,
@@ -474,6 +475,8 @@ async fn watch_status(
                 placement.set(words);
             }
             Err(EngineError::NotFound { .. }) => {
+                // No longer `unreachable`: the engine answered.
+                placement.set(format!("{name}: {submission_id}"));
                 return Ended {
                     left: false,
                     details: None,
