@@ -16,6 +16,7 @@ so a job there can be held behind a FIFO gate here and its processes looked for 
 - `Durable`: remote jobs of a durable session: a daemon killed while a job runs and writes,
   the next client taking it on with every byte once; a job the engine forgot while no
   daemon ran; `ps`, `logs -f`, `kill` and `wait` on remote jobs.
+- `HeadRestart` (run last on its head): the head stopped and started again mid-job.
 - `TokenHead`: the same start against a head that asks for a token, and a wrong token.
 """
 
@@ -478,6 +479,37 @@ class Durable(unittest.IsolatedAsyncioTestCase):
                 self.assertEqual(end, "(no new output)\n[status: killed]")
                 # Ray says STOPPED, or FAILED when the relay's end beat its stop.
                 self.assertIn(ray_get(f"/api/jobs/{runs_sid}")["status"], ("STOPPED", "FAILED"))
+
+
+@unittest.skipIf(
+    not (RAY and os.environ.get("JOBS_HOST_RAY_RESTART")),
+    "JOBS_HOST_RAY_RESTART is not set (tests/runners/run runs this last on its head, which it restarts)",
+)
+class HeadRestart(unittest.IsolatedAsyncioTestCase):
+    async def test_a_head_restarted_mid_job_leaves_it_lost_with_its_output(self) -> None:
+        import subprocess
+
+        with anyio.fail_after(TEST_BOUND_S * 2):
+            async with connect(*flags()) as conn:
+                job = texts(await conn.call("bash", {"command": "echo before; sleep 600", "runner": "ray"}))[0]
+                job = job.removeprefix("started background job ")
+                first = texts(
+                    await conn.call("job_output", {"job_id": job, "until": "^before$", "timeout_ms": BOUND_S * 1000})
+                )[-1]
+                sid = submission_id(first)
+                subprocess.run([os.environ["JOBS_HOST_RAY_BIN"], "stop", "--force"], capture_output=True, check=False)
+                # While the head is away the job is running, and says why it is not followed.
+                rows = texts(await conn.call("job_list", {}))[-1]
+                self.assertRegex(rows, rf"{job} \[bash\] running \u2014 .* \[ray: {sid} unreachable for \d+ s: ")
+                started = subprocess.run(["bash", os.environ["JOBS_HOST_RAY_RESTART"]], capture_output=True, text=True)
+                self.assertEqual(started.returncode, 0, started.stdout + started.stderr)
+                # A new head has no record of the job: lost, what was read kept, and said once.
+                announced = await conn.notices.wait_for(job)
+                lost = f"[status: failed, lost: the engine has no record of {sid}]"
+                self.assertIn(lost, announced.data["text"])
+                read = without_placement(texts(await conn.call("job_output", {"job_id": job}))[-1])
+                self.assertEqual(read, f"(no new output)\n{lost}")
+                self.assertEqual(sum(t.startswith(f"background job {job} ") for t in conn.notices.texts()), 1)
 
 
 @unittest.skipIf(not (RAY and TOKEN), "no token head (tests/runners/run starts one with RAY_AUTH_MODE=token)")
