@@ -44,8 +44,8 @@ pub(super) struct Output {
     engine_line: Option<Vec<u8>>,
     /// The job's bytes held while they may be the start of that line.
     held: Vec<u8>,
-    /// The job's bytes looked at for it, which ends the looking at
-    /// [`MAX_HEADER_BYTES`].
+    /// The job's bytes before those held (the looking ends past
+    /// [`MAX_HEADER_BYTES`] of them).
     looked: usize,
     pushed: u64,
     limit: Option<u64>,
@@ -53,6 +53,9 @@ pub(super) struct Output {
     pub(super) reached: Option<String>,
     /// Where every byte taken goes first, for a job that outlives its host.
     copy: Option<LogCopy>,
+    /// The job's bytes still to be left out: those the model read that a
+    /// copy cut short (a write that failed) no longer holds.
+    skip: u64,
 }
 
 impl Output {
@@ -70,6 +73,7 @@ impl Output {
             limit,
             reached: None,
             copy: None,
+            skip: 0,
         }
     }
 
@@ -83,8 +87,8 @@ impl Output {
         if let Some(copy) = &mut self.copy
             && let Err(e) = copy.file.write_all(bytes)
         {
-            // What the copy lacks is read from the engine again by the
-            // host that takes the job on: it is the offset, not a loss.
+            // What the copy lacks is read from the engine again by the host
+            // that takes the job on (see `Output::pushed` and `Output::skip`).
             tracing::warn!(file = %copy.path.display(), error = %e, "a remote job's log copy stops here");
             self.copy = None;
         }
@@ -92,7 +96,11 @@ impl Output {
             return self.job_bytes(bytes);
         };
         header.extend_from_slice(bytes);
-        let rest = match find(header, &self.begin) {
+        // Only a begin line within the log's first bytes counts, wherever
+        // the chunks were cut: the same log read back after a restart, in
+        // other chunks, gives the same output.
+        let window = header.len().min(MAX_HEADER_BYTES);
+        let rest = match find(&header[..window], &self.begin) {
             Some(at) => {
                 let rest = header.split_off(at + self.begin.len());
                 if self
@@ -104,7 +112,7 @@ impl Output {
                 }
                 rest
             }
-            None if header.len() > MAX_HEADER_BYTES => std::mem::take(header),
+            None if header.len() >= MAX_HEADER_BYTES => std::mem::take(header),
             None => return false,
         };
         self.header = None;
@@ -118,13 +126,17 @@ impl Output {
         };
         let mut data = std::mem::take(&mut self.held);
         data.extend_from_slice(bytes);
-        self.looked += bytes.len();
-        if let Some(at) = find(&data, line) {
+        // Only a line that begins within the job's first bytes is the
+        // engine's, wherever the chunks were cut (see `take`): `looked` is
+        // how many of the job's bytes lie before `data`.
+        let start = self.looked;
+        let window = (MAX_HEADER_BYTES.saturating_sub(start) + line.len()).min(data.len());
+        if let Some(at) = find(&data[..window], line) {
             data.drain(at..at + line.len());
             self.engine_line = None;
             return self.push(&data);
         }
-        if self.looked > MAX_HEADER_BYTES {
+        if start + data.len() >= MAX_HEADER_BYTES + line.len() {
             self.engine_line = None;
             return self.push(&data);
         }
@@ -134,6 +146,7 @@ impl Output {
             .find(|&n| data.ends_with(&line[..n]))
             .unwrap_or(0);
         self.held = data.split_off(data.len() - keep);
+        self.looked = start + data.len();
         self.push(&data)
     }
 
@@ -148,10 +161,25 @@ impl Output {
         self.push(&held);
     }
 
+    /// How many of the job's bytes reached the capture.
+    pub(super) fn pushed(&self) -> u64 {
+        self.pushed
+    }
+
+    /// Leaves out the job's next `bytes` bytes (see the field).
+    pub(super) fn skip(&mut self, bytes: u64) {
+        self.skip = bytes;
+    }
+
     fn push(&mut self, bytes: &[u8]) -> bool {
         if self.reached.is_some() {
             return false;
         }
+        let skipped = usize::try_from(self.skip)
+            .unwrap_or(usize::MAX)
+            .min(bytes.len());
+        self.skip -= skipped as u64;
+        let bytes = &bytes[skipped..];
         let max = self.limit.unwrap_or(u64::MAX);
         let room = usize::try_from(max.saturating_sub(self.pushed)).unwrap_or(usize::MAX);
         let part = &bytes[..bytes.len().min(room)];
@@ -321,5 +349,48 @@ mod tests {
         // Two copies in one directory never share a file.
         let other = LogCopy::make(dir.path()).unwrap();
         assert_ne!(other.path(), path);
+    }
+
+    #[test]
+    fn a_copy_cut_short_shows_nothing_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("remote-1");
+        // The model read "abcdef"; the copy's last write failed after "abc".
+        std::fs::write(&path, "::jobs-host begin sid::\nabc").unwrap();
+        let (capture, mut out) = output(None);
+        let (copy, taken) = LogCopy::resume(&path, &mut out).unwrap();
+        out.keep_in(copy);
+        out.skip(6u64.saturating_sub(out.pushed()));
+        capture.set_cursors([6, 0]);
+        // The engine's log from the copy's length on.
+        assert_eq!(taken, 27);
+        out.take(b"def");
+        out.take(b"ghi\n");
+        assert_eq!(capture.read_delta(), "ghi\n");
+    }
+
+    #[test]
+    fn the_same_log_in_other_chunks_gives_the_same_output() {
+        let line = format!("Running entrypoint for job sid: {ENTRYPOINT}\n");
+        // A header longer than the window, a begin line past it, and the
+        // engine's line past the job's window: every cut the same.
+        let mut log = "x".repeat(MAX_HEADER_BYTES - 10).into_bytes();
+        log.extend_from_slice(b"::jobs-host begin sid::\n");
+        log.extend_from_slice("y".repeat(MAX_HEADER_BYTES).as_bytes());
+        log.extend_from_slice(line.as_bytes());
+        log.extend_from_slice(b"end\n");
+        let mut outputs = Vec::new();
+        for size in [1000, 4096, 65536, log.len()] {
+            let (capture, mut out) = output(None);
+            for chunk in log.chunks(size) {
+                out.take(chunk);
+            }
+            out.finish();
+            outputs.push(capture.read_delta());
+        }
+        assert!(outputs.windows(2).all(|w| w[0] == w[1]));
+        // Past their windows the begin line and the engine's line are the
+        // job's output (a read shows the end of it).
+        assert!(outputs[0].contains(&format!("y{line}end\n")));
     }
 }
