@@ -69,6 +69,9 @@ impl RayRunner {
                 job.copy.display()
             ))
         })?;
+        // A copy cut short (a write that failed) lacks bytes the model
+        // read: they come again from the engine, and are left out then.
+        output.skip(job.cursors[0].saturating_sub(output.pushed()));
         capture.set_cursors(job.cursors);
         let remote = super::Remote::new(Some(job.copy.clone()));
         let _ = remote.submission_id.set(job.submission_id.clone());
@@ -81,6 +84,9 @@ impl RayRunner {
             .recorded
             .as_ref()
             .and_then(|(status, detail)| JobOutcome::recorded(status, detail.as_deref()));
+        // The job's task goes on only once the registry has taken the job:
+        // one it refuses is neither followed nor written to.
+        let (adopted_tx, adopted_rx) = tokio::sync::oneshot::channel::<()>();
         let (found, hooks) = match recorded_end {
             Some(outcome) => {
                 // Whatever the gate held back is the job's too.
@@ -93,7 +99,7 @@ impl RayRunner {
             }
             None => {
                 output.keep_in(copy);
-                let life = job::follow(Followed {
+                let follow = job::follow(Followed {
                     runner: inner.clone(),
                     remote: remote.clone(),
                     capture: capture.clone(),
@@ -104,6 +110,16 @@ impl RayRunner {
                     // The start's limits went with the old host.
                     timeout_ms: None,
                 });
+                let life = async move {
+                    match adopted_rx.await {
+                        Ok(()) => follow.await,
+                        Err(_) => JobOutcome {
+                            status: crate::registry::OutcomeStatus::Killed,
+                            detail: None,
+                            output: None,
+                        },
+                    }
+                };
                 (
                     Resumed::Following,
                     self.watch(remote.clone(), capture, placement, life),
@@ -124,10 +140,12 @@ impl RayRunner {
             hooks,
         );
         if let Err(e) = adopted {
-            // Not this host's: the job runs on, unwatched here.
-            remote.let_go.cancel();
+            // Not this host's: the job runs on, unwatched here (its task
+            // ends without a look at the engine as the sender goes).
+            drop(adopted_tx);
             return Err(e);
         }
+        let _ = adopted_tx.send(());
         // Its old host was stopping it: so is this one.
         if stopping {
             let _ = inner
