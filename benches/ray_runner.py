@@ -11,7 +11,11 @@ default target/release/jobs-host), paired in one run:
   prints its own clock; a reader polls every 20 ms);
 - the end's notice against the engine's own end time of the job;
 - `job_list` with N remote jobs against N local ones; the host's RSS per remote job; the
-  host's CPU while the remote jobs idle.
+  host's CPU while the remote jobs idle;
+- with `--durable`, only the start answer in a durable session (`--session`: the job's
+  log kept in a file, its row in the journal before the answer) against a plain one,
+  alternating. Each start's job is killed at once, which Ray keeps PENDING: use a fresh
+  head for each run.
 """
 
 from __future__ import annotations
@@ -88,13 +92,44 @@ async def start(conn: Any, command: str, runner: bool) -> str:
     return text.removeprefix("started background job ")
 
 
+async def durable_starts(flags: list[str], n: int) -> None:
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as runtime:
+        os.chmod(runtime, 0o700)
+        env = {"XDG_RUNTIME_DIR": runtime, "XDG_STATE_HOME": os.path.join(runtime, "state")}
+        try:
+            async with test_clients.connect(*flags) as plain, test_clients.connect(
+                *flags, "--session", "bench", env=env
+            ) as durable:
+                times: dict[str, list[float]] = {"plain": [], "durable": []}
+                for _ in range(n):
+                    for name, conn in (("plain", plain), ("durable", durable)):
+                        t = time.perf_counter()
+                        job = await start(conn, "sleep 30", True)
+                        times[name].append((time.perf_counter() - t) * 1000)
+                        await conn.call("job_kill", {"job_id": job})
+                print(f"start answer, plain session: {pcts(times['plain'])}")
+                print(f"start answer, durable session: {pcts(times['durable'])}")
+        finally:
+            stop = [os.environ["JOBS_HOST_BIN"], "daemon", "--stop"]
+            subprocess.run(stop, env={**os.environ, **env}, capture_output=True, check=False)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--starts", type=int, default=20)
+    parser.add_argument(
+        "--durable", action="store_true", help="only the start answer in a durable session against a plain one"
+    )
     args = parser.parse_args()
     flags = ["--runner", f"ray={RAY}", "--max-jobs-per-owner", str(args.jobs + 10), "--extensions", "runners"]
     print(f"Ray {get('/api/version')['ray_version']} at {RAY}; jobs-host {os.environ['JOBS_HOST_BIN']}")
+    if args.durable:
+        await durable_starts(flags, args.starts)
+        return
 
     async with test_clients.connect(*flags) as conn:
         # The start answer against the submit's own HTTP time, alternating.

@@ -15,7 +15,8 @@ so a job there can be held behind a FIFO gate here and its processes looked for 
   down, and what a remote job cannot have.
 - `Durable`: remote jobs of a durable session: a daemon killed while a job runs and writes,
   the next client taking it on with every byte once; a job the engine forgot while no
-  daemon ran; `ps`, `logs -f`, `kill` and `wait` on remote jobs.
+  daemon ran; a session without the runner leaving the job for one with it; `ps`,
+  `logs -f`, `kill` and `wait` on remote jobs.
 - `HeadRestart` (run last on its head): the head stopped and started again mid-job.
 - `TokenHead`: the same start against a head that asks for a token, and a wrong token.
 """
@@ -451,6 +452,24 @@ class Durable(unittest.IsolatedAsyncioTestCase):
                 await conn.notices.wait_for(job)
                 read = without_placement(texts(await conn.call("job_output", {"job_id": job}))[-1])
                 self.assertEqual(read, f"kept\n[status: failed, lost: the engine has no record of {sid}]")
+
+    async def test_a_session_without_the_runner_leaves_the_job_for_one_with_it(self) -> None:
+        with anyio.fail_after(TEST_BOUND_S):
+            gate = os.path.join(self.tmp.name, "gate")
+            os.mkfifo(gate)
+            async with self.session() as conn:
+                job, sid = await self.start(conn, f"echo one; read g < {gate}; echo two")
+                await conn.call("job_output", {"job_id": job, "until": "^one$", "timeout_ms": BOUND_S * 1000})
+                self.kill_daemon()
+            async with connect("--session", "k", env=self.env) as conn:
+                self.assertEqual(texts(await conn.call("job_list", {}))[-1], "(no background jobs)")
+            self.assertEqual(self.cli("daemon", "--stop").returncode, 0)
+            self.assertEqual(ray_get(f"/api/jobs/{sid}")["status"], "RUNNING")
+            async with self.session() as conn:
+                await open_gate(gate)
+                await conn.notices.wait_for(job)
+                read = without_placement(texts(await conn.call("job_output", {"job_id": job}))[-1])
+                self.assertEqual(read, "two\n[status: completed, exit code: 0]")
 
     async def test_ps_logs_kill_and_wait_on_remote_jobs(self) -> None:
         with anyio.fail_after(TEST_BOUND_S):
