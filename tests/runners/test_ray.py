@@ -403,6 +403,12 @@ class Durable(unittest.IsolatedAsyncioTestCase):
             # The journal names the job's runner and engine id while no daemon runs.
             shown = self.cli("ps", "--journal", "--session", "k")
             self.assertIn(f"left on runner ray as {sid}", shown.stdout + shown.stderr)
+            # And its output as the dead daemon took it, the engine's own lines left out.
+            kept = self.cli("logs", "--session", "k", job)
+            self.assertEqual(kept.returncode, 0, kept.stderr)
+            taken = kept.stdout.splitlines()
+            self.assertGreaterEqual(len(taken), 30, kept.stdout)
+            self.assertEqual(taken, [f"line-{i}" for i in range(1, len(taken) + 1)])
             async with self.session() as conn:
                 announced = await conn.notices.wait_for(job)
                 self.assertEqual(announced.data["text"], notice(job, command, "[status: completed, exit code: 5]"))

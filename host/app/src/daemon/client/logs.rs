@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
@@ -134,11 +134,26 @@ async fn logs_from_files(
         Err(e) => bail!("job {id}'s output is gone ({}: {e})", files.display()),
     };
     let mut text = Vec::new();
-    let mut offset = host::bash::read_frames(&file, 0, |tag, bytes| {
-        if tag == wanted {
-            text.extend_from_slice(bytes);
+    // A job on a runner's engine: its log as the daemon last took it; no
+    // daemon follows it now, so neither does this.
+    let remote = job.job.remote.clone();
+    let mut offset = match &remote {
+        Some((runner, _)) if stderr => {
+            bail!(
+                "job {id} runs on runner {runner}, which merges its standard error into its output"
+            )
         }
-    });
+        Some((_, engine_id)) => {
+            text = host::runners::ray::kept_output(&files, engine_id)
+                .with_context(|| format!("job {id}'s output is gone ({})", files.display()))?;
+            0
+        }
+        None => host::bash::read_frames(&file, 0, |tag, bytes| {
+            if tag == wanted {
+                text.extend_from_slice(bytes);
+            }
+        }),
+    };
     let terminal = std::io::stdout().is_terminal();
     // Set once the output is gone for good: the follow stops there.
     let gone = std::cell::Cell::new(false);
@@ -174,6 +189,14 @@ async fn logs_from_files(
         }
     }
     print(&text[start..]);
+    if let Some((runner, engine_id)) = remote {
+        if follow {
+            eprintln!(
+                "jobs-host: no daemon follows job {id} on runner {runner} ({engine_id}) now; this is its output as last taken"
+            );
+        }
+        return Ok(if gone.get() { HUNG_UP } else { 0 });
+    }
     let live = |files: &std::path::Path| {
         host::bash::recorded_monitor(files)
             .is_some_and(|(pid, start)| host::bash::process_start_time(pid) == Some(start))

@@ -22,6 +22,7 @@ mod output;
 mod resume;
 pub mod tail;
 
+pub use output::kept_output;
 pub use resume::{RemoteAdopt, Resumed};
 
 use std::sync::atomic::{AtomicU64, Ordering};

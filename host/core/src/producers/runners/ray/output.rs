@@ -35,7 +35,10 @@ pub(super) fn begin_line(submission_id: &str) -> String {
 /// lines before the begin line held back, then the job's bytes into the
 /// capture up to the start's output limit. Taken under the cursor's lock.
 pub(super) struct Output {
-    capture: SharedCapture,
+    /// Where the job's bytes go; `None`: into `collected` (a log read back
+    /// for a person, with no job to hold it).
+    capture: Option<SharedCapture>,
+    collected: Vec<u8>,
     begin: Vec<u8>,
     /// The log before the begin line, while it has not come.
     header: Option<Vec<u8>>,
@@ -60,8 +63,13 @@ pub(super) struct Output {
 
 impl Output {
     pub(super) fn new(capture: SharedCapture, submission_id: &str, limit: Option<u64>) -> Output {
+        Output::into(Some(capture), submission_id, limit)
+    }
+
+    fn into(capture: Option<SharedCapture>, submission_id: &str, limit: Option<u64>) -> Output {
         Output {
             capture,
+            collected: Vec::new(),
             begin: format!("{}\n", begin_line(submission_id)).into_bytes(),
             header: Some(Vec::new()),
             engine_line: Some(
@@ -184,7 +192,12 @@ impl Output {
         let room = usize::try_from(max.saturating_sub(self.pushed)).unwrap_or(usize::MAX);
         let part = &bytes[..bytes.len().min(room)];
         if !part.is_empty() {
-            self.capture.push(OutputStream::Stdout, part);
+            match &self.capture {
+                Some(capture) => {
+                    capture.push(OutputStream::Stdout, part);
+                }
+                None => self.collected.extend_from_slice(part),
+            }
             self.pushed += part.len() as u64;
         }
         if bytes.len() > room {
@@ -231,23 +244,11 @@ impl LogCopy {
     /// The copy at `path`, read back into `output`, and kept on from its
     /// end; answers it and its length (the bytes of the log taken).
     pub(super) fn resume(path: &Path, output: &mut Output) -> std::io::Result<(LogCopy, u64)> {
-        use std::io::Read;
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .append(true)
             .open(path)?;
-        let mut buffer = vec![0u8; 64 << 10];
-        let mut taken = 0u64;
-        loop {
-            let n = match file.read(&mut buffer) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            output.take(&buffer[..n]);
-            taken += n as u64;
-        }
+        let taken = read_into(&mut file, output)?;
         let copy = LogCopy {
             path: path.to_owned(),
             file,
@@ -259,6 +260,38 @@ impl LogCopy {
     pub(super) fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// Reads `file` from where it is to its end into `output`; answers how
+/// many bytes it read.
+fn read_into(file: &mut std::fs::File, output: &mut Output) -> std::io::Result<u64> {
+    use std::io::Read;
+    let mut buffer = vec![0u8; 64 << 10];
+    let mut taken = 0u64;
+    loop {
+        let n = match file.read(&mut buffer) {
+            Ok(0) => return Ok(taken),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        output.take(&buffer[..n]);
+        taken += n as u64;
+    }
+}
+
+/// The output of the remote job `submission_id` as the copy of its log at
+/// `path` holds it (the engine's own lines left out), for a person who
+/// asks while no host follows the job.
+///
+/// # Errors
+///
+/// The copy cannot be read.
+pub fn kept_output(path: &Path, submission_id: &str) -> std::io::Result<Vec<u8>> {
+    let mut output = Output::into(None, submission_id, None);
+    read_into(&mut std::fs::File::open(path)?, &mut output)?;
+    output.finish();
+    Ok(output.collected)
 }
 
 #[cfg(test)]
