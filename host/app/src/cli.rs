@@ -157,6 +157,16 @@ pub(crate) enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Print a completion script for SHELL (bash: `source <(jobs-host
+    /// completions bash)`; zsh: a `_jobs-host` file on `$fpath`; fish:
+    /// `jobs-host completions fish > ~/.config/fish/completions/jobs-host.fish`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page, in roff (`jobs-host man | man -l -`).
+    Man,
 }
 
 /// `--session` and `--linger`, for `mcp` and `shell`.

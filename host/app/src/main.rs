@@ -84,6 +84,17 @@ async fn host_main() -> ExitCode {
     let (settings, run): (Settings, fn(Host) -> RunFuture) = match cli.command {
         Command::Check { plugin } => return commands::check(&plugin, cache_dir.as_deref()),
         Command::Wasm { out } => return commands::write_wasm(&out),
+        Command::Completions { shell } => return completions(shell),
+        Command::Man => {
+            use clap::CommandFactory;
+            return match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("jobs-host: cannot write the man page: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         Command::CheckRunner { name, settings } => {
             return match settings_with_file(cli.config.as_deref(), settings) {
                 Ok(settings) => commands::check_runner(&name, &settings).await,
@@ -176,6 +187,30 @@ async fn host_main() -> ExitCode {
         Err(e) => {
             drop(bash);
             eprintln!("jobs-host: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints the completion script for `shell`.
+fn completions(shell: clap_complete::Shell) -> ExitCode {
+    use clap::CommandFactory;
+    use std::io::Write;
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "jobs-host", &mut script);
+    if shell == clap_complete::Shell::Bash {
+        // clap_complete's bash script spells a hyphenated binary's states
+        // two ways (the loop `jobs__host__subcmd__ps`, the case arms
+        // `jobs__subcmd__host__subcmd__ps`; clap-rs/clap#6421), so no
+        // subcommand's options would complete: the arms are spelt as the
+        // loop spells them.
+        let text = String::from_utf8_lossy(&script).replace("jobs__subcmd__host", "jobs__host");
+        script = text.into_bytes();
+    }
+    match std::io::stdout().write_all(&script) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("jobs-host: cannot write the completion script: {e}");
             ExitCode::FAILURE
         }
     }

@@ -103,6 +103,8 @@ pub(crate) async fn daemon_command(cli: Cli, cache_dir: Option<PathBuf>) -> Resu
         Command::Check { .. }
         | Command::CheckRunner { .. }
         | Command::Wasm { .. }
+        | Command::Completions { .. }
+        | Command::Man
         | Command::Tools { .. } => {
             unreachable!("not a daemon command")
         }

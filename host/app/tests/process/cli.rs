@@ -730,3 +730,55 @@ fn wasm_writes_the_built_in_component_for_other_hosts() {
         String::from_utf8_lossy(&nowhere.stderr)
     );
 }
+
+#[test]
+fn completions_and_the_man_page_come_from_the_command_line() {
+    use crate::durable::{stderr, stdout};
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(BIN).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        out.stdout
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("jobs-host.bash");
+    std::fs::write(&script, run(&["completions", "bash"])).unwrap();
+    // What bash offers at a tab after `words`, as its completion calls the
+    // function: the command, the word under the cursor, the word before.
+    let complete = |words: &[&str]| -> Vec<String> {
+        let line = words.join(" ");
+        let body = format!(
+            "source {}; COMP_WORDS=({line}); COMP_CWORD={}; COMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}; \
+             _jobs__host jobs-host '{}' '{}'; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script.display(),
+            words.len() - 1,
+            words[words.len() - 1],
+            words[words.len() - 2],
+        );
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(body)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(complete(&["jobs-host", "lo"]), ["logs"]);
+    // A subcommand's own options (a hyphenated binary's states agree).
+    assert_eq!(complete(&["jobs-host", "ps", "--ses"]), ["--session"]);
+    assert_eq!(complete(&["jobs-host", "completions", "fi"]), ["fish"]);
+    for shell in ["zsh", "fish"] {
+        assert!(
+            String::from_utf8(run(&["completions", shell]))
+                .unwrap()
+                .contains("check-runner"),
+            "{shell}"
+        );
+    }
+    let page = String::from_utf8(run(&["man"])).unwrap();
+    assert!(page.contains(".TH jobs-host 1"), "{page}");
+    assert!(page.contains("check\\-runner"), "{page}");
+}
