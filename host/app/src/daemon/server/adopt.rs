@@ -59,33 +59,17 @@ impl Daemon {
             }
             let recorded = (orphan.job.status != "running")
                 .then(|| (orphan.job.status.clone(), orphan.job.detail.clone()));
-            let kept_log = dir
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("remote-"));
-            if kept_log && orphan.job.remote.is_none() {
-                // A daemon killed before the row named the engine's id: the
-                // job cannot be found on its engine.
-                tracing::warn!(
-                    "jobs-host daemon: {} ran on a runner whose engine id was never recorded; not taken on",
-                    orphan.job.id
-                );
-                skipped.push(orphan);
-                continue;
-            }
-            if let Some((runner, submission_id)) = &orphan.job.remote
-                && !host.runners.iter().any(|r| r.name() == runner)
-            {
-                // Kept for a later session of the key that names the runner:
-                // the job runs on, on its engine.
-                tracing::warn!(
-                    "jobs-host daemon: session {key:?} has no runner {runner:?}; {} ({submission_id}) is left for a session that has one",
-                    orphan.job.id
-                );
-                continue;
-            }
             let adopted = match &orphan.job.remote {
                 Some((runner, submission_id)) => {
+                    let Some(found) = host.runners.iter().find(|r| r.name() == runner) else {
+                        // Kept for a later session of the key that names the
+                        // runner: the job runs on, on its engine.
+                        tracing::warn!(
+                            "jobs-host daemon: session {key:?} has no runner {runner:?}; {} ({submission_id}) is left for a session that has one",
+                            orphan.job.id
+                        );
+                        continue;
+                    };
                     let request = host::runners::ray::RemoteAdopt {
                         id: orphan.job.id.clone(),
                         label: orphan.job.label.clone(),
@@ -96,17 +80,25 @@ impl Daemon {
                         end_seen: orphan.job.end_seen,
                         recorded,
                     };
-                    let found = host.runners.iter().find(|r| r.name() == runner);
                     // Off the async workers' duty while it reads the kept log.
                     tokio::task::block_in_place(|| {
-                        found.map(|r| r.resume(Some(session.owner().clone()), request))
-                    })
-                    .unwrap_or_else(|| {
-                        Err(host::registry::StartError::Producer(format!(
-                            "no runner {runner:?}"
-                        )))
+                        found.resume(Some(session.owner().clone()), request)
                     })
                     .map(|resumed| format!("{resumed:?}"))
+                }
+                // A kept log whose row never got the engine's id (a daemon
+                // killed in between): the job cannot be found on its engine.
+                None if dir
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("remote-")) =>
+                {
+                    tracing::warn!(
+                        "jobs-host daemon: {} ran on a runner whose engine id was never recorded; not taken on",
+                        orphan.job.id
+                    );
+                    skipped.push(orphan);
+                    continue;
                 }
                 None => {
                     let request = host::bash::AdoptRequest {

@@ -274,12 +274,7 @@ struct Ended {
 impl Ended {
     /// The engine answered that it has no record of the job.
     fn engine_forgot(&self) -> bool {
-        !self.left
-            && self.details.is_none()
-            && self
-                .failed
-                .as_deref()
-                .is_none_or(|why| why.starts_with("lost: "))
+        !self.left && self.details.is_none() && self.failed.is_none()
     }
 
     fn outcome(self, runner: &str, submission_id: &str) -> JobOutcome {
@@ -407,11 +402,12 @@ async fn watch_status(
                 }
                 Err(EngineError::NotFound { .. }) => {
                     placement.set(format!("{name}: {submission_id}"));
+                    // Lost: `Ended::outcome` says so.
                     return Ended {
                         left: false,
                         details: None,
                         stop,
-                        failed: Some(format!("lost: the engine has no record of {submission_id}")),
+                        failed: None,
                     };
                 }
                 Err(e) => placement.set(format!("{name}: {submission_id} stopping: {e}")),
