@@ -122,12 +122,23 @@ pub struct Settings {
     /// running it with what the kernel can enforce.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub sandbox_required: Option<bool>,
-    /// A cluster engine jobs may run on besides this host, as NAME=ADDRESS
-    /// (repeatable): `ray=http://127.0.0.1:8265` is a Ray head's dashboard.
-    /// Turns on the `runners` extension. The Ray token is taken from
-    /// RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token.
+    /// A cluster engine jobs may run on besides this host (repeatable):
+    /// `ray=http://127.0.0.1:8265` is a Ray head's dashboard, `slurm` or
+    /// `slurm:PARTITION` (or `NAME=slurm[:PARTITION]`) the Slurm cluster
+    /// this machine's sbatch submits to. Turns on the `runners` extension.
+    /// The Ray token is taken from RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or
+    /// ~/.ray/auth_token.
     #[arg(long, value_name = "NAME=ADDRESS")]
     pub runner: Option<Vec<String>>,
+    /// One more sbatch argument for every Slurm job, as one word
+    /// (repeatable): `--slurm-arg=--account=proj`, `--slurm-arg=--time=2:00:00`.
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
+    pub slurm_arg: Option<Vec<String>>,
+    /// Where Slurm jobs write their output files and exit records: a
+    /// directory this machine and the compute nodes share
+    /// [default: ~/.jobs-host/slurm].
+    #[arg(long, value_name = "DIR")]
+    pub slurm_dir: Option<PathBuf>,
     /// What becomes of jobs still on a runner's engine when the host ends:
     /// `stop` them, or let them `outlive` it [default: stop].
     #[arg(long, value_enum)]
@@ -259,6 +270,8 @@ impl Settings {
             sandbox_network: over.sandbox_network.or(self.sandbox_network),
             runner: over.runner.or(self.runner),
             runner_jobs: over.runner_jobs.or(self.runner_jobs),
+            slurm_arg: over.slurm_arg.or(self.slurm_arg),
+            slurm_dir: over.slurm_dir.or(self.slurm_dir),
             sandbox_required: over.sandbox_required.or(self.sandbox_required),
         }
     }
@@ -287,7 +300,8 @@ impl Settings {
     ///
     /// # Errors
     ///
-    /// A runner that is not NAME=http://HOST:PORT, or a name given twice.
+    /// A runner that is not NAME=http://HOST:PORT or slurm[:PARTITION], or a
+    /// name given twice.
     pub fn runner_specs(&self) -> Result<Vec<host::runners::RunnerSpec>, SettingsError> {
         let mut specs: Vec<host::runners::RunnerSpec> = Vec::new();
         for text in self.runner.iter().flatten() {
@@ -305,6 +319,22 @@ impl Settings {
             specs.push(spec);
         }
         Ok(specs)
+    }
+
+    /// Where Slurm jobs write their output files and exit records.
+    ///
+    /// # Errors
+    ///
+    /// No `--slurm-dir` and no HOME to put the default in.
+    pub fn slurm_dir(&self) -> Result<PathBuf, String> {
+        match (&self.slurm_dir, std::env::var_os("HOME")) {
+            (Some(dir), _) => Ok(dir.clone()),
+            (None, Some(home)) => Ok(PathBuf::from(home).join(".jobs-host/slurm")),
+            (None, None) => Err(
+                "a Slurm runner needs --slurm-dir (a directory the compute nodes share) where HOME is not set"
+                    .to_owned(),
+            ),
+        }
     }
 
     /// How long shutdown waits between SIGTERM and SIGKILL.

@@ -10,6 +10,8 @@ use anyhow::{Context, Result};
 use host::bash::BashProducer;
 use host::producer::Routed;
 use host::runners::ray::{RayConfig, RayRunner};
+use host::runners::slurm::{SlurmConfig, SlurmRunner};
+use host::runners::{Engine, Runner};
 use host::session::Session;
 use host::{JobRegistry, Lane, Mount, PluginRuntime, SandboxLimits};
 
@@ -28,7 +30,7 @@ pub(crate) struct Host {
     pub(crate) mount: Arc<Mount>,
     pub(crate) bash: BashProducer,
     /// The cluster engines jobs may run on besides this host.
-    pub(crate) runners: Vec<RayRunner>,
+    pub(crate) runners: Vec<Runner>,
     pub(crate) shutdown_grace: std::time::Duration,
     pub(crate) mcp: McpOptions,
 }
@@ -93,8 +95,32 @@ pub(crate) async fn host_on(
         .runner_specs()?
         .iter()
         .map(|spec| {
-            RayRunner::new(spec, registry.clone(), runner_config.clone(), bash.names())
-                .map_err(anyhow::Error::msg)
+            match &spec.engine {
+                Engine::Ray { address } => RayRunner::new(
+                    &spec.name,
+                    address,
+                    registry.clone(),
+                    runner_config.clone(),
+                    bash.names(),
+                )
+                .map(Runner::Ray),
+                Engine::Slurm { partition } => SlurmRunner::new(
+                    &spec.name,
+                    registry.clone(),
+                    SlurmConfig {
+                        partition: partition.clone(),
+                        args: settings.slurm_arg.clone().unwrap_or_default(),
+                        dir: settings.slurm_dir().map_err(anyhow::Error::msg)?,
+                        limits: runner_config.limits,
+                        spill_total_bytes: runner_config.spill_total_bytes,
+                        outlive: runner_config.outlive,
+                        spill_parent: runner_config.spill_parent.clone(),
+                    },
+                    bash.names(),
+                )
+                .map(Runner::Slurm),
+            }
+            .map_err(anyhow::Error::msg)
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Host {
@@ -131,7 +157,7 @@ impl Host {
         self.runners
             .iter()
             .fold(Routed::new(self.bash.clone()), |routed, runner| {
-                routed.with_runner(runner.name(), Arc::new(runner.clone()))
+                routed.with_runner(runner.name(), runner.producer())
             })
     }
 }

@@ -61,11 +61,15 @@ impl Daemon {
                 .then(|| (orphan.job.status.clone(), orphan.job.detail.clone()));
             let adopted = match &orphan.job.remote {
                 Some((runner, submission_id)) => {
-                    let Some(found) = host.runners.iter().find(|r| r.name() == runner) else {
+                    let found = host.runners.iter().find_map(|r| match r {
+                        host::runners::Runner::Ray(ray) if ray.name() == runner => Some(ray),
+                        _ => None,
+                    });
+                    let Some(found) = found else {
                         // Kept for a later session of the key that names the
                         // runner: the job runs on, on its engine.
                         tracing::warn!(
-                            "jobs-host daemon: session {key:?} has no runner {runner:?}; {} ({submission_id}) is left for a session that has one",
+                            "jobs-host daemon: session {key:?} has no Ray runner {runner:?}; {} ({submission_id}) is left for a session that has one",
                             orphan.job.id
                         );
                         continue;

@@ -9,43 +9,115 @@
 //! engine into a capture, whose kill asks the engine to stop it, and whose
 //! end is decided by the engine's status, never by a stream closing.
 //!
-//! [`ray`] runs jobs on a Ray cluster through its dashboard's job API.
+//! [`ray`] runs jobs on a Ray cluster through its dashboard's job API;
+//! [`slurm`] runs them as batch jobs of a Slurm cluster through its
+//! commands.
 
 pub mod ray;
+mod shared;
+pub mod slurm;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-/// A runner as the operator names it: `NAME=ADDRESS`, for example
-/// `ray=http://127.0.0.1:8265` (a Ray head's dashboard).
+use crate::producer::CommandProducer;
+
+/// A runner of either engine, as a host holds them.
+#[derive(Clone)]
+pub enum Runner {
+    /// Jobs on a Ray head.
+    Ray(ray::RayRunner),
+    /// Jobs on a Slurm cluster.
+    Slurm(slurm::SlurmRunner),
+}
+
+impl Runner {
+    /// The name a start gives.
+    pub fn name(&self) -> &str {
+        match self {
+            Runner::Ray(runner) => runner.name(),
+            Runner::Slurm(runner) => runner.name(),
+        }
+    }
+
+    /// The runner as the start tool's producer.
+    pub fn producer(&self) -> Arc<dyn CommandProducer> {
+        match self {
+            Runner::Ray(runner) => Arc::new(runner.clone()),
+            Runner::Slurm(runner) => Arc::new(runner.clone()),
+        }
+    }
+}
+
+/// A runner as the operator names it: `NAME=ADDRESS` for a Ray head (for
+/// example `ray=http://127.0.0.1:8265`, its dashboard), or `slurm`,
+/// `slurm:PARTITION`, `NAME=slurm` or `NAME=slurm:PARTITION` for the Slurm
+/// cluster this machine submits to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunnerSpec {
     /// The name a start gives (`runner: "ray"`).
     pub name: String,
-    /// The engine's address, without a trailing `/`.
-    pub address: String,
+    /// The engine and where it is.
+    pub engine: Engine,
+}
+
+/// The engine a runner runs its jobs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Engine {
+    /// A Ray head's dashboard, `http://HOST:PORT` without a trailing `/`.
+    Ray {
+        /// The dashboard's address.
+        address: String,
+    },
+    /// The Slurm cluster this machine's `sbatch` submits to.
+    Slurm {
+        /// The partition jobs go to (`None`: the cluster's default).
+        partition: Option<String>,
+    },
 }
 
 impl std::str::FromStr for RunnerSpec {
     type Err = String;
 
-    /// Parses `NAME=ADDRESS`: a name of letters, digits, `-` and `_` (at most
-    /// 64 bytes), and a plain `http://` address (a head is reached on its own
-    /// network or through a tunnel).
+    /// Parses a runner: a name of letters, digits, `-` and `_` (at most 64
+    /// bytes) and its engine, `slurm[:PARTITION]` or a plain `http://`
+    /// address of a Ray head (a head is reached on its own network or
+    /// through a tunnel); `slurm[:PARTITION]` alone is named `slurm`.
     fn from_str(text: &str) -> Result<RunnerSpec, String> {
-        let Some((name, address)) = text.split_once('=') else {
-            return Err(format!(
-                "a runner is NAME=ADDRESS (for example ray=http://127.0.0.1:8265), got {text:?}"
-            ));
+        let (name, address) = match text.split_once('=') {
+            Some(pair) => pair,
+            None if text == "slurm" || text.starts_with("slurm:") => ("slurm", text),
+            None => {
+                return Err(format!(
+                    "a runner is NAME=http://HOST:PORT (a Ray head, for example ray=http://127.0.0.1:8265) or slurm[:PARTITION], got {text:?}"
+                ));
+            }
         };
-        let fits = !name.is_empty()
-            && name.len() <= 64
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if !fits {
+        let fits = |word: &str| {
+            !word.is_empty()
+                && word.len() <= 64
+                && word
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        };
+        if !fits(name) {
             return Err(format!(
                 "a runner's name is 1 to 64 letters, digits, - or _, got {name:?}"
             ));
+        }
+        if address == "slurm" || address.starts_with("slurm:") {
+            let partition = address.strip_prefix("slurm:").map(str::to_owned);
+            if let Some(partition) = &partition
+                && !fits(partition)
+            {
+                return Err(format!(
+                    "runner {name}: a Slurm partition is 1 to 64 letters, digits, - or _, got {partition:?}"
+                ));
+            }
+            return Ok(RunnerSpec {
+                name: name.to_owned(),
+                engine: Engine::Slurm { partition },
+            });
         }
         let address = address.trim_end_matches('/');
         let host = address.strip_prefix("http://").ok_or_else(|| {
@@ -54,7 +126,9 @@ impl std::str::FromStr for RunnerSpec {
                     "runner {name}: https engine addresses are not supported; reach the head over plain http on its network or through a tunnel (ssh -L 8265:localhost:8265 ...), got {address}"
                 )
             } else {
-                format!("runner {name}: the address must start with http://, got {address:?}")
+                format!(
+                    "runner {name}: the engine must be slurm[:PARTITION] or an address that starts with http://, got {address:?}"
+                )
             }
         })?;
         if host.is_empty() || host.contains(['/', '?', '#', ' ']) {
@@ -64,7 +138,9 @@ impl std::str::FromStr for RunnerSpec {
         }
         Ok(RunnerSpec {
             name: name.to_owned(),
-            address: address.to_owned(),
+            engine: Engine::Ray {
+                address: address.to_owned(),
+            },
         })
     }
 }
@@ -146,6 +222,23 @@ fn read_token(path: &Path) -> std::io::Result<Token> {
     })
 }
 
+/// Six hex digits from the kernel's random source (the time and pid when it
+/// cannot be read).
+pub(crate) fn random_hex() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 3];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if read.is_err() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        bytes = (now ^ std::process::id()).to_le_bytes()[..3]
+            .try_into()
+            .unwrap_or_default();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,7 +247,12 @@ mod tests {
     fn a_runner_is_a_name_and_a_plain_http_address() {
         let spec: RunnerSpec = "ray=http://127.0.0.1:8265/".parse().unwrap();
         assert_eq!(spec.name, "ray");
-        assert_eq!(spec.address, "http://127.0.0.1:8265");
+        assert_eq!(
+            spec.engine,
+            Engine::Ray {
+                address: "http://127.0.0.1:8265".into()
+            }
+        );
         for bad in [
             "ray",
             "=http://x:1",
@@ -162,6 +260,9 @@ mod tests {
             "ray=127.0.0.1:8265",
             "ray=http://",
             "ray=http://x:1/api",
+            "slurm:",
+            "slurm:a b",
+            "hpc=slurm:",
         ] {
             assert!(bad.parse::<RunnerSpec>().is_err(), "{bad}");
         }
@@ -170,6 +271,27 @@ mod tests {
             https.contains("https engine addresses are not supported"),
             "{https}"
         );
+    }
+
+    #[test]
+    fn a_slurm_runner_is_named_slurm_unless_named() {
+        let cases = [
+            ("slurm", "slurm", None),
+            ("slurm:gpu", "slurm", Some("gpu")),
+            ("hpc=slurm", "hpc", None),
+            ("hpc=slurm:debug", "hpc", Some("debug")),
+        ];
+        for (text, name, partition) in cases {
+            let spec: RunnerSpec = text.parse().unwrap();
+            assert_eq!(spec.name, name, "{text}");
+            assert_eq!(
+                spec.engine,
+                Engine::Slurm {
+                    partition: partition.map(str::to_owned)
+                },
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -11,13 +11,14 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, watch};
 
+use super::super::shared::{completed, failed, killed};
 use super::client::{Details, EngineError, Submit, Submitted};
 use super::output::{ENTRYPOINT, LogCopy, Output, begin_line};
 use super::tail::{self, Closed, Cursor};
 use super::{Inner, Remote};
 use crate::capture::{OutputStream, SharedCapture};
 use crate::producer::CommandRequest;
-use crate::registry::{JobOutcome, OutcomeStatus, Placement};
+use crate::registry::{JobOutcome, Placement};
 use crate::sync::lock;
 
 /// How much longer than the job's grace the engine may take to confirm a
@@ -591,30 +592,6 @@ fn note_unread(capture: &SharedCapture, runner: &str, why: &str) {
     capture.push(OutputStream::Stderr, note.as_bytes());
 }
 
-fn completed(code: i32) -> JobOutcome {
-    JobOutcome {
-        status: OutcomeStatus::Completed,
-        detail: Some(crate::words::exit_code(code)),
-        output: None,
-    }
-}
-
-fn killed(detail: Option<String>) -> JobOutcome {
-    JobOutcome {
-        status: OutcomeStatus::Killed,
-        detail,
-        output: None,
-    }
-}
-
-fn failed(why: String) -> JobOutcome {
-    JobOutcome {
-        status: OutcomeStatus::Failed,
-        detail: Some(why),
-        output: None,
-    }
-}
-
 /// `text` held to `max` bytes at a character boundary, with `…` when cut.
 fn shortened(text: &str, max: usize) -> String {
     if text.len() <= max {
@@ -630,6 +607,7 @@ fn shortened(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::OutcomeStatus;
 
     fn details(status: &str, code: Option<i64>, message: Option<&str>) -> Details {
         Details {

@@ -33,7 +33,6 @@ use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
 use self::client::{EngineError, RayClient, Version};
-use super::RunnerSpec;
 use crate::capture::{OutputLimits, SharedCapture, SpillBudget};
 use crate::owner::Owner;
 use crate::producer::{
@@ -139,7 +138,8 @@ impl Remote {
 }
 
 impl RayRunner {
-    /// A runner for the Ray head `spec` names, with the token Ray's own
+    /// A runner named `name` for the Ray head whose dashboard is at
+    /// `address`, with the token Ray's own
     /// clients would take ([`super::ray_token`]). Contacts nothing: the
     /// first start asks the engine whether it answers.
     ///
@@ -148,28 +148,29 @@ impl RayRunner {
     /// A token file that cannot be read, a spill directory that cannot be
     /// made.
     pub fn new(
-        spec: &RunnerSpec,
+        name: &str,
+        address: &str,
         registry: JobRegistry,
         config: RayConfig,
         names: Names,
     ) -> Result<RayRunner, String> {
         let token = super::ray_token()?;
-        let client = RayClient::new(&spec.address, token)?;
+        let client = RayClient::new(address, token)?;
         let mut spill = tempfile::Builder::new();
         spill.prefix("jobs-host-remote-");
         let spill_dir = match &config.spill_parent {
             Some(parent) => spill.tempdir_in(parent),
             None => spill.tempdir(),
         }
-        .map_err(|e| format!("runner {}: cannot make a spill directory: {e}", spec.name))?;
+        .map_err(|e| format!("runner {name}: cannot make a spill directory: {e}"))?;
         Ok(RayRunner {
             inner: Arc::new(Inner {
-                name: spec.name.clone(),
+                name: name.to_owned(),
                 client,
                 registry,
                 budget: SpillBudget::new(config.spill_total_bytes),
                 config,
-                prefix: format!("jobshost-{}", random_hex()),
+                prefix: format!("jobshost-{}", super::random_hex()),
                 spill_dir,
                 names,
                 version: OnceCell::new(),
@@ -283,43 +284,18 @@ impl RayRunner {
             live.push(Arc::downgrade(&remote));
         }
         let task = tokio::spawn(job::run(remote.clone(), capture.clone(), life));
-        let done = async move {
-            Ok(match task.await {
-                Ok(outcome) => outcome,
-                Err(e) => crate::registry::JobOutcome {
-                    status: crate::registry::OutcomeStatus::Failed,
-                    detail: Some(format!("the runner's task for this job ended: {e}")),
-                    output: None,
-                },
-            })
-        };
-        let stop = remote.stop.clone();
-        let let_go = remote.let_go.clone();
-        let outlive = inner.config.outlive;
-        JobHooks {
-            cancel: Box::new(move |reason| {
-                // A teardown, not a kill: with `outlive` the job runs on.
-                let teardown = matches!(
-                    reason,
-                    Some(crate::registry::OWNER_DISPOSED | crate::registry::SERVICE_DISPOSED)
-                );
-                if outlive && teardown {
-                    let_go.cancel();
-                } else {
-                    stop.cancel();
-                }
-                Ok(())
-            }),
-            capture: Some(capture),
-            read_output: None,
-            output_excerpt: None,
-            control: Some(Arc::new(RemoteControl {
-                runner: self.inner.name.clone(),
+        super::shared::job_hooks(
+            task,
+            remote.stop.clone(),
+            remote.let_go.clone(),
+            inner.config.outlive,
+            capture,
+            Arc::new(RemoteControl {
+                runner: inner.name.clone(),
                 remote,
-            })),
-            placement: Some(placement),
-            done: Box::pin(done),
-        }
+            }),
+            placement,
+        )
     }
 }
 
@@ -411,64 +387,15 @@ impl CommandProducer for RayRunner {
     }
 }
 
-/// What a job on an engine cannot have, refused in words before anything
-/// runs (the guest refuses the same; a host's own caller may still ask).
+/// What a job on Ray cannot have, refused in words before anything runs:
+/// what no engine job has, and a working directory (the engine's node has
+/// its own).
 fn refuse_what_the_engine_lacks(runner: &str, request: &CommandRequest) -> Result<(), StartError> {
-    let refuse = |what: &str| {
-        Err(StartError::Producer(format!(
-            "invalid {what}: a job on runner \"{runner}\" cannot have it"
-        )))
-    };
-    if request.command.trim().is_empty() {
-        return Err(StartError::Producer(
-            "invalid command: expected a non-blank string".to_owned(),
-        ));
-    }
-    if request.command.len() > MAX_COMMAND_BYTES {
-        return Err(StartError::Producer(format!(
-            "invalid command: {} bytes is more than the limit of {MAX_COMMAND_BYTES} bytes",
-            request.command.len()
-        )));
-    }
-    if request.stdin {
-        return refuse("stdin");
-    }
-    if request.tty.is_some() {
-        return refuse("tty");
-    }
-    if request.render {
-        return refuse("render");
-    }
+    super::shared::refuse_what_engines_lack(runner, request, MAX_COMMAND_BYTES)?;
     if request.workdir.is_some() {
-        return refuse("workdir");
-    }
-    if request.sandbox.is_some() {
-        return refuse("sandbox");
-    }
-    if request.limits.cpu_seconds.is_some() {
-        return refuse("cpu_seconds");
-    }
-    if request.limits.memory_bytes.is_some() {
-        return refuse("memory_bytes");
+        return Err(super::shared::refusal(runner, "workdir"));
     }
     Ok(())
-}
-
-/// Six hex digits from the kernel's random source (the time and pid when it
-/// cannot be read).
-fn random_hex() -> String {
-    use std::io::Read;
-    let mut bytes = [0u8; 3];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    if read.is_err() {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        bytes = (now ^ std::process::id()).to_le_bytes()[..3]
-            .try_into()
-            .unwrap_or_default();
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What a remote job offers the extensions: a stop, and nothing else.

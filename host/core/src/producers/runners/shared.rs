@@ -1,0 +1,121 @@
+//! What every runner does the same way: the registry's hooks of a job
+//! whose task runs on the engine, the refusals of what no engine job can
+//! have, and the outcomes' shapes.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::capture::SharedCapture;
+use crate::producer::{CommandRequest, JobControl};
+use crate::registry::{JobHooks, JobOutcome, OutcomeStatus, Placement, StartError};
+
+/// The registry's hooks of a remote job whose `task` follows it: a kill
+/// cancels `stop`; a session's or host's teardown cancels `let_go`
+/// instead when the runner lets jobs `outlive` them.
+pub(crate) fn job_hooks(
+    task: tokio::task::JoinHandle<JobOutcome>,
+    stop: CancellationToken,
+    let_go: CancellationToken,
+    outlive: bool,
+    capture: SharedCapture,
+    control: Arc<dyn JobControl>,
+    placement: Placement,
+) -> JobHooks {
+    let done = async move {
+        Ok(match task.await {
+            Ok(outcome) => outcome,
+            Err(e) => failed(format!("the runner's task for this job ended: {e}")),
+        })
+    };
+    JobHooks {
+        cancel: Box::new(move |reason| {
+            // A teardown, not a kill: with `outlive` the job runs on.
+            let teardown = matches!(
+                reason,
+                Some(crate::registry::OWNER_DISPOSED | crate::registry::SERVICE_DISPOSED)
+            );
+            if outlive && teardown {
+                let_go.cancel();
+            } else {
+                stop.cancel();
+            }
+            Ok(())
+        }),
+        capture: Some(capture),
+        read_output: None,
+        output_excerpt: None,
+        control: Some(control),
+        placement: Some(placement),
+        done: Box::pin(done),
+    }
+}
+
+/// Refuses, in words and before anything runs, what no job on an engine
+/// can have: a blank or too long command, stdin, a terminal, rendering, a
+/// sandbox of ours, our CPU and memory limits. The guest refuses the same;
+/// a host's own caller may still ask.
+pub(crate) fn refuse_what_engines_lack(
+    runner: &str,
+    request: &CommandRequest,
+    max_command_bytes: usize,
+) -> Result<(), StartError> {
+    if request.command.trim().is_empty() {
+        return Err(StartError::Producer(
+            "invalid command: expected a non-blank string".to_owned(),
+        ));
+    }
+    if request.command.len() > max_command_bytes {
+        return Err(StartError::Producer(format!(
+            "invalid command: {} bytes is more than the limit of {max_command_bytes} bytes",
+            request.command.len()
+        )));
+    }
+    let lacking = [
+        ("stdin", request.stdin),
+        ("tty", request.tty.is_some()),
+        ("render", request.render),
+        ("sandbox", request.sandbox.is_some()),
+        ("cpu_seconds", request.limits.cpu_seconds.is_some()),
+        ("memory_bytes", request.limits.memory_bytes.is_some()),
+    ];
+    match lacking.iter().find(|(_, asked)| *asked) {
+        Some((what, _)) => Err(refusal(runner, what)),
+        None => Ok(()),
+    }
+}
+
+/// `invalid WHAT: a job on runner "NAME" cannot have it`.
+pub(crate) fn refusal(runner: &str, what: &str) -> StartError {
+    StartError::Producer(format!(
+        "invalid {what}: a job on runner \"{runner}\" cannot have it"
+    ))
+}
+
+/// Ended by itself with `code`.
+pub(crate) fn completed(code: i32) -> JobOutcome {
+    JobOutcome {
+        status: OutcomeStatus::Completed,
+        detail: Some(crate::words::exit_code(code)),
+        output: None,
+    }
+}
+
+/// Ended by a stop, a limit or a signal (`detail` says which where it is
+/// not the owner's own kill).
+pub(crate) fn killed(detail: Option<String>) -> JobOutcome {
+    JobOutcome {
+        status: OutcomeStatus::Killed,
+        detail,
+        output: None,
+    }
+}
+
+/// Failed, with why.
+pub(crate) fn failed(why: String) -> JobOutcome {
+    JobOutcome {
+        status: OutcomeStatus::Failed,
+        detail: Some(why),
+        output: None,
+    }
+}

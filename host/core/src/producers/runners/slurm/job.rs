@@ -1,0 +1,849 @@
+//! One job's life on Slurm: its batch script and submit, the tail of its
+//! two output files into its capture, its exit record, its state from the
+//! runner's poll, its signals and stop, and its end.
+//!
+//! The end is the job's own exit record, written by the relay beside its
+//! output files, once the scheduler no longer runs the job; the
+//! scheduler's state only says what the record cannot (a cancel from
+//! outside, a time limit, a node lost) and stands in for a record that is
+//! missing. A job with neither is `failed`, `lost`, never `completed`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::super::shared::{completed, failed, killed};
+use super::cli::{self, Cancel, Record};
+use super::poll::Seen;
+use super::{Inner, Remote};
+use crate::capture::{OutputStream, SharedCapture};
+use crate::producer::CommandRequest;
+use crate::registry::{JobOutcome, Placement};
+
+/// The relay the batch script runs the command under (see its header).
+const RELAY: &str = include_str!("relay.py");
+
+/// How often the output files and the exit record are looked at while they
+/// grow, and at most while they do not.
+const TAIL_FIRST: Duration = Duration::from_millis(200);
+const TAIL_MOST: Duration = Duration::from_millis(800);
+
+/// How much of a file one look reads before the next file's turn.
+const READ_BLOCK: usize = 1 << 20;
+
+/// How often the scheduler is asked, job by job, once the exit record is
+/// there, and for how long it may go on running the job after it: the
+/// record is the result, the scheduler only says whether someone else
+/// ended the job.
+const CONFIRM_EVERY: Duration = Duration::from_millis(250);
+const CONFIRM_MOST: Duration = Duration::from_secs(5);
+
+/// How often a stop the scheduler has not carried out is sent again, and
+/// when it is given up on.
+const STOP_AGAIN: Duration = Duration::from_secs(15);
+const STOP_GIVE_UP: Duration = Duration::from_secs(180);
+
+/// The states a job does not leave.
+const ENDED: &[&str] = &[
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "PREEMPTED",
+    "SPECIAL_EXIT",
+];
+
+/// The states of a job that waits to run (again).
+const WAITING: &[&str] = &[
+    "PENDING",
+    "CONFIGURING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "RESV_DEL_HOLD",
+];
+
+/// Where one job's files are: `STEM.out`, `STEM.err` and `STEM.exit`.
+#[derive(Debug, Clone)]
+pub(super) struct Files {
+    pub stem: PathBuf,
+}
+
+impl Files {
+    pub(super) fn out(&self) -> PathBuf {
+        self.with(".out")
+    }
+    pub(super) fn err(&self) -> PathBuf {
+        self.with(".err")
+    }
+    pub(super) fn exit(&self) -> PathBuf {
+        self.with(".exit")
+    }
+    fn with(&self, end: &str) -> PathBuf {
+        let mut path = self.stem.clone().into_os_string();
+        path.push(end);
+        PathBuf::from(path)
+    }
+    /// Removes the job's files (its output is in its capture by then).
+    pub(super) fn remove(&self) {
+        for path in [self.out(), self.err(), self.exit()] {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// What a new job's task needs.
+pub(super) struct Job {
+    pub runner: Arc<Inner>,
+    pub remote: Arc<Remote>,
+    pub capture: SharedCapture,
+    pub placement: Placement,
+    pub request: CommandRequest,
+    /// The registry's id for the job, once the start has it.
+    pub id: tokio::sync::oneshot::Receiver<String>,
+}
+
+/// The sbatch arguments and the batch script of a job.
+pub(super) fn batch(
+    runner: &Inner,
+    job_id: &str,
+    files: &Files,
+    request: &CommandRequest,
+) -> (Vec<String>, String) {
+    let mut args = vec![
+        format!("--job-name={}-{job_id}", runner.prefix),
+        format!("--comment=jobs-host:{}-{job_id}", runner.prefix),
+        format!("--output={}", files.out().display()),
+        format!("--error={}", files.err().display()),
+        "--kill-on-invalid-dep=yes".to_owned(),
+    ];
+    if let Some(partition) = &runner.partition {
+        args.push(format!("--partition={partition}"));
+    }
+    if let Some(workdir) = &request.workdir {
+        args.push(format!("--chdir={}", workdir.display()));
+    }
+    if let Some(resources) = &request.resources {
+        if let Some(cpus) = resources.cpus {
+            args.push(format!("--cpus-per-task={}", cpus.ceil().max(1.0)));
+        }
+        if let Some(gpus) = resources.gpus {
+            args.push(format!("--gpus={}", gpus.ceil().max(1.0)));
+        }
+        if let Some(bytes) = resources.memory_bytes {
+            // Slurm's unit is the mebibyte: never less than asked.
+            args.push(format!("--mem={}M", bytes.div_ceil(1 << 20).max(1)));
+        }
+    }
+    args.extend(runner.config.args.iter().cloned());
+    let mut script = String::from("#!/bin/bash\n");
+    for (key, value) in &request.env {
+        script.push_str(&format!("export {key}={}\n", quoted(value)));
+    }
+    script.push_str(&format!(
+        "export JOBS_HOST_COMMAND={}\nexport JOBS_HOST_EXIT_RECORD={}\n",
+        quoted(&request.command),
+        quoted(&files.exit().to_string_lossy())
+    ));
+    // Without a Python on the node the command runs under bash alone: no
+    // exit record, and the scheduler's state is the result.
+    script.push_str(&format!(
+        "command -v python3 >/dev/null 2>&1 && exec python3 -c {}\n\
+         c=$JOBS_HOST_COMMAND; unset JOBS_HOST_COMMAND JOBS_HOST_EXIT_RECORD; exec bash -c \"$c\"\n",
+        quoted(RELAY)
+    ));
+    (args, script)
+}
+
+/// `text` as one word of bash, whatever bytes it holds.
+fn quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+/// A new job's life: its submit, then [`follow`].
+pub(super) async fn life(job: Job) -> JobOutcome {
+    let Job {
+        runner,
+        remote,
+        capture,
+        placement,
+        request,
+        id,
+    } = job;
+    let Ok(id) = id.await else {
+        return killed(None);
+    };
+    let files = Files {
+        stem: runner.config.dir.join(format!("{}-{id}", runner.prefix)),
+    };
+    if remote.stop.is_cancelled() || remote.let_go.is_cancelled() {
+        return killed(Some(crate::words::KILLED_BEFORE_EXIT.to_owned()));
+    }
+    let (args, script) = batch(&runner, &id, &files, &request);
+    let slurm_id = match cli::sbatch(&args, &script).await {
+        Ok(slurm_id) => slurm_id,
+        Err(e) => {
+            let words = crate::words::spawn_failed(&format!("runner {}: {e}", runner.name));
+            capture.push(OutputStream::Stderr, words.as_bytes());
+            return killed(Some(crate::words::KILLED_BEFORE_EXIT.to_owned()));
+        }
+    };
+    let _ = remote.engine_id.set(slurm_id.clone());
+    placement.set(format!("{}: job {slurm_id} submitted", runner.name));
+    follow(Followed {
+        runner,
+        remote,
+        capture,
+        placement,
+        slurm_id,
+        files,
+        tail: Tail::new(request.limits.output_bytes),
+        timeout_ms: request.limits.timeout_ms,
+    })
+    .await
+}
+
+/// What the task of a submitted job needs.
+pub(super) struct Followed {
+    pub runner: Arc<Inner>,
+    pub remote: Arc<Remote>,
+    pub capture: SharedCapture,
+    pub placement: Placement,
+    pub slurm_id: String,
+    pub files: Files,
+    pub tail: Tail,
+    pub timeout_ms: Option<u64>,
+}
+
+/// Why we asked the scheduler to end a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stop {
+    /// A kill (the model's, a session's end, the host's shutdown).
+    Asked,
+    /// A limit of the start: its words are the job's detail.
+    Limit(String),
+}
+
+/// How the relay says the command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+/// Reads an exit record: `exit N` or `signal N`.
+pub(super) fn read_exit(path: &Path) -> Option<Exit> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let (kind, number) = text.trim().split_once(' ')?;
+    let number: i32 = number.trim().parse().ok()?;
+    match kind {
+        "exit" => Some(Exit::Code(number)),
+        "signal" => Some(Exit::Signal(number)),
+        _ => None,
+    }
+}
+
+/// The two output files read by byte offset into the capture, up to the
+/// start's output limit.
+pub(super) struct Tail {
+    /// Bytes taken of `.out` and `.err`.
+    pub offsets: [u64; 2],
+    pushed: u64,
+    limit: Option<u64>,
+    /// Set once the limit is reached: the job is stopped for it.
+    reached: Option<String>,
+    /// The stderr line being read while it may be slurmstepd's own.
+    held: Option<Vec<u8>>,
+    /// Whether stderr's next byte begins a line.
+    line_start: bool,
+}
+
+/// How slurmstepd's own lines in a job's stderr begin: `slurmstepd:` or
+/// `slurmstepd-NODE:`.
+const STEPD: &[u8] = b"slurmstepd";
+
+/// Whether a whole stderr line is slurmstepd's word on the job (`***
+/// JOB 12 ON node CANCELLED AT … ***`): the job's state says it already,
+/// and it is not the job's output.
+fn stepd_line(line: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim_end();
+    text.starts_with("slurmstepd")
+        && text.ends_with(" ***")
+        && (text.contains(": *** JOB ") || text.contains(": *** STEP "))
+}
+
+/// Whether a stderr line begun with `part` may still be slurmstepd's.
+fn may_be_stepd(part: &[u8]) -> bool {
+    part.len() < 512 && (STEPD.starts_with(part) || part.starts_with(STEPD))
+}
+
+impl Tail {
+    pub(super) fn new(limit: Option<u64>) -> Tail {
+        Tail {
+            offsets: [0, 0],
+            pushed: 0,
+            limit,
+            reached: None,
+            held: None,
+            line_start: true,
+        }
+    }
+
+    /// Stderr's bytes without slurmstepd's own lines.
+    fn job_stderr(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let mut kept = Vec::with_capacity(bytes.len());
+        for part in bytes.split_inclusive(|&b| b == b'\n') {
+            let ends = part.ends_with(b"\n");
+            let line = match self.held.take() {
+                Some(mut held) => {
+                    held.extend_from_slice(part);
+                    held
+                }
+                None if self.line_start && may_be_stepd(part) => part.to_vec(),
+                None => {
+                    kept.extend_from_slice(part);
+                    self.line_start = ends;
+                    continue;
+                }
+            };
+            self.line_start = ends;
+            if ends {
+                if !stepd_line(&line) {
+                    kept.extend_from_slice(&line);
+                }
+            } else if may_be_stepd(&line) {
+                self.held = Some(line);
+            } else {
+                kept.extend_from_slice(&line);
+            }
+        }
+        kept
+    }
+
+    /// Gives back a stderr line held at the end of the job.
+    fn finish(&mut self, capture: &SharedCapture) {
+        if let Some(held) = self.held.take() {
+            self.push(OutputStream::Stderr, &held, capture);
+        }
+    }
+
+    /// Reads what the files gained since the last look; answers whether
+    /// anything came. A file shorter than what was taken of it means the
+    /// job began again (a requeue truncates both files as the new run
+    /// starts): that is said once, in the job's stderr, and both files are
+    /// read from their start.
+    fn look(&mut self, files: &Files, capture: &SharedCapture) -> bool {
+        let paths = [files.out(), files.err()];
+        let lengths = paths
+            .each_ref()
+            .map(|path| std::fs::metadata(path).map_or(0, |m| m.len()));
+        if let Some(index) = (0..2).find(|&i| lengths[i] < self.offsets[i]) {
+            let note = format!(
+                "[jobs-host: {} went from {} to {} bytes: Slurm began the job again (a requeue); its output from here on is the new run's]\n",
+                paths[index].display(),
+                self.offsets[index],
+                lengths[index],
+            );
+            capture.push(OutputStream::Stderr, note.as_bytes());
+            self.offsets = [0, 0];
+            self.held = None;
+            self.line_start = true;
+        }
+        let mut any = false;
+        for (index, stream) in [OutputStream::Stdout, OutputStream::Stderr]
+            .into_iter()
+            .enumerate()
+        {
+            if lengths[index] <= self.offsets[index] {
+                continue;
+            }
+            let Ok(mut file) = std::fs::File::open(&paths[index]) else {
+                continue;
+            };
+            // What the file holds now: it may have grown since its length
+            // was taken.
+            let length = file.metadata().map_or(lengths[index], |m| m.len());
+            while self.offsets[index] < length && self.reached.is_none() {
+                let want = usize::try_from(length - self.offsets[index])
+                    .unwrap_or(READ_BLOCK)
+                    .min(READ_BLOCK);
+                let mut block = vec![0; want];
+                let read = {
+                    use std::io::{Read, Seek, SeekFrom};
+                    file.seek(SeekFrom::Start(self.offsets[index]))
+                        .and_then(|_| file.read(&mut block))
+                };
+                let Ok(read) = read else { break };
+                if read == 0 {
+                    break;
+                }
+                self.offsets[index] += read as u64;
+                match stream {
+                    OutputStream::Stderr => {
+                        let kept = self.job_stderr(&block[..read]);
+                        self.push(stream, &kept, capture);
+                    }
+                    _ => self.push(stream, &block[..read], capture),
+                }
+                any = true;
+            }
+        }
+        any
+    }
+
+    fn push(&mut self, stream: OutputStream, bytes: &[u8], capture: &SharedCapture) {
+        if self.reached.is_some() {
+            return;
+        }
+        let max = self.limit.unwrap_or(u64::MAX);
+        let room = usize::try_from(max.saturating_sub(self.pushed)).unwrap_or(usize::MAX);
+        let part = &bytes[..bytes.len().min(room)];
+        if !part.is_empty() {
+            capture.push(stream, part);
+            self.pushed += part.len() as u64;
+        }
+        if bytes.len() > room {
+            self.reached = Some(format!("output limit reached ({max} bytes)"));
+        }
+    }
+}
+
+/// A submitted job to its end.
+pub(super) async fn follow(job: Followed) -> JobOutcome {
+    let Followed {
+        runner,
+        remote,
+        capture,
+        placement,
+        slurm_id,
+        files,
+        mut tail,
+        timeout_ms,
+    } = job;
+    let name = runner.name.clone();
+    let watched = runner.poller.watch(&slurm_id);
+    let deadline = timeout_ms.map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms));
+    let mut stop: Option<Stop> = None;
+    let mut stop_sent: Option<Instant> = None;
+    let mut unreachable_since: Option<Instant> = None;
+    let mut pause = TAIL_FIRST;
+    let mut seen_rx = watched.seen.clone();
+    let end = loop {
+        // The files first: what the job wrote before it ended is taken
+        // before its end is.
+        let any = {
+            let files = files.clone();
+            let capture = capture.clone();
+            let (back, took) = tokio::task::spawn_blocking(move || {
+                let any = tail.look(&files, &capture);
+                (tail, any)
+            })
+            .await
+            .unwrap_or_else(|e| panic!("reading a job's files: {e}"));
+            tail = back;
+            took
+        };
+        pause = if any {
+            TAIL_FIRST
+        } else {
+            (pause * 2).min(TAIL_MOST)
+        };
+        if stop.is_none()
+            && let Some(why) = tail.reached.clone()
+        {
+            stop = Some(Stop::Limit(why));
+        }
+        if stop.is_none() && remote.stop.is_cancelled() {
+            stop = Some(Stop::Asked);
+        }
+        let resend = stop_sent.is_some_and(|at| at.elapsed() >= STOP_AGAIN);
+        if stop.is_some() && (stop_sent.is_none() || resend) {
+            if stop_sent.is_some_and(|at| at.elapsed() >= STOP_GIVE_UP) {
+                break End {
+                    failed: Some(format!(
+                        "stop not confirmed: runner {name} still reports job {slurm_id} running {} s after the stop; it may still run there",
+                        STOP_GIVE_UP.as_secs()
+                    )),
+                    ..End::default()
+                };
+            }
+            if let Err(e) = cli::scancel(&slurm_id, Cancel::Job).await {
+                tracing::debug!(%slurm_id, error = %e, "scancel");
+            }
+            stop_sent = Some(stop_sent.unwrap_or_else(Instant::now));
+            if resend {
+                stop_sent = Some(Instant::now());
+            }
+            watched.soon();
+        }
+        let record = read_exit(&files.exit());
+        let seen = watched.seen.borrow().clone();
+        match seen {
+            Seen::Listed(listed) if ENDED.contains(&listed.state.as_str()) => {
+                placement.set(format!("{name}: job {slurm_id}"));
+                let slurm = match cli::scontrol_job(&slurm_id).await {
+                    Ok(Some(found)) => Some(found),
+                    _ => Some(Record {
+                        state: listed.state,
+                        reason: listed.reason,
+                        exit: None,
+                    }),
+                };
+                break End {
+                    record: record.or_else(|| read_exit(&files.exit())),
+                    slurm,
+                    ..End::default()
+                };
+            }
+            Seen::Listed(listed) if WAITING.contains(&listed.state.as_str()) => {
+                unreachable_since = None;
+                let words = format!("{name}: job {slurm_id} pending: {}", listed.reason);
+                placement.set(match stop_sent {
+                    Some(_) => format!("{words} stopping"),
+                    None => words,
+                });
+            }
+            Seen::Listed(_) if record.is_some() => {
+                // The command ended; the scheduler is ending the job, or
+                // queueing it again (a requeue: the record is the old run's).
+                if let Some(end) = confirm(&slurm_id, record).await {
+                    break end;
+                }
+            }
+            Seen::Listed(_) => {
+                unreachable_since = None;
+                placement.set(match stop_sent {
+                    Some(_) => format!("{name}: job {slurm_id} stopping"),
+                    None => format!("{name}: job {slurm_id}"),
+                });
+            }
+            Seen::Absent => {
+                placement.set(format!("{name}: job {slurm_id}"));
+                break forgotten(&slurm_id, record).await;
+            }
+            Seen::Unreachable(e) => {
+                let since = *unreachable_since.get_or_insert_with(Instant::now);
+                if record.is_some() && since.elapsed() >= CONFIRM_MOST {
+                    break End {
+                        record,
+                        ..End::default()
+                    };
+                }
+                placement.set(format!(
+                    "{name}: job {slurm_id} unreachable for {} s: {e}",
+                    since.elapsed().as_secs()
+                ));
+            }
+            Seen::NotYet => {}
+        }
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            _ = seen_rx.changed() => {}
+            () = remote.stop.cancelled(), if stop.is_none() => {}
+            () = remote.let_go.cancelled() => {
+                tracing::info!(runner = %name, %slurm_id, "left running on the scheduler");
+                return killed(Some(format!("left running on runner {name} as job {slurm_id}")));
+            }
+            () = sleep_until(deadline), if stop.is_none() && deadline.is_some() => {
+                let ms = timeout_ms.unwrap_or_default();
+                stop = Some(Stop::Limit(format!("time limit reached ({ms} ms)")));
+            }
+        }
+    };
+    // What the job wrote last, after the look that found its end.
+    let (mut tail, capture) = {
+        let files = files.clone();
+        tokio::task::spawn_blocking(move || {
+            tail.look(&files, &capture);
+            tail.finish(&capture);
+            (tail, capture)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("reading a job's files: {e}"))
+    };
+    let _ = &mut tail;
+    capture.close();
+    if !remote.durable() {
+        files.remove();
+    }
+    End { stop, ..end }.outcome(&name, &slurm_id)
+}
+
+/// The exit record is there while the scheduler still runs the job: asks
+/// it, job by job, until it says how the job ended, at most
+/// [`CONFIRM_MOST`]; then the record alone is the end. `None`: the job
+/// waits to run again (a requeue), and the record was the old run's.
+async fn confirm(slurm_id: &str, record: Option<Exit>) -> Option<End> {
+    let since = Instant::now();
+    while since.elapsed() < CONFIRM_MOST {
+        match cli::scontrol_job(slurm_id).await {
+            Ok(Some(found)) if ENDED.contains(&found.state.as_str()) => {
+                return Some(End {
+                    record,
+                    slurm: Some(found),
+                    ..End::default()
+                });
+            }
+            Ok(Some(found)) if WAITING.contains(&found.state.as_str()) => return None,
+            Ok(None) => break,
+            _ => {}
+        }
+        tokio::time::sleep(CONFIRM_EVERY).await;
+    }
+    Some(End {
+        record,
+        ..End::default()
+    })
+}
+
+/// The poll no longer lists the job: its record, where slurmctld or the
+/// accounting keep one, and the exit record decide.
+async fn forgotten(slurm_id: &str, record: Option<Exit>) -> End {
+    let slurm = match cli::scontrol_job(slurm_id).await {
+        Ok(Some(found)) => Some(found),
+        _ => cli::sacct_job(slurm_id).await.ok().flatten(),
+    };
+    End {
+        record,
+        slurm,
+        ..End::default()
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What is known of a job's end.
+#[derive(Debug, Default)]
+struct End {
+    /// The relay's exit record.
+    record: Option<Exit>,
+    /// The scheduler's record of the job.
+    slurm: Option<Record>,
+    stop: Option<Stop>,
+    /// Set when the job is `failed` with these words whatever else is known.
+    failed: Option<String>,
+}
+
+/// What Slurm's failure states mean, in words.
+fn state_words(state: &str) -> Option<&'static str> {
+    Some(match state {
+        "TIMEOUT" => "it reached its Slurm time limit",
+        "NODE_FAIL" => "its node failed",
+        "OUT_OF_MEMORY" => "it ran out of memory",
+        "BOOT_FAIL" => "its node failed to boot",
+        "DEADLINE" => "it passed its deadline",
+        "PREEMPTED" => "it was preempted",
+        _ => return None,
+    })
+}
+
+impl End {
+    fn outcome(self, runner: &str, slurm_id: &str) -> JobOutcome {
+        if let Some(why) = self.failed {
+            return failed(why);
+        }
+        if let Some(Stop::Limit(why)) = self.stop {
+            return killed(Some(why));
+        }
+        let asked = self.stop == Some(Stop::Asked);
+        let state = self.slurm.as_ref().map(|r| r.state.as_str());
+        if state == Some("CANCELLED") {
+            return if asked {
+                killed(None)
+            } else {
+                failed(format!(
+                    "stopped outside jobs-host: runner {runner} reports job {slurm_id} CANCELLED"
+                ))
+            };
+        }
+        if let Some(words) = state.and_then(state_words) {
+            return if asked {
+                killed(None)
+            } else {
+                failed(format!(
+                    "runner {runner} reports job {slurm_id} {}: {words}",
+                    state.unwrap_or_default()
+                ))
+            };
+        }
+        match (self.record, self.slurm.and_then(|r| r.exit)) {
+            (Some(Exit::Code(code)), _) => completed(code),
+            (Some(Exit::Signal(_)), _) if asked => killed(None),
+            (Some(Exit::Signal(signal)), _) | (None, Some((_, signal))) if signal != 0 => killed(
+                Some(crate::words::signal(&crate::bash::signal_name(signal))),
+            ),
+            (None, Some((code, _))) => completed(code),
+            _ if asked => killed(None),
+            _ => failed(format!(
+                "lost: runner {runner} has no record of job {slurm_id} and the job left no exit record"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::OutcomeStatus;
+
+    #[test]
+    fn slurmstepds_own_lines_are_not_the_jobs_wherever_cut() {
+        let err = b"job says slurmstepd: x\nslurmstepd-node1: error: *** JOB 25 ON node1 CANCELLED AT 2026-12-04T17:25:35 ***\nslurmstep\nlast";
+        for cut in [1, 7, 30, 60, err.len()] {
+            let mut tail = Tail::new(None);
+            let mut kept = Vec::new();
+            for part in err.chunks(cut) {
+                kept.extend(tail.job_stderr(part));
+            }
+            kept.extend(tail.held.take().unwrap_or_default());
+            assert_eq!(
+                String::from_utf8(kept).unwrap(),
+                "job says slurmstepd: x\nslurmstep\nlast",
+                "cut {cut}"
+            );
+        }
+    }
+
+    fn slurm(state: &str, exit: Option<(i32, i32)>) -> Option<Record> {
+        Some(Record {
+            state: state.to_owned(),
+            reason: String::new(),
+            exit,
+        })
+    }
+
+    fn outcome(
+        record: Option<Exit>,
+        slurm: Option<Record>,
+        stop: Option<Stop>,
+    ) -> (OutcomeStatus, Option<String>) {
+        let o = End {
+            record,
+            slurm,
+            stop,
+            failed: None,
+        }
+        .outcome("slurm", "12");
+        (o.status, o.detail)
+    }
+
+    #[test]
+    fn the_exit_record_beats_the_schedulers_code() {
+        // `COMPLETED 0:0` after `exit 1` (a wrong row): the record wins.
+        assert_eq!(
+            outcome(Some(Exit::Code(1)), slurm("COMPLETED", Some((0, 0))), None),
+            (OutcomeStatus::Completed, Some("exit code: 1".into()))
+        );
+        // No record (no Python on the node): the scheduler's code.
+        assert_eq!(
+            outcome(None, slurm("FAILED", Some((3, 0))), None),
+            (OutcomeStatus::Completed, Some("exit code: 3".into()))
+        );
+        assert_eq!(
+            outcome(Some(Exit::Signal(9)), slurm("FAILED", Some((0, 9))), None),
+            (OutcomeStatus::Killed, Some("signal: SIGKILL".into()))
+        );
+    }
+
+    #[test]
+    fn cancelled_is_killed_only_when_we_asked() {
+        assert_eq!(
+            outcome(
+                Some(Exit::Signal(15)),
+                slurm("CANCELLED", Some((0, 15))),
+                Some(Stop::Asked)
+            ),
+            (OutcomeStatus::Killed, None)
+        );
+        let (status, detail) = outcome(
+            Some(Exit::Signal(15)),
+            slurm("CANCELLED", Some((0, 15))),
+            None,
+        );
+        assert_eq!(status, OutcomeStatus::Failed);
+        assert_eq!(
+            detail.unwrap(),
+            "stopped outside jobs-host: runner slurm reports job 12 CANCELLED"
+        );
+        assert_eq!(
+            outcome(
+                None,
+                slurm("CANCELLED", None),
+                Some(Stop::Limit("time limit reached (5 ms)".into()))
+            ),
+            (
+                OutcomeStatus::Killed,
+                Some("time limit reached (5 ms)".into())
+            )
+        );
+    }
+
+    #[test]
+    fn a_job_with_no_record_anywhere_is_lost_never_completed() {
+        let (status, detail) = outcome(None, None, None);
+        assert_eq!(status, OutcomeStatus::Failed);
+        assert!(detail.unwrap().starts_with("lost: "));
+        let (status, detail) = outcome(
+            Some(Exit::Signal(15)),
+            slurm("TIMEOUT", Some((0, 15))),
+            None,
+        );
+        assert_eq!(status, OutcomeStatus::Failed);
+        assert_eq!(
+            detail.unwrap(),
+            "runner slurm reports job 12 TIMEOUT: it reached its Slurm time limit"
+        );
+    }
+
+    #[test]
+    fn an_exit_record_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.exit");
+        std::fs::write(&path, "exit 3\n").unwrap();
+        assert_eq!(read_exit(&path), Some(Exit::Code(3)));
+        std::fs::write(&path, "signal 15\n").unwrap();
+        assert_eq!(read_exit(&path), Some(Exit::Signal(15)));
+        std::fs::write(&path, "garbage").unwrap();
+        assert_eq!(read_exit(&path), None);
+    }
+
+    #[test]
+    fn a_truncated_file_is_said_once_and_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = Files {
+            stem: dir.path().join("j"),
+        };
+        let capture = SharedCapture::new(&dir.path().join("spill"), Default::default(), None);
+        let mut tail = Tail::new(None);
+        std::fs::write(files.out(), "first run\n").unwrap();
+        assert!(tail.look(&files, &capture));
+        assert!(!tail.look(&files, &capture));
+        std::fs::write(files.err(), "old run's end\n").unwrap();
+        assert!(tail.look(&files, &capture));
+        // The new run truncates both files.
+        std::fs::write(files.out(), "again\n").unwrap();
+        std::fs::write(files.err(), "").unwrap();
+        assert!(tail.look(&files, &capture));
+        assert_eq!(tail.offsets, [6, 0]);
+        let read = capture.read_delta();
+        assert_eq!(
+            read.matches("Slurm began the job again").count(),
+            1,
+            "{read}"
+        );
+        assert!(
+            read.contains("first run\n") && read.contains("again\n"),
+            "{read}"
+        );
+    }
+}

@@ -1,0 +1,373 @@
+//! The Slurm runner: jobs as batch jobs of the Slurm cluster this machine
+//! (a login node) submits to, through Slurm's own commands.
+//!
+//! - [`cli`]: `sbatch`, `squeue`, `scontrol`, `sacct` and `scancel`, and
+//!   their machine formats read.
+//! - `poll`: one `squeue` per interval for all of the runner's jobs.
+//! - `job`: one job's life: its batch script and submit, the tail of its
+//!   output files by byte offset, its exit record, its signals, its end.
+//!
+//! A job runs under a small relay (`relay.py`, run by the node's Python)
+//! that puts the command in a session of its own, passes the signals it is
+//! sent on to the command's group, and writes how the command ended to an
+//! exit record beside the output files: Slurm's own exit code can be wrong
+//! (`COMPLETED 0:0` after `exit 1`) or gone (past `MinJobAge` with no
+//! accounting), the record is the job's result. The output files and the
+//! record live in a directory the login node and the compute nodes share
+//! ([`SlurmConfig::dir`]): "Slurm does no movement of user files".
+
+pub mod cli;
+mod job;
+mod poll;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use self::cli::Cancel;
+use crate::capture::{OutputLimits, SharedCapture, SpillBudget};
+use crate::owner::Owner;
+use crate::producer::{
+    CommandProducer, CommandRequest, ControlError, JobControl, JobSignal, Preflight, Started,
+};
+use crate::producers::names::Names;
+use crate::registry::control::ListeningPort;
+use crate::registry::{JobHooks, JobRegistry, JobStart, Placement, StartError};
+use crate::sync::lock;
+
+/// The longest command a Slurm job takes, in bytes (it travels in its batch
+/// script, which slurmctld keeps; sites hold scripts to a few MiB).
+pub const MAX_COMMAND_BYTES: usize = 100_000;
+
+/// How a Slurm runner runs its jobs.
+#[derive(Debug, Clone)]
+pub struct SlurmConfig {
+    /// The partition (`None`: the cluster's default).
+    pub partition: Option<String>,
+    /// More `sbatch` arguments for every job (`--account`, `--qos`,
+    /// `--time`), as the operator gave them.
+    pub args: Vec<String>,
+    /// Where the jobs' output files and exit records are written: a
+    /// directory this machine and the compute nodes share.
+    pub dir: PathBuf,
+    /// What each job's capture keeps in memory and spills.
+    pub limits: OutputLimits,
+    /// All spill files of this runner's jobs together.
+    pub spill_total_bytes: u64,
+    /// Whether jobs still running when the host shuts down are left on the
+    /// cluster (`--runner-jobs outlive`) instead of cancelled.
+    pub outlive: bool,
+    /// Where the spill directory is made (`None`: the system's temporary
+    /// directory).
+    pub spill_parent: Option<PathBuf>,
+}
+
+/// Runs the start tool's commands as batch jobs of a Slurm cluster (see the
+/// module docs). Cheap to clone.
+#[derive(Clone)]
+pub struct SlurmRunner {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    partition: Option<String>,
+    registry: JobRegistry,
+    config: SlurmConfig,
+    /// Our job names' prefix: one per runner, so that two hosts sharing a
+    /// directory never take each other's files.
+    prefix: String,
+    spill_dir: tempfile::TempDir,
+    budget: Arc<SpillBudget>,
+    names: Names,
+    poller: poll::Poller,
+    next: AtomicU64,
+    live: Mutex<Vec<Weak<Remote>>>,
+}
+
+/// What the registry's hooks, the job's control and the runner's shutdown
+/// share with a job's task.
+struct Remote {
+    /// Asked to stop (a kill, the session's end, the host's shutdown).
+    stop: CancellationToken,
+    /// Let go of: its session or host ended and the runner lets jobs outlive
+    /// them, so it runs on unwatched.
+    let_go: CancellationToken,
+    /// Slurm's job id once it is submitted.
+    engine_id: std::sync::OnceLock<String>,
+    /// True once the job's task has ended.
+    finished: tokio::sync::watch::Sender<bool>,
+}
+
+impl Remote {
+    fn durable(&self) -> bool {
+        false
+    }
+}
+
+impl SlurmRunner {
+    /// A runner named `name` for the cluster this machine's `sbatch`
+    /// submits to. Contacts nothing: each start checks its job with
+    /// `sbatch --test-only` first.
+    ///
+    /// # Errors
+    ///
+    /// The output directory or the spill directory cannot be made.
+    pub fn new(
+        name: &str,
+        registry: JobRegistry,
+        config: SlurmConfig,
+        names: Names,
+    ) -> Result<SlurmRunner, String> {
+        std::fs::create_dir_all(&config.dir).map_err(|e| {
+            format!(
+                "runner {name}: cannot make the Slurm output directory {}: {e}",
+                config.dir.display()
+            )
+        })?;
+        let mut spill = tempfile::Builder::new();
+        spill.prefix("jobs-host-remote-");
+        let spill_dir = match &config.spill_parent {
+            Some(parent) => spill.tempdir_in(parent),
+            None => spill.tempdir(),
+        }
+        .map_err(|e| format!("runner {name}: cannot make a spill directory: {e}"))?;
+        Ok(SlurmRunner {
+            inner: Arc::new(Inner {
+                name: name.to_owned(),
+                partition: config.partition.clone(),
+                registry,
+                budget: SpillBudget::new(config.spill_total_bytes),
+                config,
+                prefix: format!("jobshost-{}", super::random_hex()),
+                spill_dir,
+                names,
+                poller: poll::Poller::new(),
+                next: AtomicU64::new(0),
+                live: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// The runner's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn start_unnamed(
+        &self,
+        owner: Option<Owner>,
+        request: CommandRequest,
+    ) -> Result<String, StartError> {
+        refuse_what_slurm_lacks(&self.inner.name, &request)?;
+        let inner = &self.inner;
+        let spec = JobStart {
+            kind: crate::bash::BASH_KIND.to_owned(),
+            label: request.command.clone(),
+            output_limit_bytes: None,
+            owner,
+            sandbox: None,
+        };
+        let (id_tx, id_rx) = tokio::sync::oneshot::channel();
+        let id = inner
+            .registry
+            .start(spec, || Ok(self.hooks(request, id_rx)))?;
+        let _ = id_tx.send(id.clone());
+        Ok(id)
+    }
+
+    fn hooks(
+        &self,
+        request: CommandRequest,
+        id: tokio::sync::oneshot::Receiver<String>,
+    ) -> JobHooks {
+        let inner = &self.inner;
+        let n = inner.next.fetch_add(1, Ordering::Relaxed);
+        let stem = inner.spill_dir.path().join(format!("remote-{n}"));
+        let capture = SharedCapture::new(&stem, inner.config.limits, Some(inner.budget.clone()));
+        let placement = Placement::new(format!("{}: submitting", inner.name));
+        let (finished, _) = tokio::sync::watch::channel(false);
+        let remote = Arc::new(Remote {
+            stop: CancellationToken::new(),
+            let_go: CancellationToken::new(),
+            engine_id: std::sync::OnceLock::new(),
+            finished,
+        });
+        {
+            let mut live = lock(&inner.live);
+            live.retain(|r| r.strong_count() > 0);
+            live.push(Arc::downgrade(&remote));
+        }
+        let life = job::life(job::Job {
+            runner: inner.clone(),
+            remote: remote.clone(),
+            capture: capture.clone(),
+            placement: placement.clone(),
+            request,
+            id,
+        });
+        let task = {
+            let remote = remote.clone();
+            let capture = capture.clone();
+            tokio::spawn(async move {
+                let outcome = life.await;
+                capture.close();
+                remote.finished.send_replace(true);
+                outcome
+            })
+        };
+        super::shared::job_hooks(
+            task,
+            remote.stop.clone(),
+            remote.let_go.clone(),
+            inner.config.outlive,
+            capture,
+            Arc::new(SlurmControl {
+                runner: inner.name.clone(),
+                remote,
+            }),
+            placement,
+        )
+    }
+}
+
+impl CommandProducer for SlurmRunner {
+    fn max_command_bytes(&self) -> usize {
+        MAX_COMMAND_BYTES
+    }
+
+    fn start(&self, owner: Option<Owner>, request: CommandRequest) -> Result<Started, StartError> {
+        let name = request.name.clone();
+        self.inner
+            .names
+            .start(&self.inner.registry, owner.as_ref(), name, || {
+                self.start_unnamed(owner.clone(), request)
+            })
+    }
+
+    /// The job as it would be submitted, checked by `sbatch --test-only`
+    /// (the partition, the account, the resources); no job is made when
+    /// Slurm refuses it.
+    fn preflight(&self, request: &CommandRequest) -> Option<Preflight<'_>> {
+        let inner = &self.inner;
+        let files = job::Files {
+            stem: inner.config.dir.join(format!("{}-check", inner.prefix)),
+        };
+        let (args, script) = job::batch(inner, "check", &files, request);
+        Some(Box::pin(async move {
+            cli::sbatch_test(&args, &script)
+                .await
+                .map_err(|e| StartError::Producer(format!("runner {}: {e}", inner.name)))
+        }))
+    }
+
+    /// Cancels every job still on the cluster (unless the runner lets them
+    /// outlive the host) and waits until each has ended, at most `grace`
+    /// and the time a cancel takes.
+    fn shutdown(
+        &self,
+        grace: Duration,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            let live: Vec<Arc<Remote>> = lock(&self.inner.live)
+                .iter()
+                .filter_map(Weak::upgrade)
+                .filter(|r| !*r.finished.borrow())
+                .collect();
+            if self.inner.config.outlive {
+                for remote in &live {
+                    if let Some(id) = remote.engine_id.get() {
+                        tracing::info!(runner = %self.inner.name, slurm_id = %id, "left running on the cluster");
+                    }
+                }
+                return;
+            }
+            for remote in &live {
+                remote.stop.cancel();
+            }
+            let confirmed = async {
+                for remote in &live {
+                    let mut finished = remote.finished.subscribe();
+                    let _ = finished.wait_for(|done| *done).await;
+                }
+            };
+            let _ = tokio::time::timeout(grace + Duration::from_secs(10), confirmed).await;
+        })
+    }
+}
+
+/// What a Slurm batch job cannot have, refused in words before anything
+/// runs: what no engine job has, a NUL in its command, and resources
+/// other than Slurm's own three.
+fn refuse_what_slurm_lacks(runner: &str, request: &CommandRequest) -> Result<(), StartError> {
+    super::shared::refuse_what_engines_lack(runner, request, MAX_COMMAND_BYTES)?;
+    if request.command.contains('\0') {
+        return Err(StartError::Producer(
+            "invalid command: a NUL byte cannot reach a batch script".to_owned(),
+        ));
+    }
+    if let Some(resources) = &request.resources
+        && !resources.custom.is_empty()
+    {
+        return Err(StartError::Producer(format!(
+            "invalid resources: runner \"{runner}\" takes cpus, gpus and memory_bytes; ask for other resources with --slurm-arg (for example --slurm-arg=--gres=NAME:N)"
+        )));
+    }
+    Ok(())
+}
+
+/// What a Slurm job offers the extensions: its signals and its stop.
+struct SlurmControl {
+    runner: String,
+    remote: Arc<Remote>,
+}
+
+impl JobControl for SlurmControl {
+    fn write_input(&self, _data: &[u8], _close: bool) -> Result<u64, ControlError> {
+        Err(ControlError::NoInput)
+    }
+
+    /// Sends `signal` with `scancel` and answers what it says: the signals a process can catch go to the batch shell, whose
+    /// relay passes them on to the command's group once; SIGKILL, SIGSTOP
+    /// and SIGCONT go to every process of the job.
+    fn signal(&self, signal: JobSignal) -> Result<(), ControlError> {
+        if *self.remote.finished.borrow() {
+            return Err(ControlError::Failed(
+                "the job has already finished".to_owned(),
+            ));
+        }
+        if self.remote.engine_id.get().is_none() {
+            return Err(ControlError::Failed(format!(
+                "the job is not on runner \"{}\" yet; try again once job_list shows its Slurm job id",
+                self.runner
+            )));
+        }
+        let how = match signal {
+            JobSignal::Term => Cancel::Batch("TERM"),
+            JobSignal::Int => Cancel::Batch("INT"),
+            JobSignal::Hup => Cancel::Batch("HUP"),
+            JobSignal::Kill => Cancel::Full("KILL"),
+            JobSignal::Stop => Cancel::Full("STOP"),
+            JobSignal::Cont => Cancel::Full("CONT"),
+        };
+        let id = self.remote.engine_id.get().cloned().unwrap_or_default();
+        // scancel answers in milliseconds; its time limit bounds the rest.
+        cli::scancel_now(&id, how)
+            .map_err(|e| ControlError::Failed(format!("runner {}: {e}", self.runner)))
+    }
+
+    fn ports(&self) -> Vec<ListeningPort> {
+        Vec::new()
+    }
+
+    fn durable(&self) -> bool {
+        self.remote.durable()
+    }
+
+    fn remote(&self) -> Option<(String, Option<String>)> {
+        Some((self.runner.clone(), self.remote.engine_id.get().cloned()))
+    }
+}
