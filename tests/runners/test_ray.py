@@ -121,11 +121,23 @@ class Semantics(unittest.IsolatedAsyncioTestCase):
         result = await conn.call("job_output", {"job_id": job, **more})
         self.assertFalse(result.is_error, result)
         # A notice for this job may come first, in its own block.
-        return without_placement(texts(result)[-1])
+        return self.unplaced(texts(result)[-1])
+
+    def flags(self) -> list[str]:
+        """The server's flags: the runner's, and the extensions the tests use."""
+        return flags()
+
+    def connect(self, *more: str) -> Any:
+        """A fresh server with the runner's flags and `more`."""
+        return connect(*self.flags(), *more)
+
+    def unplaced(self, text: str) -> str:
+        """A read without its placement line."""
+        return without_placement(text)
 
     async def test_read_once_then_nothing_new(self) -> None:
         with anyio.fail_after(TEST_BOUND_S):
-            async with connect(*flags()) as conn:
+            async with self.connect() as conn:
                 job = await self.start(conn, "printf 'one\\ntwo\\n'")
                 announced = await conn.notices.wait_for(job)
                 self.assertEqual(announced.data["text"], notice(job, "printf 'one\\ntwo\\n'"))
@@ -137,7 +149,7 @@ class Semantics(unittest.IsolatedAsyncioTestCase):
 
     async def test_incremental_reads_and_a_wait(self) -> None:
         with anyio.fail_after(TEST_BOUND_S):
-            async with connect(*flags()) as conn:
+            async with self.connect() as conn:
                 gate = self.gate()
                 job = await self.start(conn, f"echo first; read line < {gate}; echo second; exit 7")
                 first = await self.read(conn, job, until="^first$", timeout_ms=BOUND_S * 1000)
@@ -150,7 +162,7 @@ class Semantics(unittest.IsolatedAsyncioTestCase):
 
     async def test_kill_and_list(self) -> None:
         with anyio.fail_after(TEST_BOUND_S):
-            async with connect(*flags()) as conn:
+            async with self.connect() as conn:
                 job = await self.start(conn, "echo up; sleep 600")
                 up = await self.read(conn, job, until="^up$", timeout_ms=BOUND_S * 1000)
                 self.assertEqual(up, "[wait ended: stdout line 1 matched]\n1:up\nup\n[status: running]")
@@ -166,7 +178,7 @@ class Semantics(unittest.IsolatedAsyncioTestCase):
 
     async def test_output_limit_stops_the_job(self) -> None:
         with anyio.fail_after(TEST_BOUND_S):
-            async with connect(*flags()) as conn:
+            async with self.connect() as conn:
                 job = await self.start(conn, "while :; do echo yyyyyyyyy; done", max_output_bytes=1000)
                 await conn.notices.wait_for(job)
                 end = await self.read(conn, job)
@@ -181,14 +193,14 @@ class Semantics(unittest.IsolatedAsyncioTestCase):
 
     async def test_a_time_limit_stops_the_job(self) -> None:
         with anyio.fail_after(TEST_BOUND_S):
-            async with connect(*flags()) as conn:
+            async with self.connect() as conn:
                 job = await self.start(conn, "sleep 600", timeout_ms=3000)
                 announced = await conn.notices.wait_for(job)
                 self.assertIn("[status: killed, time limit reached (3000 ms)", announced.data["text"])
 
     async def test_a_big_output_is_capped_as_any(self) -> None:
         with anyio.fail_after(TEST_BOUND_S):
-            async with connect(*flags()) as conn:
+            async with self.connect() as conn:
                 job = await self.start(conn, "seq 1 100000")
                 await conn.notices.wait_for(job)
                 end = await self.read(conn, job)

@@ -1,0 +1,189 @@
+"""Jobs on a real single-node Slurm cluster through `jobs-host mcp --runner slurm` and the MCP
+Python SDK.
+
+`tests/runners/run` sets the cluster up (`tests/runners/slurm-cluster`) and sets SLURM_CONF
+to its configuration; JOBS_HOST_SLURM_DIR is the directory the jobs' files go to. The node
+is this machine, so a job there can be held behind a FIFO gate here.
+
+- `SlurmSemantics`: the shared suite of `test_ray.py` over the Slurm runner.
+- `SlurmOnly`: separate stdout and stderr; `exit 3` reads `exit code: 3` with no `sacct`;
+  `scancel` from outside reads `failed`; a signal reaches the batch shell; a job pending on
+  a partition that cannot run it says why and can be killed; the exit record beats the
+  scheduler's row; a requeue that truncates the output file is said once; what Slurm
+  refuses makes no job.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import unittest
+from typing import Any
+
+import anyio
+from test_ray import GRACE_MS, Semantics, texts  # first: it puts the clients' helpers on the path
+
+from test_clients import BOUND_S, TEST_BOUND_S, connect  # noqa: E402
+
+SLURM_CONF = os.environ.get("SLURM_CONF", "")
+SLURM_DIR = os.environ.get("JOBS_HOST_SLURM_DIR", "")
+SKIP = "SLURM_CONF and JOBS_HOST_SLURM_DIR are not set (tests/runners/run sets a Slurm cluster up)"
+PLACEMENT = re.compile(r"^\[slurm: job \d+[^\]\n]*\]$", re.M)
+
+
+def slurm(*args: str) -> str:
+    """A Slurm command's stdout, on the test's cluster."""
+    done = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "SLURM_CONF": SLURM_CONF}, check=True)
+    return done.stdout
+
+
+def slurm_id(read: str) -> str:
+    found = re.search(r"\[slurm: job (\d+)", read)
+    assert found, read
+    return found.group(1)
+
+
+@unittest.skipIf(not SLURM_CONF or not SLURM_DIR, SKIP)
+class SlurmSemantics(Semantics):
+    __unittest_skip__ = not SLURM_CONF or not SLURM_DIR
+    where = {"runner": "slurm"}
+    partition = ""
+
+    def flags(self) -> list[str]:
+        runner = f"slurm:{self.partition}" if self.partition else "slurm"
+        return [
+            "--runner",
+            runner,
+            "--slurm-dir",
+            SLURM_DIR,
+            "--extensions",
+            "ready,limits,input",
+            "--kill-grace-ms",
+            str(GRACE_MS),
+        ]
+
+    def connect(self, *more: str) -> Any:
+        return connect(*self.flags(), *more, env={"SLURM_CONF": SLURM_CONF})
+
+    def unplaced(self, text: str) -> str:
+        return PLACEMENT.sub("", text).replace("\n\n[status", "\n[status")
+
+
+@unittest.skipIf(not SLURM_CONF or not SLURM_DIR, SKIP)
+class SlurmOnly(SlurmSemantics):
+    __unittest_skip__ = not SLURM_CONF or not SLURM_DIR
+
+    # The shared tests are not run twice.
+    test_read_once_then_nothing_new = None  # type: ignore[assignment]
+    test_incremental_reads_and_a_wait = None  # type: ignore[assignment]
+    test_kill_and_list = None  # type: ignore[assignment]
+    test_output_limit_stops_the_job = None  # type: ignore[assignment]
+    test_a_time_limit_stops_the_job = None  # type: ignore[assignment]
+    test_a_big_output_is_capped_as_any = None  # type: ignore[assignment]
+
+    async def up(self, conn: Any, job: str) -> str:
+        """Waits for the job's `up` line; answers the read, placement and all."""
+        result = await conn.call("job_output", {"job_id": job, "until": "^up$", "timeout_ms": BOUND_S * 1000})
+        return texts(result)[-1]
+
+    async def test_stderr_is_its_own_and_exit_3_needs_no_accounting(self) -> None:
+        with anyio.fail_after(TEST_BOUND_S):
+            async with self.connect() as conn:
+                job = await self.start(conn, "echo out; echo err >&2; exit 3")
+                await conn.notices.wait_for(job)
+                self.assertEqual(await self.read(conn, job), "out\n[stderr]\nerr\n[status: completed, exit code: 3]")
+                # This cluster keeps no accounting: the exit record gave the code.
+                done = subprocess.run(["sacct", "-n"], capture_output=True, text=True, env={**os.environ, "SLURM_CONF": SLURM_CONF})
+                self.assertIn("accounting storage is disabled", done.stderr)
+
+    async def test_a_cancel_from_outside_is_failed_not_killed(self) -> None:
+        with anyio.fail_after(TEST_BOUND_S):
+            async with self.connect() as conn:
+                job = await self.start(conn, "echo up; sleep 600")
+                number = slurm_id(await self.up(conn, job))
+                slurm("scancel", number)
+                announced = await conn.notices.wait_for(job)
+                self.assertIn(
+                    f"[status: failed, stopped outside jobs-host: runner slurm reports job {number} CANCELLED]",
+                    announced.data["text"],
+                )
+
+    async def test_a_signal_reaches_the_batch_shells_command(self) -> None:
+        with anyio.fail_after(TEST_BOUND_S):
+            async with self.connect() as conn:
+                job = await self.start(conn, "trap 'echo got-hup; exit 9' HUP; echo up; while :; do sleep 0.1; done")
+                await self.up(conn, job)
+                sent = await conn.call("job_signal", {"job_id": job, "signal": "HUP"})
+                self.assertFalse(sent.is_error, sent)
+                end = await self.read(conn, job, wait=True, timeout_ms=BOUND_S * 1000)
+                # The whole group got it: bash says its `sleep` died of it.
+                self.assertTrue(end.startswith("got-hup\n"), end)
+                self.assertTrue(end.endswith("\n[status: completed, exit code: 9]"), end)
+
+    async def test_a_job_on_a_partition_that_cannot_run_it_says_why_and_can_be_killed(self) -> None:
+        self.partition = "nowhere"
+        with anyio.fail_after(TEST_BOUND_S):
+            async with self.connect() as conn:
+                job = await self.start(conn, "echo never")
+                waited = await self.read(conn, job, wait=True, timeout_ms=3000)
+                self.assertEqual(waited, "(no new output)\n[status: running]")
+                rows = texts(await conn.call("job_list", {}))[-1]
+                self.assertRegex(rows, rf"{job} \[bash\] running \u2014 echo never \[slurm: job \d+ pending: PartitionDown\]")
+                await conn.call("job_kill", {"job_id": job})
+                end = await self.read(conn, job, wait=True, timeout_ms=BOUND_S * 1000)
+                self.assertEqual(end, "(no new output)\n[status: killed]")
+
+    async def test_the_exit_record_beats_the_schedulers_row(self) -> None:
+        with anyio.fail_after(TEST_BOUND_S):
+            async with self.connect() as conn:
+                # The command writes the record as the relay would, then kills the relay:
+                # Slurm's row says the batch shell died by SIGKILL, the record says exit 4.
+                command = (
+                    f"r=$(ls {SLURM_DIR}/*-bash-1.err); r=${{r%.err}}.exit; "
+                    'printf "exit 4\\n" > "$r.tmp" && mv "$r.tmp" "$r"; echo up; kill -9 $PPID; sleep 1'
+                )
+                job = await self.start(conn, command)
+                await conn.notices.wait_for(job)
+                end = await self.read(conn, job)
+                self.assertTrue(end.startswith("up\n"), end)
+                self.assertTrue(end.endswith("[status: completed, exit code: 4]"), end)
+
+    async def test_a_requeue_that_truncates_the_output_is_said_once(self) -> None:
+        with anyio.fail_after(TEST_BOUND_S):
+            async with self.connect() as conn:
+                command = (
+                    'if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then echo first-run-line-longer-than-the-next; '
+                    "echo up; sleep 600; fi; echo again"
+                )
+                job = await self.start(conn, command)
+                number = slurm_id(await self.up(conn, job))
+                slurm("scontrol", "requeue", number)
+                # A requeued job waits two minutes to begin again unless told.
+                while "PENDING" not in slurm("squeue", "-h", "-j", number, "-o", "%T"):
+                    await anyio.sleep(0.2)
+                for _ in range(50):
+                    done = subprocess.run(
+                        ["scontrol", "update", f"JobId={number}", "StartTime=now"],
+                        capture_output=True,
+                        env={**os.environ, "SLURM_CONF": SLURM_CONF},
+                    )
+                    if done.returncode == 0:
+                        break
+                    await anyio.sleep(0.2)
+                await conn.notices.wait_for(job)
+                end = await self.read(conn, job)
+                self.assertEqual(end.count("Slurm began the job again"), 1, end)
+                self.assertTrue(end.startswith("again\n[stderr]\n"), end)
+                self.assertTrue(end.endswith("[status: completed, exit code: 0]"), end)
+
+    async def test_what_slurm_refuses_makes_no_job(self) -> None:
+        with anyio.fail_after(TEST_BOUND_S):
+            async with self.connect() as conn:
+                result = await conn.call("bash", {"command": "true", "runner": "slurm", "resources": {"cpus": 64}})
+                self.assertTrue(result.is_error, result)
+                self.assertIn("runner slurm: sbatch failed: ", result.content[0].text)
+                for extra in ({"stdin": True}, {"memory_bytes": 1 << 30}):
+                    refused = await conn.call("bash", {"command": "true", "runner": "slurm", **extra})
+                    self.assertTrue(refused.is_error, (extra, refused))
+                self.assertEqual(texts(await conn.call("job_list", {}))[-1], "(no background jobs)")
