@@ -2,9 +2,11 @@
 //! of them per interval, never one call per job: a hundred jobs cost the
 //! scheduler what one does.
 //!
-//! The interval is [`FIRST`] after a change (a job watched or let go, a
-//! state that changed, a job that asks soon) and doubles while nothing
-//! changes, up to [`MOST`]. Most ends are found sooner than that by the
+//! The interval is [`FIRST`] after a change (a job watched, a state that
+//! changed, a job that asks soon) and doubles while nothing changes, up to
+//! [`MOST`]. A change shortens the wait to at most [`FIRST`] after the last
+//! `squeue`, never to none: a burst of a hundred starts or stops costs one
+//! call, not a hundred. Most ends are found sooner than that by the
 //! job's exit record (see `job`); the poll finds the rest: a job cancelled
 //! before it ran, a node that died, a job the scheduler forgot.
 
@@ -12,7 +14,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use tokio::sync::{Notify, watch};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::watch;
 
 use super::cli::{self, Listed};
 use crate::sync::lock;
@@ -45,8 +49,8 @@ pub(super) struct Poller {
 
 struct Shared {
     jobs: Mutex<HashMap<String, watch::Sender<Seen>>>,
-    /// Wakes the task for an answer soon.
-    soon: Notify,
+    /// Set for an answer within [`FIRST`] of the last one.
+    soon: AtomicBool,
     started: std::sync::OnceLock<()>,
 }
 
@@ -67,10 +71,10 @@ impl Drop for Watched {
 }
 
 impl Watched {
-    /// Asks the poller for an answer soon (a stop under way).
+    /// Asks the poller for an answer within [`FIRST`] (a stop under way).
     pub(super) fn soon(&self) {
         if let Some(shared) = self.shared.upgrade() {
-            shared.soon.notify_one();
+            shared.soon.store(true, Ordering::Relaxed);
         }
     }
 }
@@ -80,7 +84,7 @@ impl Poller {
         Poller {
             shared: Arc::new(Shared {
                 jobs: Mutex::new(HashMap::new()),
-                soon: Notify::new(),
+                soon: AtomicBool::new(false),
                 started: std::sync::OnceLock::new(),
             }),
         }
@@ -94,7 +98,7 @@ impl Poller {
         self.shared.started.get_or_init(|| {
             tokio::spawn(poll(Arc::downgrade(&self.shared)));
         });
-        self.shared.soon.notify_one();
+        self.shared.soon.store(true, Ordering::Relaxed);
         Watched {
             id: id.to_owned(),
             shared: Arc::downgrade(&self.shared),
@@ -136,9 +140,20 @@ async fn poll(shared: Weak<Shared>) {
         } else {
             (interval * 2).min(MOST)
         };
-        tokio::select! {
-            () = tokio::time::sleep(interval) => {}
-            () = strong.soon.notified() => interval = FIRST,
+        drop(strong);
+        let since = tokio::time::Instant::now();
+        loop {
+            tokio::time::sleep(FIRST).await;
+            let Some(strong) = shared.upgrade() else {
+                return;
+            };
+            if strong.soon.swap(false, Ordering::Relaxed) {
+                interval = FIRST;
+                break;
+            }
+            if since.elapsed() >= interval {
+                break;
+            }
         }
     }
 }
