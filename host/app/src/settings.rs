@@ -300,7 +300,7 @@ impl Settings {
     ///
     /// # Errors
     ///
-    /// A runner that is not NAME=http://HOST:PORT or slurm[:PARTITION], or a
+    /// A runner that is not `NAME=http://HOST:PORT` or `slurm[:PARTITION]`, or a
     /// name given twice.
     pub fn runner_specs(&self) -> Result<Vec<host::runners::RunnerSpec>, SettingsError> {
         let mut specs: Vec<host::runners::RunnerSpec> = Vec::new();

@@ -32,7 +32,7 @@ pub enum SlurmError {
         /// Its first line of stderr, or its status.
         words: String,
     },
-    /// The command took longer than [`COMMAND_TIME`].
+    /// The command took longer than its time limit (30 s).
     #[error("{command} gave no answer within {} s", COMMAND_TIME.as_secs())]
     Timeout {
         /// The command.
