@@ -227,6 +227,9 @@ pub struct Record {
     /// `ExitCode N:M`: the batch script's status and the signal that ended
     /// it, where the record has one.
     pub exit: Option<(i32, i32)>,
+    /// How many times the job was begun again (`Restarts=N`: a requeue),
+    /// where the record says.
+    pub restarts: Option<u32>,
 }
 
 /// The job's record while slurmctld keeps it (`MinJobAge` after its end);
@@ -259,6 +262,7 @@ fn scontrol_record(stdout: &str) -> Option<Record> {
     let mut state = None;
     let mut reason = String::new();
     let mut exit = None;
+    let mut restarts = None;
     for word in line.split_whitespace() {
         let Some((key, value)) = word.split_once('=') else {
             continue;
@@ -267,6 +271,7 @@ fn scontrol_record(stdout: &str) -> Option<Record> {
             "JobState" => state = Some(first_word(value)),
             "Reason" => value.clone_into(&mut reason),
             "ExitCode" => exit = exit_code(value),
+            "Restarts" => restarts = value.parse().ok(),
             _ => {}
         }
     }
@@ -274,6 +279,7 @@ fn scontrol_record(stdout: &str) -> Option<Record> {
         state: state?,
         reason,
         exit,
+        restarts,
     })
 }
 
@@ -320,6 +326,7 @@ fn sacct_record(stdout: &str, id: &str) -> Option<Record> {
             state: first_word(state),
             reason: String::new(),
             exit: exit_code(exit),
+            restarts: None,
         })
     })
 }
@@ -446,13 +453,14 @@ mod tests {
 
     #[test]
     fn scontrol_exit_code_is_not_the_derived_one() {
-        let line = "JobId=1 JobName=wrap JobState=FAILED Reason=NonZeroExitCode Dependency=(null) DerivedExitCode=0:0 ExitCode=3:0 RunTime=00:00:01\n";
+        let line = "JobId=1 JobName=wrap JobState=FAILED Reason=NonZeroExitCode Dependency=(null) Restarts=1 DerivedExitCode=0:0 ExitCode=3:0 RunTime=00:00:01\n";
         assert_eq!(
             scontrol_record(line),
             Some(Record {
                 state: "FAILED".into(),
                 reason: "NonZeroExitCode".into(),
-                exit: Some((3, 0))
+                exit: Some((3, 0)),
+                restarts: Some(1)
             })
         );
         let cancelled =
@@ -469,7 +477,8 @@ mod tests {
             Some(Record {
                 state: "COMPLETED".into(),
                 reason: String::new(),
-                exit: Some((0, 0))
+                exit: Some((0, 0)),
+                restarts: None
             })
         );
         assert_eq!(sacct_record(rows, "8"), None);

@@ -37,6 +37,9 @@ const READ_BLOCK: usize = 1 << 20;
 /// ended the job.
 const CONFIRM_EVERY: Duration = Duration::from_millis(250);
 const CONFIRM_MOST: Duration = Duration::from_secs(5);
+/// How long Slurm may take to finish ending a job once it says
+/// `COMPLETING` (its `KillWait`, its epilog).
+const COMPLETING_MOST: Duration = Duration::from_secs(120);
 
 /// How often a stop the scheduler has not carried out is sent again, and
 /// when it is given up on.
@@ -235,15 +238,40 @@ pub(super) enum Exit {
     Signal(i32),
 }
 
-/// Reads an exit record: `exit N` or `signal N`.
-pub(super) fn read_exit(path: &Path) -> Option<Exit> {
+/// An exit record as the relay writes it: how the command ended, and in
+/// which run of the job (Slurm's restart count: a requeue runs it again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Stamped {
+    pub exit: Exit,
+    pub run: u32,
+}
+
+/// Reads an exit record: `exit N run R` or `signal N run R`.
+pub(super) fn read_exit(path: &Path) -> Option<Stamped> {
     let text = std::fs::read_to_string(path).ok()?;
-    let (kind, number) = text.trim().split_once(' ')?;
-    let number: i32 = number.trim().parse().ok()?;
-    match kind {
-        "exit" => Some(Exit::Code(number)),
-        "signal" => Some(Exit::Signal(number)),
-        _ => None,
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let [kind, number, "run", run] = words[..] else {
+        return None;
+    };
+    let number: i32 = number.parse().ok()?;
+    let exit = match kind {
+        "exit" => Exit::Code(number),
+        "signal" => Exit::Signal(number),
+        _ => return None,
+    };
+    Some(Stamped {
+        exit,
+        run: run.parse().ok()?,
+    })
+}
+
+/// The record's exit when it is the run the scheduler's record speaks of
+/// (a record left by a run before a requeue is not this run's end).
+fn this_runs(record: Option<Stamped>, slurm: Option<&Record>) -> Option<Exit> {
+    let record = record?;
+    match slurm.and_then(|r| r.restarts) {
+        Some(restarts) if restarts != record.run => None,
+        _ => Some(record.exit),
     }
 }
 
@@ -492,10 +520,12 @@ pub(super) async fn follow(job: Followed) -> JobOutcome {
                         state: listed.state,
                         reason: listed.reason,
                         exit: None,
+                        restarts: None,
                     }),
                 };
+                // Read again: the run that just ended wrote it last.
                 break End {
-                    record: record.or_else(|| read_exit(&files.exit())),
+                    record: this_runs(read_exit(&files.exit()), slurm.as_ref()),
                     slurm,
                     ..End::default()
                 };
@@ -511,7 +541,7 @@ pub(super) async fn follow(job: Followed) -> JobOutcome {
             Seen::Listed(_) if record.is_some() => {
                 // The command ended; the scheduler is ending the job, or
                 // queueing it again (a requeue: the record is the old run's).
-                if let Some(end) = confirm(&slurm_id, record).await {
+                if let Some(end) = confirm(&slurm_id, &files).await {
                     break end;
                 }
             }
@@ -524,13 +554,13 @@ pub(super) async fn follow(job: Followed) -> JobOutcome {
             }
             Seen::Absent => {
                 placement.set(format!("{name}: job {slurm_id}"));
-                break forgotten(&slurm_id, record).await;
+                break forgotten(&slurm_id, &files).await;
             }
             Seen::Unreachable(e) => {
                 let since = *unreachable_since.get_or_insert_with(Instant::now);
                 if record.is_some() && since.elapsed() >= CONFIRM_MOST {
                     break End {
-                        record,
+                        record: record.map(|r| r.exit),
                         ..End::default()
                     };
                 }
@@ -575,41 +605,52 @@ pub(super) async fn follow(job: Followed) -> JobOutcome {
 }
 
 /// The exit record is there while the scheduler still runs the job: asks
-/// it, job by job, until it says how the job ended, at most
-/// [`CONFIRM_MOST`]; then the record alone is the end. `None`: the job
-/// waits to run again (a requeue), and the record was the old run's.
-async fn confirm(slurm_id: &str, record: Option<Exit>) -> Option<End> {
+/// it, job by job, until it says how the job ended. It may take
+/// [`CONFIRM_MOST`] to leave `RUNNING` (the batch script's last steps) and
+/// [`COMPLETING_MOST`] to finish `COMPLETING` (its processes killed, its
+/// epilog); past that, or when it no longer knows the job, the record
+/// alone is the end. `None`: the job waits to run again (a requeue), and
+/// the record was the old run's.
+async fn confirm(slurm_id: &str, files: &Files) -> Option<End> {
     let since = Instant::now();
-    while since.elapsed() < CONFIRM_MOST {
-        match cli::scontrol_job(slurm_id).await {
+    loop {
+        let found = cli::scontrol_job(slurm_id).await;
+        // Read after the scheduler's answer: never older than it.
+        let record = read_exit(&files.exit());
+        let most = match &found {
             Ok(Some(found)) if ENDED.contains(&found.state.as_str()) => {
                 return Some(End {
-                    record,
-                    slurm: Some(found),
+                    record: this_runs(record, Some(found)),
+                    slurm: Some(found.clone()),
                     ..End::default()
                 });
             }
             Ok(Some(found)) if WAITING.contains(&found.state.as_str()) => return None,
-            Ok(None) => break,
-            _ => {}
+            // A run begun again since the record was written.
+            Ok(Some(found)) if this_runs(record, Some(found)).is_none() => return None,
+            Ok(Some(found)) if found.state == "COMPLETING" => COMPLETING_MOST,
+            Ok(None) => Duration::ZERO,
+            _ => CONFIRM_MOST,
+        };
+        if since.elapsed() >= most {
+            return Some(End {
+                record: record.map(|r| r.exit),
+                ..End::default()
+            });
         }
         tokio::time::sleep(CONFIRM_EVERY).await;
     }
-    Some(End {
-        record,
-        ..End::default()
-    })
 }
 
 /// The poll no longer lists the job: its record, where slurmctld or the
 /// accounting keep one, and the exit record decide.
-async fn forgotten(slurm_id: &str, record: Option<Exit>) -> End {
+async fn forgotten(slurm_id: &str, files: &Files) -> End {
     let slurm = match cli::scontrol_job(slurm_id).await {
         Ok(Some(found)) => Some(found),
         _ => cli::sacct_job(slurm_id).await.ok().flatten(),
     };
     End {
-        record,
+        record: this_runs(read_exit(&files.exit()), slurm.as_ref()),
         slurm,
         ..End::default()
     }
@@ -719,6 +760,7 @@ mod tests {
             state: state.to_owned(),
             reason: String::new(),
             exit,
+            restarts: None,
         })
     }
 
@@ -809,12 +851,40 @@ mod tests {
     fn an_exit_record_reads_back() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j.exit");
-        std::fs::write(&path, "exit 3\n").unwrap();
-        assert_eq!(read_exit(&path), Some(Exit::Code(3)));
-        std::fs::write(&path, "signal 15\n").unwrap();
-        assert_eq!(read_exit(&path), Some(Exit::Signal(15)));
-        std::fs::write(&path, "garbage").unwrap();
-        assert_eq!(read_exit(&path), None);
+        std::fs::write(&path, "exit 3 run 0\n").unwrap();
+        let record = read_exit(&path);
+        assert_eq!(
+            record,
+            Some(Stamped {
+                exit: Exit::Code(3),
+                run: 0
+            })
+        );
+        std::fs::write(&path, "signal 15 run 2\n").unwrap();
+        assert_eq!(
+            read_exit(&path).map(|r| (r.exit, r.run)),
+            Some((Exit::Signal(15), 2))
+        );
+        for garbage in ["garbage", "exit 3", "exit x run 0", "exit 3 run"] {
+            std::fs::write(&path, garbage).unwrap();
+            assert_eq!(read_exit(&path), None, "{garbage}");
+        }
+        // The record of the run before a requeue is not the end of the next.
+        let ended = slurm("COMPLETED", Some((0, 0))).map(|r| Record {
+            restarts: Some(1),
+            ..r
+        });
+        assert_eq!(this_runs(record, ended.as_ref()), None);
+        assert_eq!(
+            this_runs(
+                Some(Stamped {
+                    exit: Exit::Code(3),
+                    run: 1
+                }),
+                ended.as_ref()
+            ),
+            Some(Exit::Code(3))
+        );
     }
 
     #[test]

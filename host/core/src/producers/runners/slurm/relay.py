@@ -6,7 +6,8 @@
 # - passes TERM, INT, HUP, USR1, USR2 and QUIT it receives on to the whole
 #   process group once (a signal sent to the batch shell alone reaches the
 #   command's children too);
-# - writes how the command ended, `exit N` or `signal N`, to the exit record
+# - writes how the command ended, `exit N run R` or `signal N run R` (R:
+#   Slurm's restart count, which a requeue raises), to the exit record
 #   atomically (a temporary file renamed over it): Slurm's own exit code can
 #   be wrong or gone, this record is the job's result;
 # - ends the way the command ended.
@@ -60,7 +61,7 @@ else:
     ended = ("exit", os.WEXITSTATUS(status))
 temporary = f"{record}.{os.getpid()}.tmp"
 with open(temporary, "w") as file:
-    file.write(f"{ended[0]} {ended[1]}\n")
+    file.write(f"{ended[0]} {ended[1]} run {os.environ.get('SLURM_RESTART_COUNT') or 0}\n")
     file.flush()
     os.fsync(file.fileno())
 os.rename(temporary, record)
