@@ -6,6 +6,9 @@ to its configuration; JOBS_HOST_SLURM_DIR is the directory the jobs' files go to
 is this machine, so a job there can be held behind a FIFO gate here.
 
 - `SlurmSemantics`: the shared suite of `test_ray.py` over the Slurm runner.
+- `SlurmDurable`: Slurm jobs of a durable session: a daemon killed while a job runs and
+  writes, the next client taking it on with every byte once; an end seen before the kill;
+  `ps`, `logs -f`, `kill` and `wait`.
 - `SlurmOnly`: separate stdout and stderr; `exit 3` reads `exit code: 3` with no `sacct`;
   `scancel` from outside reads `failed`; a signal reaches the batch shell; a job pending on
   a partition that cannot run it says why and can be killed; the exit record beats the
@@ -15,16 +18,20 @@ is this machine, so a job there can be held behind a FIFO gate here.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
+import tempfile
+import time
 import unittest
+from pathlib import Path
 from typing import Any
 
 import anyio
 from test_ray import GRACE_MS, Semantics, texts  # first: it puts the clients' helpers on the path
 
-from test_clients import BOUND_S, TEST_BOUND_S, connect  # noqa: E402
+from test_clients import BOUND_S, TEST_BOUND_S, connect, notice, open_gate  # noqa: E402
 
 SLURM_CONF = os.environ.get("SLURM_CONF", "")
 SLURM_DIR = os.environ.get("JOBS_HOST_SLURM_DIR", "")
@@ -177,3 +184,144 @@ class SlurmOnly(SlurmSemantics):
                     refused = await conn.call("bash", {"command": "true", "runner": "slurm", **extra})
                     self.assertTrue(refused.is_error, (extra, refused))
                 self.assertEqual(texts(await conn.call("job_list", {}))[-1], "(no background jobs)")
+
+
+@unittest.skipIf(not SLURM_CONF or not SLURM_DIR, SKIP)
+class SlurmDurable(unittest.IsolatedAsyncioTestCase):
+    """Slurm jobs of a durable session (`mcp --session`): a daemon killed while they run,
+    the next client taking them on, and the person's view (`ps`, `logs`, `kill`, `wait`)."""
+
+    async def asyncSetUp(self) -> None:
+        asyncio.get_running_loop().slow_callback_duration = 10.0
+        self.tmp = tempfile.TemporaryDirectory()
+        os.chmod(self.tmp.name, 0o700)
+        self.env = {
+            "XDG_RUNTIME_DIR": self.tmp.name,
+            "XDG_STATE_HOME": os.path.join(self.tmp.name, "state"),
+            "SLURM_CONF": SLURM_CONF,
+        }
+        self.ids: list[str] = []
+
+    async def asyncTearDown(self) -> None:
+        self.cli("daemon", "--stop")
+        for number in self.ids:
+            subprocess.run(["scancel", number], capture_output=True, env={**os.environ, "SLURM_CONF": SLURM_CONF})
+        self.tmp.cleanup()
+
+    def session(self, key: str = "k") -> Any:
+        flags = ["--runner", "slurm", "--slurm-dir", SLURM_DIR, "--extensions", "ready,limits,input"]
+        return connect(*flags, "--session", key, env=self.env)
+
+    def cli(self, *args: str) -> Any:
+        return subprocess.run(
+            [os.environ["JOBS_HOST_BIN"], *args], env={**os.environ, **self.env}, capture_output=True, text=True, timeout=BOUND_S
+        )
+
+    def kill_daemon(self) -> None:
+        pid = int(Path(self.tmp.name, "jobs-host", "daemon.lock").read_text().strip())
+        os.kill(pid, 9)
+        deadline = time.monotonic() + BOUND_S
+        while os.path.exists(f"/proc/{pid}") and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]:
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.01)
+
+    async def start(self, conn: Any, command: str) -> tuple[str, str]:
+        result = await conn.call("bash", {"command": command, "runner": "slurm"})
+        self.assertFalse(result.is_error, result)
+        job = texts(result)[0].removeprefix("started background job ")
+        rows = texts(await conn.call("job_list", {}))[-1]
+        number = slurm_id(next(row for row in rows.splitlines() if row.startswith(f"{job} ")))
+        self.ids.append(number)
+        return job, number
+
+    def unplaced(self, text: str) -> str:
+        return PLACEMENT.sub("", text).replace("\n\n[status", "\n[status")
+
+    async def test_a_daemon_killed_mid_job_loses_and_repeats_nothing(self) -> None:
+        with anyio.fail_after(TEST_BOUND_S):
+            gate = os.path.join(self.tmp.name, "gate")
+            os.mkfifo(gate)
+            command = (
+                f"for i in $(seq 1 30); do echo line-$i; echo err-$i >&2; done; read g < {gate}; "
+                "for i in $(seq 31 90); do echo line-$i; sleep 0.01; done; exit 5"
+            )
+            async with self.session() as conn:
+                job, number = await self.start(conn, command)
+                first = texts(
+                    await conn.call("job_output", {"job_id": job, "until": "^line-30$", "timeout_ms": BOUND_S * 1000})
+                )[-1]
+                self.assertIn(f"[slurm: job {number}", first)
+                # The daemon dies while the job runs on, and goes on writing.
+                self.kill_daemon()
+                await open_gate(gate)
+            # The journal names the job's runner and Slurm id while no daemon runs.
+            shown = self.cli("ps", "--journal", "--session", "k")
+            self.assertIn(f"left on runner slurm as {number}", shown.stdout + shown.stderr)
+            # And its output, stdout and stderr apart.
+            kept = self.cli("logs", "--session", "k", job)
+            self.assertEqual(kept.returncode, 0, kept.stderr)
+            taken = kept.stdout.splitlines()
+            self.assertEqual(taken, [f"line-{i}" for i in range(1, len(taken) + 1)])
+            errors = self.cli("logs", "--stderr", "--session", "k", job)
+            self.assertEqual(errors.stdout, "".join(f"err-{i}\n" for i in range(1, 31)), errors.stderr)
+            async with self.session() as conn:
+                announced = await conn.notices.wait_for(job)
+                self.assertEqual(announced.data["text"], notice(job, command, "[status: completed, exit code: 5]"))
+                rest = self.unplaced(texts(await conn.call("job_output", {"job_id": job}))[-1])
+                self.assertTrue(rest.endswith("\n[status: completed, exit code: 5]"), rest)
+                lines = [line for line in (first + "\n" + rest).split("\n") if line.startswith("line-")]
+                self.assertEqual(lines, [f"line-{i}" for i in range(1, 91)])
+                again = self.unplaced(texts(await conn.call("job_output", {"job_id": job}))[-1])
+                self.assertEqual(again, "(no new output)\n[status: completed, exit code: 5]")
+                await conn.call("job_list", {})
+                self.assertEqual(sum(t.startswith(f"background job {job} ") for t in conn.notices.texts()), 1)
+
+    async def test_an_end_seen_before_the_kill_is_not_told_again(self) -> None:
+        with anyio.fail_after(TEST_BOUND_S):
+            async with self.session() as conn:
+                job, _ = await self.start(conn, "printf 'a\\nb\\n'; echo e >&2; exit 2")
+                await conn.notices.wait_for(job)
+                # A reply records what the model was told before it goes out.
+                await conn.call("job_list", {})
+                self.kill_daemon()
+            # Its files went with the session once it ended.
+            self.assertEqual(os.listdir(SLURM_DIR), [])
+            async with self.session() as conn:
+                # Taken on as it ended, its output unread, its end told once.
+                read = self.unplaced(texts(await conn.call("job_output", {"job_id": job}))[-1])
+                self.assertEqual(read, "a\nb\n[stderr]\ne\n[status: completed, exit code: 2]")
+                await conn.call("job_list", {})
+                self.assertEqual(conn.notices.texts(), [])
+
+    async def test_ps_logs_kill_and_wait_on_slurm_jobs(self) -> None:
+        with anyio.fail_after(TEST_BOUND_S):
+            gate = os.path.join(self.tmp.name, "gate")
+            os.mkfifo(gate)
+            async with self.session() as conn:
+                ends, _ = await self.start(conn, f"echo one; read g < {gate}; echo two; exit 3")
+                runs, number = await self.start(conn, "echo up; sleep 600")
+                await conn.call("job_output", {"job_id": runs, "until": "^up$", "timeout_ms": BOUND_S * 1000})
+                listed = self.cli("ps", "--session", "k")
+                self.assertEqual(listed.returncode, 0, listed.stderr)
+                self.assertIn(ends, listed.stdout)
+                self.assertIn(runs, listed.stdout)
+                logs = self.cli("logs", "--session", "k", runs)
+                self.assertEqual((logs.returncode, logs.stdout), (0, "up\n"), logs.stderr)
+                await open_gate(gate)
+                followed = self.cli("logs", "-f", "--session", "k", ends)
+                self.assertEqual(followed.stdout, "one\ntwo\n", followed.stderr)
+                waited = self.cli("wait", "--session", "k", ends)
+                self.assertEqual(waited.returncode, 3, waited.stdout + waited.stderr)
+                killed = self.cli("kill", "--session", "k", runs)
+                self.assertEqual(killed.returncode, 0, killed.stdout + killed.stderr)
+                end = self.unplaced(
+                    texts(await conn.call("job_output", {"job_id": runs, "wait": True, "timeout_ms": BOUND_S * 1000}))[-1]
+                )
+                self.assertEqual(end, "(no new output)\n[status: killed]")
+                state = subprocess.run(
+                    ["squeue", "-h", "-t", "all", "-j", number, "-o", "%T"],
+                    capture_output=True,
+                    text=True,
+                    env={**os.environ, "SLURM_CONF": SLURM_CONF},
+                )
+                self.assertEqual(state.stdout.strip(), "CANCELLED")

@@ -115,6 +115,7 @@ pub(crate) async fn host_on(
                         spill_total_bytes: runner_config.spill_total_bytes,
                         outlive: runner_config.outlive,
                         spill_parent: runner_config.spill_parent.clone(),
+                        keep_logs: runner_config.keep_logs.clone(),
                     },
                     bash.names(),
                 )

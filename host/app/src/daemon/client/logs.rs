@@ -137,7 +137,17 @@ async fn logs_from_files(
     // A job on a runner's engine: its log as the daemon last took it; no
     // daemon follows it now, so neither does this.
     let remote = job.job.remote.clone();
+    let slurm = files
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("slurm-"));
     let mut offset = match &remote {
+        // Slurm keeps stdout and stderr apart, in files of their own.
+        Some(_) if slurm => {
+            text = host::runners::slurm::kept_output(&files, stderr)
+                .with_context(|| format!("job {id}'s output is gone ({})", files.display()))?;
+            0
+        }
         Some((runner, _)) if stderr => {
             bail!(
                 "job {id} runs on runner {runner}, which merges its standard error into its output"

@@ -61,20 +61,16 @@ impl Daemon {
                 .then(|| (orphan.job.status.clone(), orphan.job.detail.clone()));
             let adopted = match &orphan.job.remote {
                 Some((runner, submission_id)) => {
-                    let found = host.runners.iter().find_map(|r| match r {
-                        host::runners::Runner::Ray(ray) if ray.name() == runner => Some(ray),
-                        _ => None,
-                    });
-                    let Some(found) = found else {
+                    let Some(found) = host.runners.iter().find(|r| r.name() == runner) else {
                         // Kept for a later session of the key that names the
                         // runner: the job runs on, on its engine.
                         tracing::warn!(
-                            "jobs-host daemon: session {key:?} has no Ray runner {runner:?}; {} ({submission_id}) is left for a session that has one",
+                            "jobs-host daemon: session {key:?} has no runner {runner:?}; {} ({submission_id}) is left for a session that has one",
                             orphan.job.id
                         );
                         continue;
                     };
-                    let request = host::runners::ray::RemoteAdopt {
+                    let request = host::runners::RemoteAdopt {
                         id: orphan.job.id.clone(),
                         label: orphan.job.label.clone(),
                         started_at: orphan.job.started_at,
@@ -95,7 +91,7 @@ impl Daemon {
                 None if dir
                     .file_name()
                     .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("remote-")) =>
+                    .is_some_and(|n| n.starts_with("remote-") || n.starts_with("slurm-")) =>
                 {
                     tracing::warn!(
                         "jobs-host daemon: {} ran on a runner whose engine id was never recorded; not taken on",

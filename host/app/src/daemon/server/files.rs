@@ -146,10 +146,15 @@ pub(super) fn is_job_file(jobs_dir: &std::path::Path, path: &std::path::Path) ->
     let [Component::Normal(_), Component::Normal(name)] = parts[..] else {
         return false;
     };
-    // A job's monitor's file, or the copy of a remote job's log.
+    // A job's monitor's file, the copy of a Ray job's log, or a Slurm
+    // job's marker.
     let numbered = name
         .to_str()
-        .and_then(|n| n.strip_prefix("job-").or_else(|| n.strip_prefix("remote-")))
+        .and_then(|n| {
+            n.strip_prefix("job-")
+                .or_else(|| n.strip_prefix("remote-"))
+                .or_else(|| n.strip_prefix("slurm-"))
+        })
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
     let plain = |p: &std::path::Path| {
         std::fs::symlink_metadata(p).is_ok_and(|m| !m.file_type().is_symlink())

@@ -20,7 +20,45 @@ pub mod slurm;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::owner::Owner;
 use crate::producer::CommandProducer;
+use crate::registry::StartError;
+
+/// A job on an engine as a previous host recorded it, for the next to take
+/// on (a durable session's daemon killed while it ran).
+#[derive(Debug, Clone)]
+pub struct RemoteAdopt {
+    /// Its id (`bash-3`), kept.
+    pub id: String,
+    /// Its label.
+    pub label: String,
+    /// Its start, epoch ms.
+    pub started_at: u64,
+    /// The engine's id for it (Ray's submission id, Slurm's job id).
+    pub submission_id: String,
+    /// The file the old host kept for it in the session's directory: the
+    /// copy of its log (Ray), or where its output files are (Slurm).
+    pub copy: PathBuf,
+    /// How far the model had read stdout and stderr, in bytes.
+    pub cursors: [u64; 2],
+    /// Whether the model had seen its end or been told of it: no notice
+    /// then.
+    pub end_seen: bool,
+    /// Its status and detail as the old host recorded them, when not
+    /// `running`: an end it recorded is the job's, and `stopping` means it
+    /// was being killed.
+    pub recorded: Option<(String, Option<String>)>,
+}
+
+/// What taking a job on found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resumed {
+    /// The old host had not seen its end: it is followed on the engine.
+    Following,
+    /// The old host recorded its end: its output is read, nothing asked of
+    /// the engine.
+    Ended,
+}
 
 /// A runner of either engine, as a host holds them.
 #[derive(Clone)]
@@ -37,6 +75,34 @@ impl Runner {
         match self {
             Runner::Ray(runner) => runner.name(),
             Runner::Slurm(runner) => runner.name(),
+        }
+    }
+
+    /// Takes on `job`, which a previous host started on this runner's
+    /// engine, for `owner`, under its old id.
+    ///
+    /// # Errors
+    ///
+    /// Its kept file cannot be read, or the registry refuses it; the job on
+    /// the engine is left as it is.
+    pub fn resume(&self, owner: Option<Owner>, job: RemoteAdopt) -> Result<Resumed, StartError> {
+        // Each engine keeps its own kind of file: a name given to a runner
+        // of the other engine since is not the job's runner.
+        let kept = job.copy.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let ours = match self {
+            Runner::Ray(_) => kept.starts_with("remote-"),
+            Runner::Slurm(_) => kept.starts_with("slurm-"),
+        };
+        if !ours {
+            return Err(StartError::Producer(format!(
+                "runner {}: job {} ran on an engine of another kind under that name",
+                self.name(),
+                job.submission_id
+            )));
+        }
+        match self {
+            Runner::Ray(runner) => runner.resume(owner, job),
+            Runner::Slurm(runner) => runner.resume(owner, job),
         }
     }
 

@@ -22,8 +22,8 @@ mod output;
 mod resume;
 pub mod tail;
 
+pub use super::{RemoteAdopt, Resumed};
 pub use output::kept_output;
-pub use resume::{RemoteAdopt, Resumed};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};

@@ -6,48 +6,13 @@
 //! engine's, as for any job; a job the engine no longer knows is `failed`
 //! with `lost: the engine has no record of ...`, its output kept.
 
-use std::path::PathBuf;
-
 use super::RayRunner;
 use super::job::{self, Followed};
 use super::output::{LogCopy, Output};
 use super::tail::Cursor;
 use crate::owner::Owner;
+use crate::producers::runners::{RemoteAdopt, Resumed};
 use crate::registry::{JobOutcome, JobStart, Placement, StartError};
-
-/// A job on the engine as a previous host recorded it.
-#[derive(Debug, Clone)]
-pub struct RemoteAdopt {
-    /// Its id (`bash-3`), kept.
-    pub id: String,
-    /// Its label.
-    pub label: String,
-    /// Its start, epoch ms.
-    pub started_at: u64,
-    /// The engine's id for it.
-    pub submission_id: String,
-    /// The copy of its log the old host kept.
-    pub copy: PathBuf,
-    /// How far the model had read stdout and stderr, in bytes.
-    pub cursors: [u64; 2],
-    /// Whether the model had seen its end or been told of it: no notice
-    /// then.
-    pub end_seen: bool,
-    /// Its status and detail as the old host recorded them, when not
-    /// `running`: an end it recorded is the job's, and `stopping` means it
-    /// was being killed.
-    pub recorded: Option<(String, Option<String>)>,
-}
-
-/// What taking a job on found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resumed {
-    /// The old host had not seen its end: it is followed on the engine.
-    Following,
-    /// The old host recorded its end: its output is read, nothing asked of
-    /// the engine.
-    Ended,
-}
 
 impl RayRunner {
     /// Takes on `job`, which a previous host started on this runner's

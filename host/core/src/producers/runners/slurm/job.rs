@@ -183,11 +183,22 @@ pub(super) async fn life(job: Job) -> JobOutcome {
     let files = Files {
         stem: runner.config.dir.join(format!("{}-{id}", runner.prefix)),
     };
+    if let Some(marker) = &remote.marker
+        && let Err(e) = super::durable::mark(marker, &files)
+    {
+        // The next host could not find the job's files: it reads lost.
+        tracing::warn!(file = %marker.display(), error = %e, "a Slurm job's place is not kept");
+    }
     if remote.stop.is_cancelled() || remote.let_go.is_cancelled() {
         return killed(Some(crate::words::KILLED_BEFORE_EXIT.to_owned()));
     }
     let (args, script) = batch(&runner, &id, &files, &request);
-    let slurm_id = match cli::sbatch(&args, &script).await {
+    let submitted = cli::sbatch(&args, &script).await;
+    if let Ok(slurm_id) = &submitted {
+        let _ = remote.engine_id.set(slurm_id.clone());
+    }
+    remote.submitted.send_replace(true);
+    let slurm_id = match submitted {
         Ok(slurm_id) => slurm_id,
         Err(e) => {
             let words = crate::words::spawn_failed(&format!("runner {}: {e}", runner.name));
@@ -195,7 +206,6 @@ pub(super) async fn life(job: Job) -> JobOutcome {
             return killed(Some(crate::words::KILLED_BEFORE_EXIT.to_owned()));
         }
     };
-    let _ = remote.engine_id.set(slurm_id.clone());
     placement.set(format!("{}: job {slurm_id} submitted", runner.name));
     follow(Followed {
         runner,
@@ -353,8 +363,16 @@ impl Tail {
         kept
     }
 
+    /// A whole stderr file without slurmstepd's own lines.
+    pub(super) fn stderr_of(bytes: &[u8]) -> Vec<u8> {
+        let mut tail = Tail::new(None);
+        let mut kept = tail.job_stderr(bytes);
+        kept.extend(tail.held.take().unwrap_or_default());
+        kept
+    }
+
     /// Gives back a stderr line held at the end of the job.
-    fn finish(&mut self, capture: &SharedCapture) {
+    pub(super) fn finish(&mut self, capture: &SharedCapture) {
         if let Some(held) = self.held.take() {
             self.push(OutputStream::Stderr, &held, capture);
         }
@@ -365,7 +383,7 @@ impl Tail {
     /// job began again (a requeue truncates both files as the new run
     /// starts): that is said once, in the job's stderr, and both files are
     /// read from their start.
-    fn look(&mut self, files: &Files, capture: &SharedCapture) -> bool {
+    pub(super) fn look(&mut self, files: &Files, capture: &SharedCapture) -> bool {
         let paths = [files.out(), files.err()];
         let lengths = paths
             .each_ref()
@@ -586,20 +604,26 @@ pub(super) async fn follow(job: Followed) -> JobOutcome {
         }
     };
     // What the job wrote last, after the look that found its end.
-    let (mut tail, capture) = {
+    let capture = {
         let files = files.clone();
         tokio::task::spawn_blocking(move || {
             tail.look(&files, &capture);
             tail.finish(&capture);
-            (tail, capture)
+            capture
         })
         .await
         .unwrap_or_else(|e| panic!("reading a job's files: {e}"))
     };
-    let _ = &mut tail;
     capture.close();
-    if !remote.durable() {
-        files.remove();
+    match &remote.marker {
+        // Beside the marker, for a host that takes the job on after this
+        // one dies before its end is recorded.
+        Some(marker) => {
+            if let Err(e) = super::durable::keep(&files, marker) {
+                tracing::warn!(file = %marker.display(), error = %e, "a Slurm job's files stay in the shared directory");
+            }
+        }
+        None => files.remove(),
     }
     End { stop, ..end }.outcome(&name, &slurm_id)
 }

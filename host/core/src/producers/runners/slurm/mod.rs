@@ -6,6 +6,8 @@
 //! - `poll`: one `squeue` per interval for all of the runner's jobs.
 //! - `job`: one job's life: its batch script and submit, the tail of its
 //!   output files by byte offset, its exit record, its signals, its end.
+//! - `durable`: a durable session's jobs: where their files are kept, and
+//!   a job a previous host left, taken on again.
 //!
 //! A job runs under a small relay (`relay.py`, run by the node's Python)
 //! that puts the command in a session of its own, passes the signals it is
@@ -17,8 +19,11 @@
 //! ([`SlurmConfig::dir`]): "Slurm does no movement of user files".
 
 pub mod cli;
+mod durable;
 mod job;
 mod poll;
+
+pub use durable::kept_output;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,6 +68,11 @@ pub struct SlurmConfig {
     /// Where the spill directory is made (`None`: the system's temporary
     /// directory).
     pub spill_parent: Option<PathBuf>,
+    /// A durable session's directory, where each job keeps a file that
+    /// says where its output is, so that a host that restarts takes the
+    /// job on again ([`SlurmRunner::resume`]); `None`: a job is watched
+    /// only by the host that started it.
+    pub keep_logs: Option<PathBuf>,
 }
 
 /// Runs the start tool's commands as batch jobs of a Slurm cluster (see the
@@ -100,11 +110,28 @@ struct Remote {
     engine_id: std::sync::OnceLock<String>,
     /// True once the job's task has ended.
     finished: tokio::sync::watch::Sender<bool>,
+    /// True once its submit has answered (or its task ended): a durable
+    /// session records its Slurm id then.
+    submitted: tokio::sync::watch::Sender<bool>,
+    /// In a durable session, the file in the session's directory that says
+    /// where the job's output files are (see `durable`).
+    marker: Option<PathBuf>,
 }
 
 impl Remote {
+    fn new(marker: Option<PathBuf>) -> Arc<Remote> {
+        Arc::new(Remote {
+            stop: CancellationToken::new(),
+            let_go: CancellationToken::new(),
+            engine_id: std::sync::OnceLock::new(),
+            finished: tokio::sync::watch::channel(false).0,
+            submitted: tokio::sync::watch::channel(false).0,
+            marker,
+        })
+    }
+
     fn durable(&self) -> bool {
-        false
+        self.marker.is_some()
     }
 }
 
@@ -172,9 +199,7 @@ impl SlurmRunner {
             sandbox: None,
         };
         let (id_tx, id_rx) = tokio::sync::oneshot::channel();
-        let id = inner
-            .registry
-            .start(spec, || Ok(self.hooks(request, id_rx)))?;
+        let id = inner.registry.start(spec, || self.hooks(request, id_rx))?;
         let _ = id_tx.send(id.clone());
         Ok(id)
     }
@@ -183,24 +208,21 @@ impl SlurmRunner {
         &self,
         request: CommandRequest,
         id: tokio::sync::oneshot::Receiver<String>,
-    ) -> JobHooks {
+    ) -> Result<JobHooks, String> {
         let inner = &self.inner;
-        let n = inner.next.fetch_add(1, Ordering::Relaxed);
-        let stem = inner.spill_dir.path().join(format!("remote-{n}"));
-        let capture = SharedCapture::new(&stem, inner.config.limits, Some(inner.budget.clone()));
+        let marker = match &inner.config.keep_logs {
+            Some(dir) => Some(durable::make_marker(dir).map_err(|e| {
+                format!(
+                    "runner {}: cannot keep the job's place in {}: {e}",
+                    inner.name,
+                    dir.display()
+                )
+            })?),
+            None => None,
+        };
+        let capture = self.new_capture();
         let placement = Placement::new(format!("{}: submitting", inner.name));
-        let (finished, _) = tokio::sync::watch::channel(false);
-        let remote = Arc::new(Remote {
-            stop: CancellationToken::new(),
-            let_go: CancellationToken::new(),
-            engine_id: std::sync::OnceLock::new(),
-            finished,
-        });
-        {
-            let mut live = lock(&inner.live);
-            live.retain(|r| r.strong_count() > 0);
-            live.push(Arc::downgrade(&remote));
-        }
+        let remote = Remote::new(marker);
         let life = job::life(job::Job {
             runner: inner.clone(),
             remote: remote.clone(),
@@ -209,12 +231,38 @@ impl SlurmRunner {
             request,
             id,
         });
+        Ok(self.watch(remote, capture, placement, life))
+    }
+
+    /// A new capture in this runner's spill directory.
+    fn new_capture(&self) -> SharedCapture {
+        let inner = &self.inner;
+        let n = inner.next.fetch_add(1, Ordering::Relaxed);
+        let stem = inner.spill_dir.path().join(format!("remote-{n}"));
+        SharedCapture::new(&stem, inner.config.limits, Some(inner.budget.clone()))
+    }
+
+    /// The registry's hooks of a job whose task runs `life`.
+    fn watch(
+        &self,
+        remote: Arc<Remote>,
+        capture: SharedCapture,
+        placement: Placement,
+        life: impl std::future::Future<Output = crate::registry::JobOutcome> + Send + 'static,
+    ) -> JobHooks {
+        let inner = &self.inner;
+        {
+            let mut live = lock(&inner.live);
+            live.retain(|r| r.strong_count() > 0);
+            live.push(Arc::downgrade(&remote));
+        }
         let task = {
             let remote = remote.clone();
             let capture = capture.clone();
             tokio::spawn(async move {
                 let outcome = life.await;
                 capture.close();
+                remote.submitted.send_replace(true);
                 remote.finished.send_replace(true);
                 outcome
             })
@@ -365,6 +413,14 @@ impl JobControl for SlurmControl {
 
     fn durable(&self) -> bool {
         self.remote.durable()
+    }
+
+    fn files(&self) -> Option<PathBuf> {
+        self.remote.marker.clone()
+    }
+
+    fn spawned(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
+        Some(self.remote.submitted.subscribe())
     }
 
     fn remote(&self) -> Option<(String, Option<String>)> {
