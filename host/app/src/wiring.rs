@@ -116,6 +116,7 @@ pub(crate) async fn host_on(
                         outlive: runner_config.outlive,
                         spill_parent: runner_config.spill_parent.clone(),
                         keep_logs: runner_config.keep_logs.clone(),
+                        default_workdir: settings.workdir.clone(),
                     },
                     bash.names(),
                 )

@@ -367,6 +367,20 @@ pub async fn scancel(id: &str, how: Cancel) -> Result<(), SlurmError> {
     Ok(())
 }
 
+/// Cancels every job of this user named `name` (`scancel --name`).
+///
+/// # Errors
+///
+/// As [`scancel`].
+pub async fn scancel_name(name: &str) -> Result<(), SlurmError> {
+    let args = [format!("--name={name}")];
+    let answer = run("scancel", &args, None).await?;
+    if !answer.ok {
+        return Err(failed("scancel", &answer));
+    }
+    Ok(())
+}
+
 /// [`scancel`] for a caller outside the runtime's tasks (a job's control,
 /// called synchronously): the same command, waited for by this thread.
 ///

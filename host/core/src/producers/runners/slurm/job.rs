@@ -28,8 +28,8 @@ const RELAY: &str = include_str!("relay.py");
 const TAIL_FIRST: Duration = Duration::from_millis(200);
 const TAIL_MOST: Duration = Duration::from_millis(800);
 
-/// How much of a file one look reads before the next file's turn.
-const READ_BLOCK: usize = 1 << 20;
+/// How much of a file one read takes.
+const READ_BLOCK: usize = 64 << 10;
 
 /// How often the scheduler is asked, job by job, once the exit record is
 /// there, and for how long it may go on running the job after it: the
@@ -127,7 +127,12 @@ pub(super) fn batch(
     if let Some(partition) = &runner.partition {
         args.push(format!("--partition={partition}"));
     }
-    if let Some(workdir) = &request.workdir {
+    let workdir = match (&runner.config.default_workdir, &request.workdir) {
+        (Some(default), Some(asked)) => Some(default.join(asked)),
+        (None, asked) => asked.clone(),
+        (default, None) => default.clone(),
+    };
+    if let Some(workdir) = workdir {
         args.push(format!("--chdir={}", workdir.display()));
     }
     if let Some(resources) = &request.resources {
@@ -201,6 +206,14 @@ pub(super) async fn life(job: Job) -> JobOutcome {
     let slurm_id = match submitted {
         Ok(slurm_id) => slurm_id,
         Err(e) => {
+            // An sbatch that gave no answer may still have queued the job:
+            // its name is ours alone.
+            if matches!(e, cli::SlurmError::Timeout { .. }) {
+                let name = format!("{}-{id}", runner.prefix);
+                if let Err(e) = cli::scancel_name(&name).await {
+                    tracing::warn!(job_name = %name, error = %e, "a submit that timed out may have left a job");
+                }
+            }
             let words = crate::words::spawn_failed(&format!("runner {}: {e}", runner.name));
             capture.push(OutputStream::Stderr, words.as_bytes());
             return killed(Some(crate::words::KILLED_BEFORE_EXIT.to_owned()));
@@ -385,9 +398,14 @@ impl Tail {
     /// read from their start.
     pub(super) fn look(&mut self, files: &Files, capture: &SharedCapture) -> bool {
         let paths = [files.out(), files.err()];
-        let lengths = paths
-            .each_ref()
-            .map(|path| std::fs::metadata(path).map_or(0, |m| m.len()));
+        // Opened, not only looked at: opening a file on NFS fetches its
+        // length afresh, where a bare `stat` may answer from a cache.
+        let mut opened = paths.each_ref().map(|path| std::fs::File::open(path).ok());
+        let lengths = opened.each_mut().map(|file| {
+            file.as_ref()
+                .and_then(|f| f.metadata().ok())
+                .map_or(0, |m| m.len())
+        });
         if let Some(index) = (0..2).find(|&i| lengths[i] < self.offsets[i]) {
             let note = format!(
                 "[jobs-host: {} went from {} to {} bytes: Slurm began the job again (a requeue); its output from here on is the new run's]\n",
@@ -397,37 +415,40 @@ impl Tail {
             );
             capture.push(OutputStream::Stderr, note.as_bytes());
             self.offsets = [0, 0];
-            self.held = None;
+            // The old run's last stderr line, whole or not, is its own.
+            if let Some(held) = self.held.take() {
+                self.push(OutputStream::Stderr, &held, capture);
+            }
             self.line_start = true;
         }
         let mut any = false;
+        let mut block = Vec::new();
         for (index, stream) in [OutputStream::Stdout, OutputStream::Stderr]
             .into_iter()
             .enumerate()
         {
-            if lengths[index] <= self.offsets[index] {
-                continue;
-            }
-            let Ok(mut file) = std::fs::File::open(&paths[index]) else {
+            // The length of a file just opened is fresh (NFS's close-to-open).
+            let Some(file) = opened[index]
+                .as_mut()
+                .filter(|_| lengths[index] > self.offsets[index])
+            else {
                 continue;
             };
-            // What the file holds now: it may have grown since its length
-            // was taken.
-            let length = file.metadata().map_or(lengths[index], |m| m.len());
-            while self.offsets[index] < length && self.reached.is_none() {
-                let want = usize::try_from(length - self.offsets[index])
-                    .unwrap_or(READ_BLOCK)
-                    .min(READ_BLOCK);
-                let mut block = vec![0; want];
-                let read = {
-                    use std::io::{Read, Seek, SeekFrom};
-                    file.seek(SeekFrom::Start(self.offsets[index]))
-                        .and_then(|_| file.read(&mut block))
+            // Read to the end, past the length taken: it may have grown.
+            let at = {
+                use std::io::{Seek, SeekFrom};
+                file.seek(SeekFrom::Start(self.offsets[index]))
+            };
+            if at.is_err() {
+                continue;
+            }
+            while self.reached.is_none() {
+                use std::io::Read;
+                block.resize(READ_BLOCK, 0);
+                let read = match file.read(&mut block) {
+                    Ok(0) | Err(_) => break,
+                    Ok(read) => read,
                 };
-                let Ok(read) = read else { break };
-                if read == 0 {
-                    break;
-                }
                 self.offsets[index] += read as u64;
                 match stream {
                     OutputStream::Stderr => {

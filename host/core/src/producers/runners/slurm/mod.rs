@@ -68,6 +68,9 @@ pub struct SlurmConfig {
     /// Where the spill directory is made (`None`: the system's temporary
     /// directory).
     pub spill_parent: Option<PathBuf>,
+    /// The working directory of a job that names none, and what a relative
+    /// one resolves against (`None`: this host's own, as `sbatch` takes it).
+    pub default_workdir: Option<PathBuf>,
     /// A durable session's directory, where each job keeps a file that
     /// says where its output is, so that a host that restarts takes the
     /// job on again ([`SlurmRunner::resume`]); `None`: a job is watched
@@ -146,9 +149,17 @@ impl SlurmRunner {
     pub fn new(
         name: &str,
         registry: JobRegistry,
-        config: SlurmConfig,
+        mut config: SlurmConfig,
         names: Names,
     ) -> Result<SlurmRunner, String> {
+        // Slurm reads a relative --output against the job's --chdir, this
+        // host against its own directory: one absolute path for both.
+        config.dir = std::path::absolute(&config.dir).map_err(|e| {
+            format!(
+                "runner {name}: the Slurm output directory {}: {e}",
+                config.dir.display()
+            )
+        })?;
         std::fs::create_dir_all(&config.dir).map_err(|e| {
             format!(
                 "runner {name}: cannot make the Slurm output directory {}: {e}",
@@ -357,6 +368,11 @@ fn refuse_what_slurm_lacks(runner: &str, request: &CommandRequest) -> Result<(),
             "invalid command: a NUL byte cannot reach a batch script".to_owned(),
         ));
     }
+    if let Some((key, _)) = request.env.iter().find(|(key, _)| !env_name(key)) {
+        return Err(StartError::Producer(format!(
+            "invalid env: {key:?} is not a variable's name"
+        )));
+    }
     if let Some(resources) = &request.resources
         && !resources.custom.is_empty()
     {
@@ -365,6 +381,16 @@ fn refuse_what_slurm_lacks(runner: &str, request: &CommandRequest) -> Result<(),
         )));
     }
     Ok(())
+}
+
+/// Whether `key` can be a shell variable's name (`[A-Za-z_][A-Za-z0-9_]*`):
+/// it goes into the batch script as it is.
+fn env_name(key: &str) -> bool {
+    let mut bytes = key.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// What a Slurm job offers the extensions: its signals and its stop.
@@ -402,9 +428,17 @@ impl JobControl for SlurmControl {
             JobSignal::Cont => Cancel::Full("CONT"),
         };
         let id = self.remote.engine_id.get().cloned().unwrap_or_default();
-        // scancel answers in milliseconds; its time limit bounds the rest.
-        cli::scancel_now(&id, how)
-            .map_err(|e| ControlError::Failed(format!("runner {}: {e}", self.runner)))
+        // scancel answers in milliseconds; its time limit bounds the rest,
+        // off the runtime's async workers where it has others.
+        let send = || cli::scancel_now(&id, how);
+        let multi = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if multi {
+            tokio::task::block_in_place(send)
+        } else {
+            send()
+        }
+        .map_err(|e| ControlError::Failed(format!("runner {}: {e}", self.runner)))
     }
 
     fn ports(&self) -> Vec<ListeningPort> {
@@ -425,5 +459,20 @@ impl JobControl for SlurmControl {
 
     fn remote(&self) -> Option<(String, Option<String>)> {
         Some((self.runner.clone(), self.remote.engine_id.get().cloned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_variables_name_reaches_the_batch_script() {
+        for good in ["A", "_x", "PATH_2"] {
+            assert!(env_name(good), "{good}");
+        }
+        for bad in ["", "2A", "A-B", "A=B", "A;rm -rf ~", "A B", "é"] {
+            assert!(!env_name(bad), "{bad}");
+        }
     }
 }

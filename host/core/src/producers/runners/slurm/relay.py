@@ -31,6 +31,9 @@ signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
 child = os.fork()
 if child == 0:
     os.setsid()
+    # As a shell would start it: Python ignores these two for itself.
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
     try:
         os.execvp("bash", ["bash", "-c", command])
@@ -41,6 +44,13 @@ if child == 0:
 def forward(sig, _frame):
     try:
         os.killpg(child, sig)
+    except ProcessLookupError:
+        # Not in its own group yet: the child itself, which holds the
+        # signal blocked until it is.
+        try:
+            os.kill(child, sig)
+        except OSError:
+            pass
     except OSError:
         pass
 
