@@ -176,6 +176,8 @@ pub async fn squeue(ids: &[String]) -> Result<HashMap<String, Listed>, SlurmErro
     }
     let args = [
         "-h".to_owned(),
+        // Hidden partitions' jobs too: a job left out is taken as ended.
+        "-a".to_owned(),
         "-t".to_owned(),
         "all".to_owned(),
         "-j".to_owned(),
@@ -375,7 +377,7 @@ pub async fn scancel(id: &str, how: Cancel) -> Result<(), SlurmError> {
 pub async fn scancel_name(name: &str) -> Result<(), SlurmError> {
     let args = [format!("--name={name}")];
     let answer = run("scancel", &args, None).await?;
-    if !answer.ok {
+    if !answer.ok || answer.stderr.contains("error") {
         return Err(failed("scancel", &answer));
     }
     Ok(())

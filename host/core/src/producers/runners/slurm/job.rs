@@ -160,7 +160,7 @@ pub(super) fn batch(
     // Without a Python on the node the command runs under bash alone: no
     // exit record, and the scheduler's state is the result.
     script.push_str(&format!(
-        "command -v python3 >/dev/null 2>&1 && exec python3 -c {}\n\
+        "command -v python3 >/dev/null 2>&1 && exec python3 -I -c {}\n\
          c=$JOBS_HOST_COMMAND; unset JOBS_HOST_COMMAND JOBS_HOST_EXIT_RECORD; exec bash -c \"$c\"\n",
         quoted(RELAY)
     ));
@@ -209,10 +209,17 @@ pub(super) async fn life(job: Job) -> JobOutcome {
             // An sbatch that gave no answer may still have queued the job:
             // its name is ours alone.
             if matches!(e, cli::SlurmError::Timeout { .. }) {
+                // A slow slurmctld may queue it later still: asked a few
+                // times, off this job's end.
                 let name = format!("{}-{id}", runner.prefix);
-                if let Err(e) = cli::scancel_name(&name).await {
-                    tracing::warn!(job_name = %name, error = %e, "a submit that timed out may have left a job");
-                }
+                tokio::spawn(async move {
+                    for _ in 0..6 {
+                        if let Err(e) = cli::scancel_name(&name).await {
+                            tracing::warn!(job_name = %name, error = %e, "a submit that timed out may have left a job");
+                        }
+                        tokio::time::sleep(Duration::from_secs(10)).await;
+                    }
+                });
             }
             let words = crate::words::spawn_failed(&format!("runner {}: {e}", runner.name));
             capture.push(OutputStream::Stderr, words.as_bytes());
@@ -397,21 +404,31 @@ impl Tail {
     /// starts): that is said once, in the job's stderr, and both files are
     /// read from their start.
     pub(super) fn look(&mut self, files: &Files, capture: &SharedCapture) -> bool {
+        self.look_to(files, capture, false)
+    }
+
+    /// [`Tail::look`], to the files' ends however far they grew while they
+    /// were read (the job has ended) or, while it runs, to the lengths
+    /// they had when the look began: a job that writes faster than it is
+    /// read never holds its task in one look.
+    pub(super) fn look_to(&mut self, files: &Files, capture: &SharedCapture, to_end: bool) -> bool {
         let paths = [files.out(), files.err()];
         // Opened, not only looked at: opening a file on NFS fetches its
-        // length afresh, where a bare `stat` may answer from a cache.
-        let mut opened = paths.each_ref().map(|path| std::fs::File::open(path).ok());
-        let lengths = opened.each_mut().map(|file| {
-            file.as_ref()
-                .and_then(|f| f.metadata().ok())
-                .map_or(0, |m| m.len())
+        // length afresh, where a bare `stat` may answer from a cache. A
+        // file that cannot be opened now (not made yet, out of
+        // descriptors) is looked at next time, never taken as emptied.
+        let mut opened = paths.each_ref().map(|path| {
+            std::fs::File::open(path)
+                .and_then(|f| f.metadata().map(|m| (f, m.len())))
+                .ok()
         });
-        if let Some(index) = (0..2).find(|&i| lengths[i] < self.offsets[i]) {
+        let lengths = opened.each_ref().map(|o| o.as_ref().map(|(_, len)| *len));
+        if let Some(index) = (0..2).find(|&i| lengths[i].is_some_and(|len| len < self.offsets[i])) {
             let note = format!(
                 "[jobs-host: {} went from {} to {} bytes: Slurm began the job again (a requeue); its output from here on is the new run's]\n",
                 paths[index].display(),
                 self.offsets[index],
-                lengths[index],
+                lengths[index].unwrap_or_default(),
             );
             capture.push(OutputStream::Stderr, note.as_bytes());
             self.offsets = [0, 0];
@@ -428,12 +445,13 @@ impl Tail {
             .enumerate()
         {
             // The length of a file just opened is fresh (NFS's close-to-open).
-            let Some(file) = opened[index]
+            let Some((file, length)) = opened[index]
                 .as_mut()
-                .filter(|_| lengths[index] > self.offsets[index])
+                .filter(|(_, length)| *length > self.offsets[index])
             else {
                 continue;
             };
+            let until = if to_end { u64::MAX } else { *length };
             // Read to the end, past the length taken: it may have grown.
             let at = {
                 use std::io::{Seek, SeekFrom};
@@ -442,9 +460,11 @@ impl Tail {
             if at.is_err() {
                 continue;
             }
-            while self.reached.is_none() {
+            while self.reached.is_none() && self.offsets[index] < until {
                 use std::io::Read;
-                block.resize(READ_BLOCK, 0);
+                let want = usize::try_from(until - self.offsets[index])
+                    .map_or(READ_BLOCK, |w| w.min(READ_BLOCK));
+                block.resize(want, 0);
                 let read = match file.read(&mut block) {
                     Ok(0) | Err(_) => break,
                     Ok(read) => read,
@@ -552,8 +572,9 @@ pub(super) async fn follow(job: Followed) -> JobOutcome {
         let seen = watched.seen.borrow().clone();
         match seen {
             Seen::Listed(listed) if ENDED.contains(&listed.state.as_str()) => {
-                placement.set(format!("{name}: job {slurm_id}"));
                 let slurm = match cli::scontrol_job(&slurm_id).await {
+                    // Begun again since the poll (a requeue): followed on.
+                    Ok(Some(found)) if !ENDED.contains(&found.state.as_str()) => None,
                     Ok(Some(found)) => Some(found),
                     _ => Some(Record {
                         state: listed.state,
@@ -562,12 +583,15 @@ pub(super) async fn follow(job: Followed) -> JobOutcome {
                         restarts: None,
                     }),
                 };
-                // Read again: the run that just ended wrote it last.
-                break End {
-                    record: this_runs(read_exit(&files.exit()), slurm.as_ref()),
-                    slurm,
-                    ..End::default()
-                };
+                if let Some(slurm) = slurm {
+                    placement.set(format!("{name}: job {slurm_id}"));
+                    let record = record_at_end(&files).await;
+                    break End {
+                        record: this_runs(record, Some(&slurm)),
+                        slurm: Some(slurm),
+                        ..End::default()
+                    };
+                }
             }
             Seen::Listed(listed) if WAITING.contains(&listed.state.as_str()) => {
                 unreachable_since = None;
@@ -592,8 +616,10 @@ pub(super) async fn follow(job: Followed) -> JobOutcome {
                 });
             }
             Seen::Absent => {
-                placement.set(format!("{name}: job {slurm_id}"));
-                break forgotten(&slurm_id, &files).await;
+                if let Some(end) = forgotten(&slurm_id, &files).await {
+                    placement.set(format!("{name}: job {slurm_id}"));
+                    break end;
+                }
             }
             Seen::Unreachable(e) => {
                 let since = *unreachable_since.get_or_insert_with(Instant::now);
@@ -628,7 +654,7 @@ pub(super) async fn follow(job: Followed) -> JobOutcome {
     let capture = {
         let files = files.clone();
         tokio::task::spawn_blocking(move || {
-            tail.look(&files, &capture);
+            tail.look_to(&files, &capture, true);
             tail.finish(&capture);
             capture
         })
@@ -688,16 +714,47 @@ async fn confirm(slurm_id: &str, files: &Files) -> Option<End> {
 }
 
 /// The poll no longer lists the job: its record, where slurmctld or the
-/// accounting keep one, and the exit record decide.
-async fn forgotten(slurm_id: &str, files: &Files) -> End {
+/// accounting keep one, and the exit record decide. `None`: slurmctld
+/// says the job has not ended after all (the poll missed it).
+async fn forgotten(slurm_id: &str, files: &Files) -> Option<End> {
     let slurm = match cli::scontrol_job(slurm_id).await {
+        Ok(Some(found)) if !ENDED.contains(&found.state.as_str()) => return None,
         Ok(Some(found)) => Some(found),
         _ => cli::sacct_job(slurm_id).await.ok().flatten(),
     };
-    End {
-        record: this_runs(read_exit(&files.exit()), slurm.as_ref()),
+    let record = record_at_end(files).await;
+    Some(End {
+        record: this_runs(record, slurm.as_ref()),
         slurm,
         ..End::default()
+    })
+}
+
+/// How long an ended job's exit record is looked for when it is not there
+/// at once: on NFS a name looked up and not found may stay "not found" in
+/// the client's cache for a while.
+const RECORD_LATE: Duration = Duration::from_secs(3);
+
+/// The exit record of a job the scheduler says has ended, looked for again
+/// for [`RECORD_LATE`] (its directory read first, which refreshes a
+/// cached absence) before it is taken to be missing.
+async fn record_at_end(files: &Files) -> Option<Stamped> {
+    let since = Instant::now();
+    loop {
+        let exit = files.exit();
+        let found = tokio::task::spawn_blocking(move || {
+            if let Some(dir) = exit.parent() {
+                let _ = std::fs::read_dir(dir).map(|entries| entries.count());
+            }
+            read_exit(&exit)
+        })
+        .await
+        .ok()
+        .flatten();
+        if found.is_some() || since.elapsed() >= RECORD_LATE {
+            return found;
+        }
+        tokio::time::sleep(CONFIRM_EVERY).await;
     }
 }
 

@@ -154,6 +154,15 @@ impl SlurmRunner {
     ) -> Result<SlurmRunner, String> {
         // Slurm reads a relative --output against the job's --chdir, this
         // host against its own directory: one absolute path for both.
+        // Every Slurm command here asks the local cluster: a job sent to
+        // another would read lost at once and run on unwatched.
+        if let Some(arg) = config.args.iter().find(|a| {
+            a.starts_with("--clusters") || a.starts_with("--cluster=") || a.starts_with("-M")
+        }) {
+            return Err(format!(
+                "runner {name}: --slurm-arg {arg} sends jobs to another cluster, which this runner cannot follow; run jobs-host where that cluster is the local one"
+            ));
+        }
         config.dir = std::path::absolute(&config.dir).map_err(|e| {
             format!(
                 "runner {name}: the Slurm output directory {}: {e}",
@@ -371,6 +380,20 @@ fn refuse_what_slurm_lacks(runner: &str, request: &CommandRequest) -> Result<(),
     if let Some((key, _)) = request.env.iter().find(|(key, _)| !env_name(key)) {
         return Err(StartError::Producer(format!(
             "invalid env: {key:?} is not a variable's name"
+        )));
+    }
+    // Each variable is one string of the relay's exec (at most 128 KiB);
+    // all of them and the command share its environment.
+    let total: usize = request.env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+    if let Some((key, _)) = request.env.iter().find(|(_, v)| v.contains('\0')) {
+        return Err(StartError::Producer(format!(
+            "invalid env: {key} holds a NUL byte"
+        )));
+    }
+    if total + request.command.len() > MAX_COMMAND_BYTES {
+        return Err(StartError::Producer(format!(
+            "invalid env: the command and its environment are {} bytes, more than the limit of {MAX_COMMAND_BYTES} bytes",
+            total + request.command.len()
         )));
     }
     if let Some(resources) = &request.resources

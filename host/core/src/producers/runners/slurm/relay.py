@@ -70,11 +70,20 @@ if os.WIFSIGNALED(status):
 else:
     ended = ("exit", os.WEXITSTATUS(status))
 temporary = f"{record}.{os.getpid()}.tmp"
-with open(temporary, "w") as file:
-    file.write(f"{ended[0]} {ended[1]} run {os.environ.get('SLURM_RESTART_COUNT') or 0}\n")
-    file.flush()
-    os.fsync(file.fileno())
-os.rename(temporary, record)
+try:
+    with open(temporary, "w") as file:
+        file.write(f"{ended[0]} {ended[1]} run {os.environ.get('SLURM_RESTART_COUNT') or 0}\n")
+        file.flush()
+        os.fsync(file.fileno())
+    os.rename(temporary, record)
+except OSError as error:
+    # No record (a full disk, a quota): Slurm's own exit code stands in,
+    # and this relay still ends as the command did.
+    print(f"[jobs-host: the exit record {record} could not be written: {error}]", file=sys.stderr)
+    try:
+        os.unlink(temporary)
+    except OSError:
+        pass
 if ended[0] == "signal":
     for sig in FORWARDED:
         signal.signal(sig, signal.SIG_DFL)
