@@ -3,12 +3,92 @@
 //! have, and the outcomes' shapes.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::capture::SharedCapture;
+use crate::owner::Owner;
 use crate::producer::{CommandRequest, JobControl};
-use crate::registry::{JobHooks, JobOutcome, OutcomeStatus, Placement, StartError};
+use crate::registry::{
+    JobHooks, JobOutcome, JobRegistry, JobStart, OutcomeStatus, Placement, StartError,
+};
+
+use super::RemoteAdopt;
+
+/// One live job as a runner's shutdown sees it.
+pub(crate) struct Live<'a> {
+    /// Cancelled to stop it.
+    pub stop: &'a CancellationToken,
+    /// True once its task has ended.
+    pub finished: &'a tokio::sync::watch::Sender<bool>,
+    /// The engine's id, once it has one.
+    pub engine_id: Option<&'a String>,
+}
+
+/// A runner's shutdown: with `outlive`, its jobs are left on the engine
+/// (their engine ids logged); else each is stopped, and the host waits
+/// until every job's task says the engine confirmed it, at most `wait`.
+pub(crate) async fn stop_all(runner: &str, outlive: bool, live: &[Live<'_>], wait: Duration) {
+    if outlive {
+        for job in live {
+            if let Some(id) = job.engine_id {
+                tracing::info!(runner = %runner, engine_id = %id, "left running on the engine");
+            }
+        }
+        return;
+    }
+    for job in live {
+        job.stop.cancel();
+    }
+    // The stops themselves are sent by each job's task.
+    let confirmed = async {
+        for job in live {
+            let mut finished = job.finished.subscribe();
+            let _ = finished.wait_for(|done| *done).await;
+        }
+    };
+    let _ = tokio::time::timeout(wait, confirmed).await;
+}
+
+/// Hands a job a previous host left to the registry under its old id,
+/// with `hooks`; once the registry has it, `adopted` lets its task go on
+/// (a job it refuses is neither followed nor written to), and a job its
+/// old host was stopping is stopped again.
+///
+/// # Errors
+///
+/// The registry's refusal (an id taken, a stale owner).
+pub(crate) fn adopt(
+    registry: &JobRegistry,
+    owner: Option<Owner>,
+    job: RemoteAdopt,
+    hooks: JobHooks,
+    adopted: tokio::sync::oneshot::Sender<()>,
+) -> Result<(), StartError> {
+    let stopping = job
+        .recorded
+        .as_ref()
+        .is_some_and(|(status, _)| status == "stopping");
+    registry.adopt(
+        JobStart {
+            kind: crate::bash::BASH_KIND.to_owned(),
+            label: job.label,
+            output_limit_bytes: None,
+            owner,
+            sandbox: None,
+        },
+        &job.id,
+        job.started_at,
+        job.end_seen,
+        hooks,
+    )?;
+    let _ = adopted.send(());
+    if stopping {
+        let _ = registry.cancel(&job.id, Some("its kill was under way"));
+    }
+    Ok(())
+}
 
 /// The registry's hooks of a remote job whose `task` follows it: a kill
 /// cancels `stop`; a session's or host's teardown cancels `let_go`

@@ -362,27 +362,16 @@ impl CommandProducer for RayRunner {
                 .filter_map(Weak::upgrade)
                 .filter(|r| !*r.finished.borrow())
                 .collect();
-            if self.inner.config.outlive {
-                for remote in &live {
-                    if let Some(id) = remote.submission_id.get() {
-                        tracing::info!(runner = %self.inner.name, submission_id = %id, "left running on the engine");
-                    }
-                }
-                return;
-            }
-            for remote in &live {
-                remote.stop.cancel();
-            }
-            // The stops themselves are sent by each job's task; the host
-            // waits for the engine to confirm them, as long as a local job's
-            // grace and the engine's stop take.
-            let confirmed = async {
-                for remote in &live {
-                    let mut finished = remote.finished.subscribe();
-                    let _ = finished.wait_for(|done| *done).await;
-                }
-            };
-            let _ = tokio::time::timeout(grace + job::ENGINE_STOP_SLACK * 2, confirmed).await;
+            let jobs: Vec<super::shared::Live<'_>> = live
+                .iter()
+                .map(|r| super::shared::Live {
+                    stop: &r.stop,
+                    finished: &r.finished,
+                    engine_id: r.submission_id.get(),
+                })
+                .collect();
+            let (name, outlive) = (&self.inner.name, self.inner.config.outlive);
+            super::shared::stop_all(name, outlive, &jobs, grace + job::ENGINE_STOP_SLACK * 2).await;
         })
     }
 }

@@ -12,7 +12,7 @@ use super::output::{LogCopy, Output};
 use super::tail::Cursor;
 use crate::owner::Owner;
 use crate::producers::runners::{RemoteAdopt, Resumed};
-use crate::registry::{JobOutcome, JobStart, Placement, StartError};
+use crate::registry::{JobOutcome, Placement, StartError};
 
 impl RayRunner {
     /// Takes on `job`, which a previous host started on this runner's
@@ -41,10 +41,6 @@ impl RayRunner {
         let remote = super::Remote::new(Some(job.copy.clone()));
         let _ = remote.submission_id.set(job.submission_id.clone());
         let placement = Placement::new(format!("{}: {}", inner.name, job.submission_id));
-        let stopping = job
-            .recorded
-            .as_ref()
-            .is_some_and(|(status, _)| status == "stopping");
         let recorded_end = job
             .recorded
             .as_ref()
@@ -91,32 +87,9 @@ impl RayRunner {
                 )
             }
         };
-        let adopted = inner.registry.adopt(
-            JobStart {
-                kind: crate::bash::BASH_KIND.to_owned(),
-                label: job.label,
-                output_limit_bytes: None,
-                owner,
-                sandbox: None,
-            },
-            &job.id,
-            job.started_at,
-            job.end_seen,
-            hooks,
-        );
-        if let Err(e) = adopted {
-            // Not this host's: the job runs on, unwatched here (its task
-            // ends without a look at the engine as the sender goes).
-            drop(adopted_tx);
-            return Err(e);
-        }
-        let _ = adopted_tx.send(());
-        // Its old host was stopping it: so is this one.
-        if stopping {
-            let _ = inner
-                .registry
-                .cancel(&job.id, Some("its kill was under way"));
-        }
+        // Not this host's when refused: the job runs on, unwatched here
+        // (its task ends without a look at the engine as the sender goes).
+        crate::producers::runners::shared::adopt(&inner.registry, owner, job, hooks, adopted_tx)?;
         Ok(found)
     }
 }

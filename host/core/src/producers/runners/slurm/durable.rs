@@ -14,7 +14,7 @@ use super::job::{self, Files, Followed, Tail};
 use super::{Remote, SlurmRunner};
 use crate::owner::Owner;
 use crate::producers::runners::{RemoteAdopt, Resumed};
-use crate::registry::{JobOutcome, JobStart, Placement, StartError};
+use crate::registry::{JobOutcome, Placement, StartError};
 
 /// A new, empty marker `slurm-<n>` in `dir` (private, and never one that
 /// exists: another host's job may own it).
@@ -148,10 +148,6 @@ impl SlurmRunner {
         let _ = remote.engine_id.set(job.submission_id.clone());
         remote.submitted.send_replace(true);
         let placement = Placement::new(format!("{}: job {}", inner.name, job.submission_id));
-        let stopping = job
-            .recorded
-            .as_ref()
-            .is_some_and(|(status, _)| status == "stopping");
         let recorded_end = job
             .recorded
             .as_ref()
@@ -189,30 +185,9 @@ impl SlurmRunner {
                 )
             }
         };
-        let adopted = inner.registry.adopt(
-            JobStart {
-                kind: crate::bash::BASH_KIND.to_owned(),
-                label: job.label,
-                output_limit_bytes: None,
-                owner,
-                sandbox: None,
-            },
-            &job.id,
-            job.started_at,
-            job.end_seen,
-            hooks,
-        );
-        if let Err(e) = adopted {
-            drop(adopted_tx);
-            return Err(e);
-        }
-        let _ = adopted_tx.send(());
-        // Its old host was stopping it: so is this one.
-        if stopping {
-            let _ = inner
-                .registry
-                .cancel(&job.id, Some("its kill was under way"));
-        }
+        // Not this host's when refused: the job runs on, unwatched here
+        // (its task ends without a look at the engine as the sender goes).
+        crate::producers::runners::shared::adopt(&inner.registry, owner, job, hooks, adopted_tx)?;
         Ok(found)
     }
 }

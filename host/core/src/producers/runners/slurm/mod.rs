@@ -345,24 +345,16 @@ impl CommandProducer for SlurmRunner {
                 .filter_map(Weak::upgrade)
                 .filter(|r| !*r.finished.borrow())
                 .collect();
-            if self.inner.config.outlive {
-                for remote in &live {
-                    if let Some(id) = remote.engine_id.get() {
-                        tracing::info!(runner = %self.inner.name, slurm_id = %id, "left running on the cluster");
-                    }
-                }
-                return;
-            }
-            for remote in &live {
-                remote.stop.cancel();
-            }
-            let confirmed = async {
-                for remote in &live {
-                    let mut finished = remote.finished.subscribe();
-                    let _ = finished.wait_for(|done| *done).await;
-                }
-            };
-            let _ = tokio::time::timeout(grace + Duration::from_secs(10), confirmed).await;
+            let jobs: Vec<super::shared::Live<'_>> = live
+                .iter()
+                .map(|r| super::shared::Live {
+                    stop: &r.stop,
+                    finished: &r.finished,
+                    engine_id: r.engine_id.get(),
+                })
+                .collect();
+            let (name, outlive) = (&self.inner.name, self.inner.config.outlive);
+            super::shared::stop_all(name, outlive, &jobs, grace + Duration::from_secs(10)).await;
         })
     }
 }
