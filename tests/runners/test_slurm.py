@@ -174,6 +174,38 @@ class SlurmOnly(SlurmSemantics):
                 self.assertTrue(end.startswith("again\n[stderr]\n"), end)
                 self.assertTrue(end.endswith("[status: completed, exit code: 0]"), end)
 
+    async def test_a_cluster_that_is_down_makes_no_job(self) -> None:
+        with anyio.fail_after(TEST_BOUND_S):
+            dead = os.path.join(self.tmp.name, "slurm.conf")
+            conf = Path(SLURM_CONF).read_text()
+            Path(dead).write_text(conf.replace("SlurmctldHost=localhost", "SlurmctldHost=localhost\nSlurmctldPort=1\nMessageTimeout=2"))
+            async with connect(*self.flags(), env={"SLURM_CONF": dead}) as conn:
+                result = await conn.call("bash", {"command": "echo hi", "runner": "slurm"})
+                self.assertTrue(result.is_error, result)
+                self.assertIn("runner slurm: sbatch failed: ", result.content[0].text)
+                self.assertIn("Unable to contact slurm controller", result.content[0].text)
+                self.assertEqual(texts(await conn.call("job_list", {}))[-1], "(no background jobs)")
+
+    async def test_a_controller_restarted_mid_job_loses_nothing(self) -> None:
+        with anyio.fail_after(TEST_BOUND_S):
+            async with self.connect() as conn:
+                gate = self.gate()
+                job = await self.start(conn, f"echo up; read g < {gate}; echo after; exit 4")
+                await self.up(conn, job)
+                script = Path(__file__).with_name("slurm-cluster")
+                # Away for 3 s: the poll finds it unreachable, the job runs on.
+                restart = await asyncio.create_subprocess_exec(
+                    str(script), "restart-controller", os.path.dirname(SLURM_CONF), "3"
+                )
+                await anyio.sleep(2)
+                rows = texts(await conn.call("job_list", {}))[-1]
+                await open_gate(gate)
+                self.assertEqual(await restart.wait(), 0)
+                # Running still, whatever the last poll could say of it.
+                self.assertRegex(rows, rf"{job} \[bash\] running .*\[slurm: job \d+")
+                end = await self.read(conn, job, wait=True, timeout_ms=BOUND_S * 1000)
+                self.assertEqual(end, "after\n[status: completed, exit code: 4]")
+
     async def test_what_slurm_refuses_makes_no_job(self) -> None:
         with anyio.fail_after(TEST_BOUND_S):
             async with self.connect() as conn:
