@@ -27,7 +27,7 @@ pub fn offered(config: &Config) -> bool {
 /// What the start tool's description adds when runners are offered.
 pub fn description(config: &Config) -> String {
     format!(
-        " With runner it runs on a cluster engine instead of this host (runners: {}): it is read, waited on, listed and killed as any job (on an engine that merges stderr into stdout, as Ray does, as one stream), and takes resources (cpus, gpus, memory_bytes, and the engine's own by name); it has no stdin, terminal, workdir or sandbox of this host's.",
+        " With runner it runs on a cluster engine instead of this host (runners: {}): it is read, waited on, listed and killed as any job (stdout and stderr as one stream where its engine merges them, as Ray does), and takes resources (cpus, gpus, memory_bytes, and the engine's own by name); it has no stdin, terminal, workdir or sandbox of this host's.",
         config.runners.join(", ")
     )
 }

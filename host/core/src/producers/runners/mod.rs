@@ -50,6 +50,15 @@ pub struct RemoteAdopt {
     pub recorded: Option<(String, Option<String>)>,
 }
 
+impl RemoteAdopt {
+    /// The end its old host recorded, if it recorded one.
+    pub fn recorded_end(&self) -> Option<crate::registry::JobOutcome> {
+        self.recorded.as_ref().and_then(|(status, detail)| {
+            crate::registry::JobOutcome::recorded(status, detail.as_deref())
+        })
+    }
+}
+
 /// What taking a job on found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resumed {

@@ -41,10 +41,7 @@ impl RayRunner {
         let remote = super::Remote::new(Some(job.copy.clone()));
         let _ = remote.submission_id.set(job.submission_id.clone());
         let placement = Placement::new(format!("{}: {}", inner.name, job.submission_id));
-        let recorded_end = job
-            .recorded
-            .as_ref()
-            .and_then(|(status, detail)| JobOutcome::recorded(status, detail.as_deref()));
+        let recorded_end = job.recorded_end();
         // The job's task goes on only once the registry has taken the job:
         // one it refuses is neither followed nor written to.
         let (adopted_tx, adopted_rx) = tokio::sync::oneshot::channel::<()>();

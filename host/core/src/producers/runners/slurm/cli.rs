@@ -354,19 +354,23 @@ pub enum Cancel {
 /// `scancel` missing, failing (a job it does not know: "Invalid job id")
 /// or stuck.
 pub async fn scancel(id: &str, how: Cancel) -> Result<(), SlurmError> {
-    let mut args = Vec::new();
-    match how {
-        Cancel::Job => {}
-        Cancel::Batch(signal) => args.extend(["--batch".to_owned(), format!("--signal={signal}")]),
-        Cancel::Full(signal) => args.extend(["--full".to_owned(), format!("--signal={signal}")]),
-    }
-    args.push(id.to_owned());
-    let answer = run("scancel", &args, None).await?;
+    let answer = run("scancel", &scancel_args(id, how), None).await?;
     // scancel says what it could not do on stderr, and may still exit 0.
     if !answer.ok || answer.stderr.contains("error") {
         return Err(failed("scancel", &answer));
     }
     Ok(())
+}
+
+/// `scancel`'s arguments for `how` and job `id`.
+fn scancel_args(id: &str, how: Cancel) -> Vec<String> {
+    let mut args = match how {
+        Cancel::Job => Vec::new(),
+        Cancel::Batch(signal) => vec!["--batch".to_owned(), format!("--signal={signal}")],
+        Cancel::Full(signal) => vec!["--full".to_owned(), format!("--signal={signal}")],
+    };
+    args.push(id.to_owned());
+    args
 }
 
 /// Cancels every job of this user named `name` (`scancel --name`).
@@ -391,17 +395,8 @@ pub async fn scancel_name(name: &str) -> Result<(), SlurmError> {
 /// As [`scancel`].
 pub fn scancel_now(id: &str, how: Cancel) -> Result<(), SlurmError> {
     let mut command = std::process::Command::new("scancel");
-    match how {
-        Cancel::Job => {}
-        Cancel::Batch(signal) => {
-            command.args(["--batch", &format!("--signal={signal}")]);
-        }
-        Cancel::Full(signal) => {
-            command.args(["--full", &format!("--signal={signal}")]);
-        }
-    }
     let mut child = command
-        .arg(id)
+        .args(scancel_args(id, how))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

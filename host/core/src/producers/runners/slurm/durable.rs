@@ -14,7 +14,7 @@ use super::job::{self, Files, Followed, Tail};
 use super::{Remote, SlurmRunner};
 use crate::owner::Owner;
 use crate::producers::runners::{RemoteAdopt, Resumed};
-use crate::registry::{JobOutcome, Placement, StartError};
+use crate::registry::{Placement, StartError};
 
 /// A new, empty marker `slurm-<n>` in `dir` (private, and never one that
 /// exists: another host's job may own it).
@@ -148,10 +148,7 @@ impl SlurmRunner {
         let _ = remote.engine_id.set(job.submission_id.clone());
         remote.submitted.send_replace(true);
         let placement = Placement::new(format!("{}: job {}", inner.name, job.submission_id));
-        let recorded_end = job
-            .recorded
-            .as_ref()
-            .and_then(|(status, detail)| JobOutcome::recorded(status, detail.as_deref()));
+        let recorded_end = job.recorded_end();
         // The job's task goes on only once the registry has taken the job:
         // one it refuses is neither followed nor written to.
         let (adopted_tx, adopted_rx) = tokio::sync::oneshot::channel::<()>();
