@@ -4,6 +4,7 @@
 
 mod fixture;
 
+mod artifact;
 mod bad_input;
 mod bash;
 mod containment;

@@ -153,7 +153,8 @@ pub(crate) enum Command {
     /// Write the built-in tool-jobs component (`.wasm`), for hosts in other
     /// languages (see `hosts/`).
     Wasm {
-        /// Where to write it.
+        /// Where to write it: a file, or a directory to hold it as
+        /// `tool-jobs-<version>.wasm` (the version of its WIT package).
         #[arg(long)]
         out: PathBuf,
     },
