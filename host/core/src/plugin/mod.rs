@@ -28,7 +28,7 @@ pub mod wasi;
 mod bindings {
     wasmtime::component::bindgen!({
         world: "tool-jobs",
-        path: "../../wit",
+        path: "wit",
         // Nothing blocks across the boundary (waits happen between guest calls),
         // so every call is a plain synchronous one: no fibers, no async exports.
         imports: { default: trappable },
