@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Starts real jobs, reads one with a wait, kills one, and prints a notice.
 
-python3 hosts/python/example.py path/to/tool-jobs.wasm
+python3 hosts/python/example.py [path/to/tool-jobs.wasm]
+
+Without a path it loads the component the installed package carries.
 """
 
 import sys
 import threading
 
-from harness_jobs import Lane, Notice, Plugin, Registry
+from harness_jobs import Lane, Notice, Plugin, Registry, bundled_component
 
-wasm = sys.argv[1] if len(sys.argv) > 1 else "target/tool-jobs.wasm"
+wasm = sys.argv[1] if len(sys.argv) > 1 else bundled_component()
 registry = Registry()
 noticed = threading.Event()
 

@@ -1,16 +1,17 @@
 """Background jobs for LLM agent harnesses, from Python.
 
-The tool-jobs WebAssembly component (WIT ``harness:jobs@0.5.0``) holds every
+The tool-jobs WebAssembly component (WIT ``harness:jobs@0.9.0``) holds every
 model-facing behaviour; this package hosts it with wasmtime-py over a registry
-of real child processes.
+of real child processes. An installed wheel carries the component.
 
-    from harness_jobs import Plugin, Registry
+    from harness_jobs import Plugin, Registry, bundled_component
     registry = Registry()
-    plugin = Plugin("tool-jobs.wasm", registry, '{"profile":"a"}', on_notice=print)
+    plugin = Plugin(bundled_component(), registry, '{"profile":"a"}', on_notice=print)
     job = registry.start_shell("make test", owner="session-1")
     print(plugin.invoke("session-1", "job_output", {"job_id": job, "wait": True})["text"])
 """
 
+from .component import bundled_component
 from .guest import Guest, GuestError, RegistryError
 from .plugin import Plugin
 from .registry import Registry
@@ -53,4 +54,5 @@ __all__ = [
     "ToolResult",
     "WaitOutcome",
     "WaitRequest",
+    "bundled_component",
 ]
