@@ -1,8 +1,8 @@
 // Starts real jobs, reads one with a wait, kills one, and prints a notice.
 //
-//   npm run transpile && node example.mjs
+//   npm run transpile && node example.mjs   (in this folder, or where the package is installed)
 
-import { Plugin, Registry } from './src/index.js';
+import { Plugin, Registry } from 'harness-jobs';
 
 const registry = new Registry();
 /** @type {(value?: unknown) => void} */
