@@ -114,6 +114,13 @@ fn the_component_exports_exactly_the_wit_world() {
     assert!(ours["interface clock {"].contains("now-ms: func() -> u64;\n"));
 }
 
+/// The text between `prefix` and the next `end` in `text`.
+fn const_after(text: &str, prefix: &str, end: char) -> String {
+    let start = text.find(prefix).unwrap_or_else(|| panic!("no {prefix}")) + prefix.len();
+    let rest = &text[start..];
+    rest[..rest.find(end).expect("a closing quote")].to_owned()
+}
+
 #[test]
 fn one_version_names_every_package() {
     let read = |path: &str| std::fs::read_to_string(format!("{ROOT}/{path}")).unwrap();
@@ -150,6 +157,22 @@ fn one_version_names_every_package() {
         (
             "hosts/python/pyproject.toml",
             pyproject["project"]["version"].as_str().unwrap().to_owned(),
+        ),
+        (
+            "hosts/node/src/guest.js (VERSION, the WIT it binds)",
+            const_after(
+                &read("hosts/node/src/guest.js"),
+                "export const VERSION = '",
+                '\'',
+            ),
+        ),
+        (
+            "hosts/python/harness_jobs/guest.py (VERSION, the WIT it binds)",
+            const_after(
+                &read("hosts/python/harness_jobs/guest.py"),
+                "\nVERSION = \"",
+                '"',
+            ),
         ),
         (
             "CHANGELOG.md (its first section)",
