@@ -704,6 +704,40 @@ async fn an_mcp_session_in_profile_c() {
     client.cancel().await.unwrap();
 }
 
+/// A client that probes with `server/discover` and leaves (the Python SDK's
+/// `auto` mode does when a first start outlasts its timeout), or leaves
+/// before a word: it is answered, and the host says so in true words and
+/// ends well.
+#[test]
+fn a_client_that_leaves_before_initializing_is_no_failure() {
+    let discover = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "server/discover",
+        "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "prober", "version": "0"}
+        }}
+    });
+    for script in [format!("{discover}\n"), String::new()] {
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.arg("mcp").arg("--cache-dir").arg(cache_dir());
+        let out = run_with_stdin(cmd, &script);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "jobs-host: the client closed the connection before it initialized a session\n"
+        );
+        let answers = String::from_utf8(out.stdout).unwrap();
+        if script.is_empty() {
+            assert_eq!(answers, "");
+        } else {
+            let answer: Value = serde_json::from_str(answers.trim_end()).unwrap();
+            assert_eq!(answer["id"], 1, "{answer}");
+            assert!(answer["result"]["supportedVersions"].is_array(), "{answer}");
+        }
+    }
+}
+
 #[test]
 fn wasm_writes_the_built_in_component_for_other_hosts() {
     let dir = tempfile::tempdir().unwrap();
@@ -718,6 +752,23 @@ fn wasm_writes_the_built_in_component_for_other_hosts() {
         String::from_utf8_lossy(&written.stderr)
     );
     assert_eq!(std::fs::read(&out).unwrap(), host::plugin::TOOL_JOBS_WASM);
+    // A directory gets the versioned artifact, whose path is printed.
+    let named = std::process::Command::new(BIN)
+        .args(["wasm", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(named.status.success());
+    let version = host::plugin::WIT_PACKAGE.rsplit_once('@').unwrap().1;
+    let versioned = dir.path().join(format!("tool-jobs-{version}.wasm"));
+    assert_eq!(
+        String::from_utf8(named.stdout).unwrap(),
+        format!("{}\n", versioned.display())
+    );
+    assert_eq!(
+        std::fs::read(&versioned).unwrap(),
+        host::plugin::TOOL_JOBS_WASM
+    );
     let nowhere = std::process::Command::new(BIN)
         .args(["wasm", "--out"])
         .arg(dir.path().join("missing").join("x.wasm"))
