@@ -228,6 +228,21 @@ class RayOnly(Semantics):
     test_a_time_limit_stops_the_job = None  # type: ignore[assignment]
     test_a_big_output_is_capped_as_any = None  # type: ignore[assignment]
 
+    def test_check_runner_says_the_head_is_usable(self) -> None:
+        import subprocess
+
+        done = subprocess.run(
+            [os.environ["JOBS_HOST_BIN"], "check-runner", "ray", "--json", *flags()[:2]],
+            capture_output=True,
+            text=True,
+            timeout=BOUND_S,
+            check=False,
+        )
+        self.assertEqual(done.returncode, 0, done)
+        found = json.loads(done.stdout)
+        self.assertEqual((found["runner"], found["address"], found["usable"]), ("ray", RAY, True), found)
+        self.assertTrue(found["engine"].startswith("Ray 2."), found)
+
     async def test_raw_bytes_through_the_engines_text_log(self) -> None:
         with anyio.fail_after(TEST_BOUND_S):
             async with connect(*flags()) as conn:

@@ -19,6 +19,7 @@ is this machine, so a job there can be held behind a FIFO gate here.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import subprocess
@@ -93,6 +94,21 @@ class SlurmOnly(SlurmSemantics):
         """Waits for the job's `up` line; answers the read, placement and all."""
         result = await conn.call("job_output", {"job_id": job, "until": "^up$", "timeout_ms": BOUND_S * 1000})
         return texts(result)[-1]
+
+    def test_check_runner_says_the_cluster_is_usable(self) -> None:
+        done = subprocess.run(
+            [os.environ["JOBS_HOST_BIN"], "check-runner", "slurm", "--json", *self.flags()[:4]],
+            capture_output=True,
+            text=True,
+            timeout=BOUND_S,
+            env={**os.environ, "SLURM_CONF": SLURM_CONF},
+            check=False,
+        )
+        self.assertEqual(done.returncode, 0, done)
+        found = json.loads(done.stdout)
+        self.assertEqual((found["runner"], found["partition"], found["usable"]), ("slurm", None, True), found)
+        self.assertTrue(found["engine"].startswith("slurm"), found)  # "slurm 23.11", "slurm-wlm 22.05.8"
+        self.assertEqual(found["output_directory"], SLURM_DIR)
 
     async def test_stderr_is_its_own_and_exit_3_needs_no_accounting(self) -> None:
         with anyio.fail_after(TEST_BOUND_S):

@@ -120,6 +120,9 @@ pub(crate) enum Command {
         /// The job's session, when its id is in more than one.
         #[arg(long, value_name = "KEY")]
         session: Option<String>,
+        /// As one JSON object.
+        #[arg(long)]
+        json: bool,
         /// The job's id.
         id: String,
     },
@@ -128,6 +131,9 @@ pub(crate) enum Command {
         /// The job's session, when its id is in more than one.
         #[arg(long, value_name = "KEY")]
         session: Option<String>,
+        /// As one JSON object (the exit code is the same).
+        #[arg(long)]
+        json: bool,
         /// The job's id.
         id: String,
     },
@@ -141,12 +147,18 @@ pub(crate) enum Command {
     Check {
         /// The component (`.wasm`).
         plugin: PathBuf,
+        /// As one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Say whether a runner's engine answers, which version it runs and
     /// whether it takes the token; exits 0 usable, 1 not, 2 no such runner.
     CheckRunner {
         /// The runner's name (from --runner or the config file's `runner`).
         name: String,
+        /// As one JSON object.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         settings: Settings,
     },

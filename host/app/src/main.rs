@@ -82,7 +82,9 @@ async fn host_main() -> ExitCode {
     let mut under_mcp = false;
     let mut mcp_options = McpOptions::default();
     let (settings, run): (Settings, fn(Host) -> RunFuture) = match cli.command {
-        Command::Check { plugin } => return commands::check(&plugin, cache_dir.as_deref()),
+        Command::Check { plugin, json } => {
+            return commands::check(&plugin, cache_dir.as_deref(), json);
+        }
         Command::Wasm { out } => return commands::write_wasm(&out),
         Command::Completions { shell } => return completions(shell),
         Command::Man => {
@@ -95,9 +97,13 @@ async fn host_main() -> ExitCode {
                 }
             };
         }
-        Command::CheckRunner { name, settings } => {
+        Command::CheckRunner {
+            name,
+            json,
+            settings,
+        } => {
             return match settings_with_file(cli.config.as_deref(), settings) {
-                Ok(settings) => commands::check_runner(&name, &settings).await,
+                Ok(settings) => commands::check_runner(&name, &settings, json).await,
                 Err(e) => {
                     eprintln!("jobs-host: {e:#}");
                     ExitCode::from(2)

@@ -3,10 +3,14 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use serde_json::json;
+
 use host::{PluginRuntime, SandboxLimits};
 
-/// Exit codes: 0 runnable, 1 not runnable here, 2 unreadable.
-pub(crate) fn check(path: &Path, cache_dir: Option<&Path>) -> ExitCode {
+/// Exit codes: 0 runnable, 1 not runnable here, 2 unreadable. With `json`,
+/// one object: `component`, `imports`, `exports`, `runnable`, and `world`
+/// and `wasi` or `reason`.
+pub(crate) fn check(path: &Path, cache_dir: Option<&Path>, json: bool) -> ExitCode {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) => {
@@ -14,18 +18,43 @@ pub(crate) fn check(path: &Path, cache_dir: Option<&Path>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let report = host::plugin::inspect_component(&bytes);
-    let (imports, exports) = match report {
+    let shown = path.display().to_string();
+    let (imports, exports) = match host::plugin::inspect_component(&bytes) {
         Ok(found) => found,
         Err(e) => {
-            println!(
-                "{}: not a component this host can load: {e}",
-                path.display()
-            );
+            let reason = format!("not a component this host can load: {e}");
+            if json {
+                let out = json!({"component": shown, "runnable": false, "reason": reason});
+                println!("{out}");
+            } else {
+                println!("{shown}: {reason}");
+            }
             return ExitCode::from(1);
         }
     };
-    println!("{}", path.display());
+    let world = host::plugin::wit_interface("tool-jobs");
+    let runtime = PluginRuntime::from_component_bytes(&bytes, SandboxLimits::default(), cache_dir);
+    if json {
+        let mut out = json!({"component": shown, "imports": imports, "exports": exports});
+        match &runtime {
+            Ok(runtime) => {
+                out["runnable"] = true.into();
+                out["world"] = world.into();
+                out["wasi"] = runtime.imports_wasi().into();
+            }
+            Err(e) => {
+                out["runnable"] = false.into();
+                out["reason"] = e.to_string().into();
+            }
+        }
+        println!("{out}");
+        return if runtime.is_ok() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        };
+    }
+    println!("{shown}");
     println!("imports:");
     for name in &imports {
         println!("  {name}");
@@ -34,19 +63,15 @@ pub(crate) fn check(path: &Path, cache_dir: Option<&Path>) -> ExitCode {
     for name in &exports {
         println!("  {name}");
     }
-    match PluginRuntime::from_component_bytes(&bytes, SandboxLimits::default(), cache_dir) {
+    match runtime {
         Ok(runtime) if runtime.imports_wasi() => {
             println!(
-                "runnable: yes (world {}; its WASI imports get a deny-by-default context)",
-                host::plugin::wit_interface("tool-jobs")
+                "runnable: yes (world {world}; its WASI imports get a deny-by-default context)"
             );
             ExitCode::SUCCESS
         }
         Ok(_) => {
-            println!(
-                "runnable: yes (world {})",
-                host::plugin::wit_interface("tool-jobs")
-            );
+            println!("runnable: yes (world {world})");
             ExitCode::SUCCESS
         }
         Err(e) => {

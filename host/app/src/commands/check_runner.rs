@@ -4,15 +4,19 @@
 use std::process::ExitCode;
 
 use host::runners::Engine;
-use host::runners::ray::client::{EngineError, RayClient};
+use host::runners::ray::client::RayClient;
 use host::runners::slurm::cli as slurm;
 
+use super::report::Report;
 use crate::settings::Settings;
 
 /// Exit codes, as `check`'s: 0 the engine answers and takes the token, 1 it
 /// does not (down, refusing, too old), 2 no such runner or unreadable
-/// settings.
-pub(crate) async fn check_runner(name: &str, settings: &Settings) -> ExitCode {
+/// settings. What it finds is printed as lines, or with `json` as one
+/// object (`runner`, `address` or `partition`, `engine`, ..., `usable` and
+/// `reason`).
+pub(crate) async fn check_runner(name: &str, settings: &Settings, json: bool) -> ExitCode {
+    let mut report = Report::new(json);
     let specs = match settings.runner_specs() {
         Ok(specs) => specs,
         Err(e) => {
@@ -35,80 +39,81 @@ pub(crate) async fn check_runner(name: &str, settings: &Settings) -> ExitCode {
     let address = match &spec.engine {
         Engine::Ray { address } => address,
         Engine::Slurm { partition } => {
-            return check_slurm(name, partition.as_deref(), settings).await;
+            return check_slurm(report, name, partition.as_deref(), settings).await;
         }
     };
+    report.field("runner", name, &format!("{name}, Ray at {address}"));
+    report.json_only("address", address.as_str());
     let token = match host::runners::ray_token() {
         Ok(token) => token,
-        Err(e) => {
-            println!("runner {name}: {e}");
-            return ExitCode::from(1);
-        }
+        Err(e) => return fail(report, &e.to_string()),
     };
     let source = token
         .as_ref()
         .map_or_else(|| "none".to_owned(), |t| t.source.clone());
     let client = match RayClient::new(address, token) {
         Ok(client) => client,
-        Err(e) => {
-            println!("runner {name}: {e}");
-            return ExitCode::from(1);
-        }
+        Err(e) => return fail(report, &e.to_string()),
     };
-    println!("runner {name}: {address}");
     let version = match client.version().await {
         Ok(version) => version,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(report, &e.to_string()),
     };
-    println!("engine: Ray {}", version.ray_version);
+    report.say("engine", &format!("Ray {}", version.ray_version));
     if !version.has_exit_codes() {
-        println!(
-            "exit codes: no (Ray before 2.8 reports none: jobs that fail by themselves read failed, and memory_bytes is refused)"
+        report.field(
+            "exit codes",
+            false,
+            "no (Ray before 2.8 reports none: jobs that fail by themselves read failed, and memory_bytes is refused)",
         );
     }
-    println!("token: {source}");
+    report.say("token", &source);
     match client.check_auth().await {
         Ok(()) => {
-            println!("auth: ok");
-            println!("usable: yes");
+            report.say("auth", "ok");
+            report.verdict("usable", None);
             ExitCode::SUCCESS
         }
-        Err(e) => fail(&e),
+        Err(e) => fail(report, &e.to_string()),
     }
 }
 
-fn fail(error: &EngineError) -> ExitCode {
-    println!("usable: no: {error}");
+/// `usable: no: why`, exit code 1.
+fn fail(report: Report, why: &str) -> ExitCode {
+    report.verdict("usable", Some(why));
     ExitCode::from(1)
 }
 
 /// A Slurm runner is usable when this machine's Slurm commands answer and
 /// the cluster would take a job (`sbatch --test-only`), and its output
 /// directory can be made.
-async fn check_slurm(name: &str, partition: Option<&str>, settings: &Settings) -> ExitCode {
-    println!(
-        "runner {name}: slurm, partition {}",
-        partition.unwrap_or("(the cluster's default)")
+async fn check_slurm(
+    mut report: Report,
+    name: &str,
+    partition: Option<&str>,
+    settings: &Settings,
+) -> ExitCode {
+    report.field(
+        "runner",
+        name,
+        &format!(
+            "{name}, Slurm partition {}",
+            partition.unwrap_or("(the cluster's default)")
+        ),
     );
+    report.json_only("partition", partition);
     match slurm::version().await {
-        Ok(version) => println!("engine: {version}"),
-        Err(e) => {
-            println!("usable: no: {e}");
-            return ExitCode::from(1);
-        }
+        Ok(version) => report.say("engine", &version),
+        Err(e) => return fail(report, &e.to_string()),
     }
     let dir = match settings.slurm_dir() {
         Ok(dir) => dir,
-        Err(e) => {
-            println!("usable: no: {e}");
-            return ExitCode::from(1);
-        }
+        Err(e) => return fail(report, &e.to_string()),
     };
     if let Err(e) = std::fs::create_dir_all(&dir) {
-        println!("usable: no: cannot make {}: {e}", dir.display());
-        return ExitCode::from(1);
+        return fail(report, &format!("cannot make {}: {e}", dir.display()));
     }
-    println!("output directory: {}", dir.display());
+    report.say("output directory", &dir.display().to_string());
     let mut args: Vec<String> = partition
         .map(|p| format!("--partition={p}"))
         .into_iter()
@@ -117,12 +122,9 @@ async fn check_slurm(name: &str, partition: Option<&str>, settings: &Settings) -
     args.push(format!("--output={}", dir.join("check-%j.out").display()));
     match slurm::sbatch_test(&args, "#!/bin/bash\ntrue\n").await {
         Ok(()) => {
-            println!("usable: yes");
+            report.verdict("usable", None);
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            println!("usable: no: {e}");
-            ExitCode::from(1)
-        }
+        Err(e) => fail(report, &e.to_string()),
     }
 }

@@ -68,8 +68,8 @@ pub(crate) async fn daemon_command(cli: Cli, cache_dir: Option<PathBuf>) -> Resu
             session,
             id,
         } => daemon::client::logs(id, session, stderr, lines, follow).await,
-        Command::Kill { session, id } => daemon::client::kill(id, session).await,
-        Command::Wait { session, id } => daemon::client::wait(id, session).await,
+        Command::Kill { session, json, id } => daemon::client::kill(id, session, json).await,
+        Command::Wait { session, json, id } => daemon::client::wait(id, session, json).await,
         Command::Mcp {
             settings,
             structured_output,

@@ -5,6 +5,7 @@ mod check;
 mod check_runner;
 mod durable;
 mod mcp;
+mod report;
 mod shell;
 mod tools;
 mod wasm;

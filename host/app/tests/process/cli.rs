@@ -578,6 +578,70 @@ fn check_accepts_the_built_in_plugin() {
     );
 }
 
+/// `check --json` and `check-runner` (lines and `--json`): what they find,
+/// and the exit codes a script reads. An engine that does not answer is
+/// `usable: no` with the reason; an unknown runner says how to name one.
+#[test]
+fn checks_answer_a_person_and_a_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("tool-jobs.wasm");
+    std::fs::write(&plugin, host::plugin::TOOL_JOBS_WASM).unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(BIN)
+            .args(args)
+            .arg("--cache-dir")
+            .arg(cache_dir())
+            .output()
+            .unwrap()
+    };
+    let checked = run(&["check", "--json", plugin.to_str().unwrap()]);
+    assert!(checked.status.success());
+    let found: Value = serde_json::from_slice(&checked.stdout).unwrap();
+    let named = host::plugin::wit_interface;
+    assert_eq!(found["runnable"], true, "{found}");
+    assert_eq!(found["world"], named("tool-jobs"));
+    assert_eq!(found["wasi"], false);
+    assert_eq!(found["exports"], json!([named("tools"), named("notices")]));
+
+    // A port nothing listens on: the engine does not answer.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let runner = format!("far={address}");
+    let lines = run(&["check-runner", "far", "--runner", &runner]);
+    assert_eq!(lines.status.code(), Some(1));
+    let text = String::from_utf8(lines.stdout).unwrap();
+    assert!(
+        text.starts_with(&format!(
+            "runner: far, Ray at {address}\nusable: no: cannot reach the Ray engine at {address}"
+        )),
+        "{text}"
+    );
+    let scripted = run(&["check-runner", "far", "--json", "--runner", &runner]);
+    assert_eq!(scripted.status.code(), Some(1));
+    let found: Value = serde_json::from_slice(&scripted.stdout).unwrap();
+    assert_eq!(
+        (&found["runner"], &found["address"], &found["usable"]),
+        (&json!("far"), &json!(address), &json!(false)),
+        "{found}"
+    );
+    assert!(
+        found["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("cannot reach")
+    );
+
+    let unknown = run(&["check-runner", "near", "--runner", &runner]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).starts_with(
+            "jobs-host: no runner named \"near\" (runners: far); name one with --runner near="
+        ),
+        "{unknown:?}"
+    );
+}
+
 #[test]
 fn profile_c_is_one_flag_away() {
     let printed = tools_json(&["--profile", "c", "--max-wait-seconds", "5"]);

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
-use super::{next, request};
+use super::{HOW_TO_START, next, request};
 use crate::daemon::Request;
 use crate::{console, terminal};
 
@@ -109,7 +109,7 @@ async fn logs_from_files(
         bail!("no daemon is running for this user, and no state directory to read");
     };
     let Some((jobs, _, _)) = crate::daemon::journal::read(&state)? else {
-        bail!("no daemon is running for this user, and nothing was journaled");
+        bail!("no daemon is running for this user, and nothing was journaled: {HOW_TO_START}");
     };
     let mut found: Vec<_> = jobs
         .into_iter()
@@ -117,10 +117,27 @@ async fn logs_from_files(
         .filter(|r| r.job.status != "adopted")
         .collect();
     let Some(job) = found.pop() else {
-        bail!("no daemon is running for this user, and the journal has no job {id}");
+        bail!(
+            "no daemon is running for this user, and the journal has no job {id}{} \
+             (`jobs-host ps --journal` lists every job it recorded)",
+            session
+                .map(|s| format!(" in session {s:?}"))
+                .unwrap_or_default()
+        );
     };
     if session.is_none() && found.iter().any(|other| other.session != job.session) {
-        bail!("job {id} is in more than one session; name one with --session");
+        let mut sessions: Vec<String> = found
+            .iter()
+            .map(|r| format!("{:?}", r.session))
+            .chain([format!("{:?}", job.session)])
+            .collect();
+        sessions.sort();
+        sessions.dedup();
+        bail!(
+            "job {id} is in {} sessions ({}): name one with --session KEY",
+            sessions.len(),
+            sessions.join(", ")
+        );
     }
     let Some(files) = job.job.files.map(PathBuf::from) else {
         bail!(

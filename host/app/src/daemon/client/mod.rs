@@ -289,6 +289,11 @@ pub(super) async fn request(
 
 pub(super) const NO_DAEMON: &str = "jobs-host: no daemon is running for this user";
 
+/// How a person gets a daemon, said where a command needs one and none runs.
+pub(super) const HOW_TO_START: &str = "a durable session starts the daemon \
+     (`jobs-host mcp --session KEY` for a harness, `jobs-host shell --session KEY` to type \
+     tool calls)";
+
 /// The one-line answer to `req`; `None` when no daemon runs.
 pub(super) async fn reply_of(req: Request) -> Result<Option<Value>> {
     Ok(request(req).await?.map(|(_, _, answer)| answer))
@@ -296,9 +301,12 @@ pub(super) async fn reply_of(req: Request) -> Result<Option<Value>> {
 
 /// The one-line answer to `req` from a daemon that must be running.
 pub(super) async fn required_reply(req: Request) -> Result<Value> {
-    reply_of(req)
-        .await?
-        .context("no daemon is running for this user")
+    reply_of(req).await?.with_context(|| {
+        format!(
+            "no daemon is running for this user: {HOW_TO_START}; `jobs-host ps --journal` \
+                 lists what earlier daemons ran"
+        )
+    })
 }
 
 /// `jobs-host daemon --stop`: every session ends (their jobs are killed) and

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use std::io::IsTerminal;
 
-use super::{NO_DAEMON, reply_of};
+use super::{HOW_TO_START, NO_DAEMON, reply_of};
 use crate::console;
 use crate::daemon::Request;
 
@@ -47,7 +47,7 @@ pub async fn ps(session: Option<String>, journal: bool, json_out: bool) -> Resul
                 if json_out {
                     println!("{}", json!({"daemon": false, "journal": false, "jobs": []}));
                 } else {
-                    println!("{NO_DAEMON}, and there is no journal");
+                    println!("{NO_DAEMON}, and there is no journal: {HOW_TO_START}");
                 }
                 return Ok(0);
             };

@@ -11,7 +11,7 @@ use crate::daemon::Request;
 /// # Errors
 ///
 /// No daemon, or an unknown job.
-pub async fn wait(id: String, session: Option<String>) -> Result<u8> {
+pub async fn wait(id: String, session: Option<String>, json: bool) -> Result<u8> {
     let answer = required_reply(Request::Wait {
         id: id.clone(),
         session,
@@ -19,11 +19,16 @@ pub async fn wait(id: String, session: Option<String>) -> Result<u8> {
     .await?;
     let status = answer["status"].as_str().unwrap_or("failed");
     let detail = answer["detail"].as_str();
+    let code = exit_code(status, detail);
     match detail {
+        _ if json => println!(
+            "{}",
+            serde_json::json!({"id": id, "status": status, "detail": detail, "exit_code": code})
+        ),
         Some(detail) => eprintln!("{id} {status} ({detail})"),
         None => eprintln!("{id} {status}"),
     }
-    Ok(exit_code(status, detail))
+    Ok(code)
 }
 
 /// A job's end as a process exit code. Its detail starts with `exit code: N`

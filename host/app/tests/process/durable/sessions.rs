@@ -70,6 +70,14 @@ async fn a_restarted_client_finds_its_dev_server_and_one_notice() {
     let waited = runtime.run(&["wait", "--session", key, "bash-2"], "");
     assert_eq!(waited.status.code(), Some(4), "{}", stderr(&waited));
     assert_eq!(stderr(&waited), "bash-2 completed (exit code: 4)\n");
+    // The same end for a script: one JSON object, the same exit code.
+    let waited = runtime.run(&["wait", "--session", key, "--json", "bash-2"], "");
+    assert_eq!(waited.status.code(), Some(4), "{}", stderr(&waited));
+    let end: Value = serde_json::from_str(&stdout(&waited)).unwrap();
+    assert_eq!(
+        end,
+        json!({"id": "bash-2", "status": "completed", "detail": "exit code: 4", "exit_code": 4})
+    );
     // Someone visits the server meanwhile: output the model has not read.
     std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     eventually("the visit in the logs", || {
@@ -138,8 +146,19 @@ async fn a_restarted_client_finds_its_dev_server_and_one_notice() {
     );
 
     // A person kills the server; the model is told.
-    let killed = runtime.run(&["kill", "bash-1"], "");
+    let killed = runtime.run(&["kill", "--json", "bash-1"], "");
     assert!(killed.status.success(), "{}", stderr(&killed));
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout(&killed)).unwrap(),
+        json!({"id": "bash-1", "already_finished": false})
+    );
+    // Ids a person got wrong are answered with what lists the right ones.
+    let unknown = runtime.run(&["kill", "bash-9"], "");
+    assert_eq!(unknown.status.code(), Some(1));
+    assert_eq!(
+        stderr(&unknown),
+        "jobs-host: no job bash-9 in any session (`jobs-host ps --all` lists them)\n"
+    );
     let waited = runtime.run(&["wait", "bash-1"], "");
     assert_eq!(
         waited.status.code(),

@@ -54,20 +54,20 @@ mod tests {
         let stub = Stub::new(&["one", "two"]);
         assert_eq!(
             kill(&stub, "bash-9", None).await.unwrap_err().to_string(),
-            "no job bash-9 in any session"
+            "no job bash-9 in any session (`jobs-host ps --all` lists them)"
         );
         assert_eq!(
             kill(&stub, "bash-9", Some("one"))
                 .await
                 .unwrap_err()
                 .to_string(),
-            "no job bash-9 in session \"one\""
+            "no job bash-9 in session \"one\" (`jobs-host ps --session one` lists its jobs)"
         );
         let (id, _one) = stream_job(&stub.sessions[0]);
         let (_, _two) = stream_job(&stub.sessions[1]);
         assert_eq!(
             kill(&stub, &id, None).await.unwrap_err().to_string(),
-            "job bash-1 is in 2 sessions (\"one\", \"two\"): name one with --session"
+            "job bash-1 is in 2 sessions (\"one\", \"two\"): name one with --session KEY"
         );
         assert!(kill(&stub, &id, Some("three")).await.is_err());
     }

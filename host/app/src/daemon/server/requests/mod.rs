@@ -63,7 +63,7 @@ async fn chosen(sessions: &impl Sessions, key: Option<&str>) -> Result<Vec<Sessi
     match key {
         Some(key) => match all.into_iter().find(|v| v.key == key) {
             Some(view) => Ok(vec![view]),
-            None => bail!("no session {key:?} in this daemon"),
+            None => bail!("no session {key:?} in this daemon (`jobs-host ps --all` lists them)"),
         },
         None => Ok(all),
     }
@@ -83,11 +83,13 @@ async fn find(sessions: &impl Sessions, id: &str, session: Option<&str>) -> Resu
     match holding.as_slice() {
         [one] => Ok(one.clone()),
         [] => match session {
-            Some(key) => bail!("no job {id} in session {key:?}"),
-            None => bail!("no job {id} in any session"),
+            Some(key) => bail!(
+                "no job {id} in session {key:?} (`jobs-host ps --session {key}` lists its jobs)"
+            ),
+            None => bail!("no job {id} in any session (`jobs-host ps --all` lists them)"),
         },
         many => bail!(
-            "job {id} is in {} sessions ({}): name one with --session",
+            "job {id} is in {} sessions ({}): name one with --session KEY",
             many.len(),
             many.iter()
                 .map(|v| format!("{:?}", v.key))
