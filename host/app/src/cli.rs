@@ -98,6 +98,10 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// A live view of every durable session's jobs: their table, the selected
+    /// job's output, keys to kill, filter and follow (`q` quits). Nothing the
+    /// model reads is consumed.
+    Top,
     /// Print a job's output (nothing the model reads is consumed).
     Logs {
         /// Keep printing what the job writes until it ends.

@@ -136,6 +136,7 @@ async fn host_main() -> ExitCode {
         | Command::Ps { .. }
         | Command::Logs { .. }
         | Command::Kill { .. }
+        | Command::Top
         | Command::Wait { .. } => unreachable!("handled above"),
     };
     let mut signals = match Signals::new() {

@@ -69,6 +69,7 @@ pub(crate) async fn daemon_command(cli: Cli, cache_dir: Option<PathBuf>) -> Resu
             id,
         } => daemon::client::logs(id, session, stderr, lines, follow).await,
         Command::Kill { session, json, id } => daemon::client::kill(id, session, json).await,
+        Command::Top => daemon::client::top().await,
         Command::Wait { session, json, id } => daemon::client::wait(id, session, json).await,
         Command::Mcp {
             settings,
@@ -119,6 +120,7 @@ pub(crate) fn is_daemon_command(command: &Command) -> Result<bool> {
         | Command::Ps { .. }
         | Command::Logs { .. }
         | Command::Kill { .. }
+        | Command::Top
         | Command::Wait { .. } => true,
         Command::Mcp {
             durable, settings, ..

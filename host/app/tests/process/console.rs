@@ -22,7 +22,7 @@ use crate::durable::Runtime;
 /// own session with that terminal as its controlling one, as a terminal
 /// emulator runs a shell. Everything it writes is kept; its cursor-position
 /// queries are answered, as a terminal would.
-struct OnTerminal {
+pub(crate) struct OnTerminal {
     pid: i32,
     master: Option<Arc<OwnedFd>>,
     /// The terminal's side the program has, kept to read its modes.
@@ -34,7 +34,7 @@ struct OnTerminal {
 }
 
 impl OnTerminal {
-    fn spawn(mut cmd: Command) -> OnTerminal {
+    pub(crate) fn spawn(mut cmd: Command) -> OnTerminal {
         // Both sides close on exec: a program another test starts meanwhile
         // must not hold the terminal open.
         use nix::fcntl::OFlag;
@@ -126,8 +126,28 @@ impl OnTerminal {
         OnTerminal::spawn(shell)
     }
 
-    fn shown(&self) -> String {
+    pub(crate) fn shown(&self) -> String {
         String::from_utf8_lossy(&self.screen.lock().unwrap()).into_owned()
+    }
+
+    /// Every byte the program wrote so far.
+    pub(crate) fn written(&self) -> Vec<u8> {
+        self.screen.lock().unwrap().clone()
+    }
+
+    /// Gives the terminal a new size, as a terminal window resized does
+    /// (the program is sent SIGWINCH).
+    pub(crate) fn resize(&self, rows: u16, cols: u16) {
+        let size = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        let master = self.master.as_ref().expect("the terminal is open");
+        // SAFETY: TIOCSWINSZ reads one winsize, which `size` is.
+        let sized = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+        assert_eq!(sized, 0);
     }
 
     /// Waits until the screen has shown `text` `times` times.
@@ -153,7 +173,7 @@ impl OnTerminal {
 
     /// Whether the terminal is in its ordinary (cooked) modes: lines edited
     /// by the terminal, keys echoed, ctrl-c a signal.
-    fn cooked(&self) -> bool {
+    pub(crate) fn cooked(&self) -> bool {
         use nix::sys::termios::LocalFlags;
         let modes = nix::sys::termios::tcgetattr(&self.slave).unwrap();
         modes
@@ -162,7 +182,7 @@ impl OnTerminal {
     }
 
     /// Types `keys`.
-    fn type_keys(&self, keys: &str) {
+    pub(crate) fn type_keys(&self, keys: &str) {
         let master = self.master.as_ref().expect("the terminal is open");
         nix::unistd::write(master.as_fd(), keys.as_bytes()).unwrap();
     }
@@ -192,7 +212,7 @@ impl OnTerminal {
     /// Waits (10 s at most) for the process's end: its exit code (or 128 +
     /// the signal that killed it), how long that took, and its CPU time with
     /// its reaped children's.
-    fn wait_for_exit(&mut self) -> (i32, Duration, Duration) {
+    pub(crate) fn wait_for_exit(&mut self) -> (i32, Duration, Duration) {
         let start = Instant::now();
         loop {
             let mut status = 0;

@@ -10,3 +10,4 @@ mod containment;
 mod durable;
 mod harnesses;
 mod tasks;
+mod top;

@@ -7,6 +7,7 @@ mod kill;
 mod logs;
 mod ps;
 mod session;
+mod top;
 mod wait;
 
 use std::os::unix::fs::OpenOptionsExt;
@@ -26,6 +27,7 @@ pub use kill::kill;
 pub use logs::logs;
 pub use ps::ps;
 pub use session::{mcp, shell};
+pub use top::top;
 pub use wait::wait;
 
 /// How long a client waits for a daemon it started to listen.

@@ -159,7 +159,7 @@ pub async fn ps(session: Option<String>, journal: bool, json_out: bool) -> Resul
 
 /// A label's first line, marked when there is more: a table's row stays one
 /// line.
-fn one_line(label: &str) -> String {
+pub(super) fn one_line(label: &str) -> String {
     match label.split_once('\n') {
         Some((first, _)) => format!("{first}\u{2026}"),
         None => label.to_owned(),
@@ -167,7 +167,7 @@ fn one_line(label: &str) -> String {
 }
 
 /// `3s`, `4m05s`, `2h07m`.
-fn age(ms: u64) -> String {
+pub(super) fn age(ms: u64) -> String {
     let s = ms / 1000;
     match s {
         0..60 => format!("{s}s"),
