@@ -100,9 +100,9 @@ pub struct JobsServer {
 
 impl JobsServer {
     /// A server for `session`, advertising `instructions` (the prompt section,
-    /// when the profile has one). With `structured_output`, tools declare an
-    /// output schema and results carry `structuredContent` (see the module
-    /// docs).
+    /// when the profile has one) followed by what each tool does (see
+    /// [`tool_index`]). With `structured_output`, tools declare an output
+    /// schema and results carry `structuredContent` (see the module docs).
     ///
     /// # Errors
     ///
@@ -112,9 +112,13 @@ impl JobsServer {
         instructions: Option<String>,
         structured_output: bool,
     ) -> Result<JobsServer, host::PluginError> {
-        let tools = session
-            .tool_definitions()
-            .await?
+        let definitions = session.tool_definitions().await?;
+        let index = tool_index(&definitions);
+        let instructions = Some(match instructions {
+            Some(prompt) => format!("{prompt}\n\n{index}"),
+            None => index,
+        });
+        let tools = definitions
             .into_iter()
             .map(|d| {
                 let mut tool = Tool::new(d.name, d.description, Arc::new(object(&d.input_schema)));
@@ -174,3 +178,54 @@ impl JobsServer {
 
 #[cfg(test)]
 mod tests;
+
+/// What each tool does, in the first sentence of its own description, for
+/// the server's instructions: a client that defers tool schemas (Claude
+/// Code's ToolSearch shows the model only the tools' names and the server's
+/// instructions until it loads a schema) still tells the model which tool
+/// starts a job, which reads one and which stops one.
+pub fn tool_index(tools: &[host::plugin::ToolDefinition]) -> String {
+    let mut index = String::from("What each tool does:");
+    for tool in tools {
+        let first = match tool.description.find(". ") {
+            Some(end) => &tool.description[..=end],
+            None => tool.description.trim_end(),
+        };
+        index.push_str(&format!("\n- {}: {first}", tool.name));
+    }
+    index
+}
+
+#[cfg(test)]
+mod index_tests {
+    use host::plugin::{ToolAnnotations, ToolDefinition};
+
+    use super::tool_index;
+
+    #[test]
+    fn each_tool_is_said_in_its_first_sentence() {
+        let tool = |name: &str, description: &str| ToolDefinition {
+            name: name.into(),
+            description: description.into(),
+            input_schema: "{}".into(),
+            output_schema: None,
+            annotations: ToolAnnotations {
+                title: name.into(),
+                read_only_hint: false,
+                destructive_hint: false,
+                idempotent_hint: false,
+                open_world_hint: false,
+            },
+        };
+        assert_eq!(
+            tool_index(&[
+                tool(
+                    "bash",
+                    "Run a command (collect with job_output). No timeout applies."
+                ),
+                tool("job_kill", "Cancel a running background job."),
+            ]),
+            "What each tool does:\n- bash: Run a command (collect with job_output).\n- job_kill: Cancel a running background job."
+        );
+    }
+}

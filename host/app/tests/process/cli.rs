@@ -139,11 +139,21 @@ async fn a_whole_mcp_session() {
     let (client, mut logs) = mcp_client(&[]).await;
 
     let info = client.peer_info().expect("server info");
+    // The prompt section, then what each tool does (for clients that show
+    // the model tool names only until it loads their schemas).
+    let instructions = info.instructions.as_deref().unwrap();
+    assert!(instructions.starts_with("Track every background job id you start."));
     assert!(
-        info.instructions
-            .as_deref()
-            .unwrap()
-            .starts_with("Track every background job id you start.")
+        instructions.ends_with(
+            "and job_kill jobs that stopped mattering.\n\nWhat each tool does:\n\
+             - bash: Run a shell command in the background and return a job id immediately \
+             (collect with job_output, stop with job_kill).\n\
+             - job_output: Read a background job.\n\
+             - job_list: List your background jobs (running and finished) with their ids, \
+             kinds, and statuses.\n\
+             - job_kill: Request cancellation of a running background job by job id."
+        ),
+        "{instructions}"
     );
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
@@ -707,8 +717,17 @@ fn profile_c_is_one_flag_away() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_session_in_profile_c() {
     let (client, mut logs) = mcp_client(&["--profile", "c"]).await;
-    // Profile C has no prompt section, and its job tools return text only.
-    assert_eq!(client.peer_info().unwrap().instructions, None);
+    // Profile C has no prompt section: the instructions say what each tool
+    // does, and nothing more. Its job tools return text only.
+    let instructions = client.peer_info().unwrap().instructions.clone().unwrap();
+    assert!(
+        instructions.starts_with("What each tool does:\n- bash: Run a shell command"),
+        "{instructions}"
+    );
+    assert!(
+        instructions.ends_with("\n- job_cancel: Cancel a running background job."),
+        "{instructions}"
+    );
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(
