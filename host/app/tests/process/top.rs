@@ -166,3 +166,79 @@ fn top_without_a_terminal_points_to_ps() {
         "jobs-host: top needs a terminal; for a script, `jobs-host ps --all --json` lists the same jobs\n"
     );
 }
+
+/// A plain `jobs-host mcp` (no durable session) is seen too, through its
+/// own view socket: its row, its tail, a kill the model is told of; its
+/// socket goes with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_sees_a_plain_mcp_session_through_its_view() {
+    use rmcp::ServiceExt;
+    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+    use serde_json::json;
+
+    use crate::cli::{BIN, Client, cache_dir, call, texts};
+
+    let runtime = Runtime::new();
+    let dir = runtime.path().to_owned();
+    let transport = TokioChildProcess::new(tokio::process::Command::new(BIN).configure(|cmd| {
+        cmd.arg("--cache-dir")
+            .arg(cache_dir())
+            .arg("mcp")
+            .env("XDG_RUNTIME_DIR", &dir)
+            .env("XDG_STATE_HOME", dir.join("state"));
+    }))
+    .unwrap();
+    let pid = transport.id().unwrap();
+    let (logs, _) = tokio::sync::mpsc::unbounded_channel();
+    let client = Client { logs }.serve(transport).await.unwrap();
+    let started = client
+        .call_tool(call(
+            "bash",
+            json!({"command": "echo plain-tail-line; exec sleep 302"}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(texts(&started), ["started background job bash-1"]);
+    let socket = runtime.daemon_dir().join(format!("mcp-{pid}.sock"));
+    assert!(socket.exists(), "no view socket at {}", socket.display());
+
+    let mut top = OnTerminal::spawn(runtime.command(&["top"]));
+    let size = (24, 80);
+    let key = format!("mcp-{pid}");
+    until(&top, size, "the plain session's row", |row| {
+        row.starts_with("bash-1") && row.contains(&key) && row.contains("running")
+    })
+    .await;
+    until(&top, size, "its tail", |row| row == "plain-tail-line").await;
+    top.type_keys("x");
+    until(&top, size, "the kill's question", |row| {
+        row.starts_with("kill bash-1 of session mcp-")
+    })
+    .await;
+    top.type_keys("y");
+    until(&top, size, "the killed row", |row| {
+        row.starts_with("bash-1") && row.contains("killed SIGTERM")
+    })
+    .await;
+    top.type_keys("q");
+    assert_eq!(top.wait_for_exit().0, 0, "{}", top.shown());
+
+    // The model reads the kill, and the output top showed is still unread.
+    let read = client
+        .call_tool(call("job_output", json!({"job_id": "bash-1"})))
+        .await
+        .unwrap();
+    let read = texts(&read).join("\n");
+    assert!(
+        read.contains("plain-tail-line\n[status: killed, signal: SIGTERM]"),
+        "{read}"
+    );
+    client.cancel().await.unwrap();
+    for _ in 0..500 {
+        if !socket.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!socket.exists(), "the view socket outlived its process");
+}

@@ -35,8 +35,12 @@ pub(super) const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The daemon's socket, connected; `None` when no daemon listens there.
 pub(super) async fn connect(dir: &Path) -> Result<Option<UnixStream>> {
-    let path = super::socket_path(dir);
-    match UnixStream::connect(&path).await {
+    connect_to(&super::socket_path(dir)).await
+}
+
+/// The socket at `path`, connected; `None` when nothing listens there.
+async fn connect_to(path: &Path) -> Result<Option<UnixStream>> {
+    match UnixStream::connect(path).await {
         Ok(stream) => Ok(Some(stream)),
         // Reset: a daemon killed as this connected (its socket took the
         // connection, then went with it).
@@ -266,7 +270,16 @@ pub(super) async fn request(
         return Ok(None);
     }
     super::private_dir(&dir)?;
-    let Some(stream) = connect(&dir).await? else {
+    request_at(&super::socket_path(&dir), request).await
+}
+
+/// One control request to the server listening at `path` (the daemon, or a
+/// `jobs-host mcp`'s view), with its first answer; `None` when none listens.
+pub(super) async fn request_at(
+    path: &Path,
+    request: Request,
+) -> Result<Option<(BufReader<OwnedReadHalf>, OwnedWriteHalf, Value)>> {
+    let Some(stream) = connect_to(path).await? else {
         return Ok(None);
     };
     let hello = Hello {

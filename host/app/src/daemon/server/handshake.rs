@@ -9,6 +9,7 @@ use anyhow::Result;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use super::Daemon;
 use crate::daemon::{Hello, Kind, MAX_HELLO_BYTES, PROTOCOL};
@@ -18,70 +19,13 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Daemon {
     pub(super) async fn connection(self: std::sync::Arc<Self>, stream: UnixStream) {
-        let uid = rustix::process::geteuid().as_raw();
-        let (read, mut write, peer) = match stream.peer_cred() {
-            Ok(cred) if cred.uid() == uid => {
-                let peer = cred.pid().unwrap_or(0);
-                if peer > 0 && is_a_job(peer) {
-                    tracing::warn!("jobs-host daemon: refused pid {peer}, a background job");
-                    let mut stream = stream;
-                    let _ = answer(
-                        &mut stream,
-                        &json!({"error": "refused: a background job may not drive the daemon of durable sessions"}),
-                    )
-                    .await;
-                    return;
-                }
-                let (read, write) = stream.into_split();
-                (BufReader::new(read), write, peer)
-            }
-            Ok(cred) => {
-                tracing::warn!("jobs-host daemon: refused a client of uid {}", cred.uid());
-                let mut stream = stream;
-                let _ = answer(
-                    &mut stream,
-                    &json!({"error": format!("refused: this daemon serves uid {uid} only, not uid {}", cred.uid())}),
-                )
-                .await;
-                return;
-            }
-            Err(e) => {
-                tracing::warn!("jobs-host daemon: no peer credentials: {e}");
-                return;
-            }
+        let names = ("this daemon", "the daemon of durable sessions");
+        let Some((read, mut write, peer)) = admit(stream, names).await else {
+            return;
         };
         let mut read = read;
-        let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_json_line(&mut read)).await {
-            // The version first: a client of another build may send fields
-            // this one does not know.
-            Ok(Ok(Some(line))) => match line.get("protocol").and_then(Value::as_u64) {
-                Some(version) if version != u64::from(PROTOCOL) => {
-                    let why = format!(
-                        "this daemon speaks protocol {PROTOCOL}, the client {version}: restart the daemon (jobs-host daemon --stop)"
-                    );
-                    let _ = answer(&mut write, &json!({"error": why})).await;
-                    return;
-                }
-                _ => serde_json::from_value::<Hello>(line).map_err(|e| e.to_string()),
-            },
-            Ok(Ok(None)) => return,
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err("no hello within 10 s".to_owned()),
-        };
-        let hello = match hello {
-            Ok(hello) if hello.protocol == PROTOCOL => hello,
-            Ok(hello) => {
-                let why = format!(
-                    "this daemon speaks protocol {PROTOCOL}, the client {}: restart the daemon (jobs-host daemon --stop)",
-                    hello.protocol
-                );
-                let _ = answer(&mut write, &json!({"error": why})).await;
-                return;
-            }
-            Err(e) => {
-                let _ = answer(&mut write, &json!({"error": format!("bad hello: {e}")})).await;
-                return;
-            }
+        let Some(hello) = hello(&mut read, &mut write, "this daemon").await else {
+            return;
         };
         let result = match hello.kind {
             Kind::Mcp | Kind::Shell => self.front_end(hello, read, write, peer).await,
@@ -89,6 +33,89 @@ impl Daemon {
         };
         if let Err(e) = result {
             tracing::debug!("jobs-host daemon: connection ended: {e:#}");
+        }
+    }
+}
+
+/// A connection's peer, checked: this user's, and not a background job.
+/// Its two halves and its pid; `None` (with the refusal said to it) for any
+/// other. `names` name the server in the refusals: as itself ("this
+/// daemon") and as what a job may not drive ("the daemon of durable
+/// sessions").
+pub(crate) async fn admit(
+    stream: UnixStream,
+    names: (&str, &str),
+) -> Option<(BufReader<OwnedReadHalf>, OwnedWriteHalf, i32)> {
+    let (who, driven) = names;
+    let uid = rustix::process::geteuid().as_raw();
+    match stream.peer_cred() {
+        Ok(cred) if cred.uid() == uid => {
+            let peer = cred.pid().unwrap_or(0);
+            if peer > 0 && is_a_job(peer) {
+                tracing::warn!("jobs-host: {who} refused pid {peer}, a background job");
+                let mut stream = stream;
+                let _ = answer(
+                    &mut stream,
+                    &json!({"error": format!("refused: a background job may not drive {driven}")}),
+                )
+                .await;
+                return None;
+            }
+            let (read, write) = stream.into_split();
+            Some((BufReader::new(read), write, peer))
+        }
+        Ok(cred) => {
+            tracing::warn!("jobs-host: {who} refused a client of uid {}", cred.uid());
+            let mut stream = stream;
+            let _ = answer(
+                &mut stream,
+                &json!({"error": format!("refused: {who} serves uid {uid} only, not uid {}", cred.uid())}),
+            )
+            .await;
+            None
+        }
+        Err(e) => {
+            tracing::warn!("jobs-host: {who}: no peer credentials: {e}");
+            None
+        }
+    }
+}
+
+/// The client's first line, within [`HELLO_TIMEOUT`] and of this
+/// [`PROTOCOL`]; `None` (with the reason said to it) otherwise.
+pub(crate) async fn hello(
+    read: &mut BufReader<OwnedReadHalf>,
+    write: &mut OwnedWriteHalf,
+    who: &str,
+) -> Option<Hello> {
+    let restart = |version: u64| {
+        format!(
+            "{who} speaks protocol {PROTOCOL}, the client {version}: restart the daemon (jobs-host daemon --stop)"
+        )
+    };
+    let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_json_line(read)).await {
+        // The version first: a client of another build may send fields
+        // this one does not know.
+        Ok(Ok(Some(line))) => match line.get("protocol").and_then(Value::as_u64) {
+            Some(version) if version != u64::from(PROTOCOL) => {
+                let _ = answer(write, &json!({"error": restart(version)})).await;
+                return None;
+            }
+            _ => serde_json::from_value::<Hello>(line).map_err(|e| e.to_string()),
+        },
+        Ok(Ok(None)) => return None,
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err("no hello within 10 s".to_owned()),
+    };
+    match hello {
+        Ok(hello) if hello.protocol == PROTOCOL => Some(hello),
+        Ok(hello) => {
+            let _ = answer(write, &json!({"error": restart(u64::from(hello.protocol))})).await;
+            None
+        }
+        Err(e) => {
+            let _ = answer(write, &json!({"error": format!("bad hello: {e}")})).await;
+            None
         }
     }
 }

@@ -7,7 +7,8 @@
 //! session's state, attaching, leaving, the linger and the lease),
 //! `recorder` (the journal's writer), `files` (the state directory's
 //! files), `adopt` (jobs a dead daemon left), `front_end` (MCP or the
-//! console on a session) and `requests` (`ps`, `logs`, `kill`, `wait`).
+//! console on a session) and `requests` (`ps`, `logs`, `kill`, `wait`),
+//! which `view` (a plain `jobs-host mcp`'s socket for `top`) also serves.
 
 mod adopt;
 mod files;
@@ -17,6 +18,7 @@ mod idle;
 mod recorder;
 mod requests;
 mod sessions;
+pub mod view;
 
 use std::collections::HashMap;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

@@ -1,5 +1,6 @@
-//! `jobs-host top`: a live view of this user's durable sessions and their
-//! jobs, through the daemon. A table that updates in place (id, session,
+//! `jobs-host top`: a live view of this user's sessions and their jobs:
+//! the daemon's durable sessions, and each plain `jobs-host mcp`'s own
+//! session through its view socket (see `daemon::server::view`). A table that updates in place (id, session,
 //! status with its exit code, age, CPU, memory, ports, label), the selected
 //! job's output tail that follows, and keys to kill (confirmed), to filter,
 //! and to open `logs -f`. It asks the daemon only what `ps` and `logs` ask,
@@ -8,6 +9,7 @@
 mod stats;
 mod view;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -18,7 +20,7 @@ use serde_json::Value;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
-use super::{next, reply_of, request, required_reply};
+use super::{next, request_at};
 use crate::daemon::Request;
 use stats::Stats;
 
@@ -30,6 +32,9 @@ const TAIL_LINES: u32 = 200;
 /// One job as `ps` reports it.
 #[derive(Debug, Clone)]
 struct Job {
+    /// Where it was listed: the daemon (`None`), or a `jobs-host mcp`'s
+    /// view socket. Its kill and its lines are asked there.
+    source: Option<PathBuf>,
     id: String,
     session: String,
     status: String,
@@ -42,9 +47,10 @@ struct Job {
 }
 
 impl Job {
-    fn from_ps(job: &Value) -> Job {
+    fn from_ps(job: &Value, source: Option<PathBuf>) -> Job {
         let text = |key: &str| job[key].as_str().unwrap_or_default().to_owned();
         Job {
+            source,
             id: text("id"),
             session: text("session"),
             status: text("status"),
@@ -187,11 +193,11 @@ pub async fn top() -> Result<u8> {
                     Step::Stay => {}
                     Step::Quit => return Ok(0),
                     Step::Refresh => refresh(&mut app).await,
-                    Step::Follow(session, id) => {
+                    Step::Follow(job) => {
                         drop(terminal);
                         ratatui::restore();
                         keys.pause(true);
-                        follow(&session, &id).await;
+                        follow(&job, &mut interrupt).await;
                         keys.pause(false);
                         terminal = ratatui::try_init().context("cannot set the terminal up")?;
                         refresh(&mut app).await;
@@ -220,7 +226,7 @@ enum Step {
     Stay,
     Quit,
     Refresh,
-    Follow(String, String),
+    Follow(Job),
 }
 
 async fn on_event(app: &mut App, event: Event) -> Step {
@@ -252,20 +258,26 @@ async fn on_event(app: &mut App, event: Event) -> Step {
         }
         Mode::ConfirmKill(session, id) => {
             if matches!(key.code, KeyCode::Char('y' | 'Y')) {
-                app.message = Some(
-                    match required_reply(Request::Kill {
-                        id: id.clone(),
-                        session: Some(session),
-                    })
-                    .await
-                    {
-                        Ok(answer) if answer["already_finished"].as_bool() == Some(true) => {
-                            format!("{id} had already finished")
-                        }
-                        Ok(_) => format!("killing {id}; its session will be told"),
-                        Err(e) => format!("{e:#}"),
-                    },
-                );
+                let source = app
+                    .jobs
+                    .iter()
+                    .find(|j| j.session == session && j.id == id)
+                    .and_then(|j| j.source.clone());
+                let kill = Request::Kill {
+                    id: id.clone(),
+                    session: Some(session),
+                };
+                app.message = Some(match ask(source.as_ref(), kill).await {
+                    Ok(Some((_, _, answer))) if answer["error"].is_string() => {
+                        answer["error"].as_str().unwrap_or_default().to_owned()
+                    }
+                    Ok(Some((_, _, answer))) if answer["already_finished"] == true => {
+                        format!("{id} had already finished")
+                    }
+                    Ok(Some(_)) => format!("killing {id}; its session will be told"),
+                    Ok(None) => format!("{id}'s session is gone"),
+                    Err(e) => format!("{e:#}"),
+                });
                 return Step::Refresh;
             }
             app.message = Some(format!("{id} left running"));
@@ -300,7 +312,7 @@ fn browse(app: &mut App, key: KeyEvent) -> Step {
         },
         KeyCode::Char('l') | KeyCode::Enter => {
             if let Some(job) = app.selected_job() {
-                return Step::Follow(job.session, job.id);
+                return Step::Follow(job);
             }
         }
         _ => {}
@@ -308,28 +320,55 @@ fn browse(app: &mut App, key: KeyEvent) -> Step {
     Step::Stay
 }
 
-/// Reads the daemon's jobs, their processes' use, and the selected job's
-/// last lines.
-async fn refresh(app: &mut App) {
-    match reply_of(Request::Ps { session: None }).await {
-        Ok(Some(answer)) => {
-            app.daemon = true;
-            app.now = answer["now"].as_u64().unwrap_or_default();
-            app.jobs = answer["jobs"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(Job::from_ps)
-                .collect();
-            app.sessions = answer["sessions"].as_array().map_or(0, Vec::len);
-        }
-        Ok(None) => {
-            app.daemon = false;
-            app.jobs.clear();
-            app.sessions = 0;
-        }
-        Err(e) => app.message = Some(format!("{e:#}")),
+/// `request` to where a job was listed: the daemon, or a view's socket.
+async fn ask(
+    source: Option<&PathBuf>,
+    request: Request,
+) -> Result<
+    Option<(
+        tokio::io::BufReader<tokio::net::unix::OwnedReadHalf>,
+        tokio::net::unix::OwnedWriteHalf,
+        Value,
+    )>,
+> {
+    match source {
+        None => super::request(request).await,
+        Some(path) => request_at(path, request).await,
     }
+}
+
+/// Reads the jobs (the daemon's, then each `jobs-host mcp`'s), their
+/// processes' use, and the selected job's last lines.
+async fn refresh(app: &mut App) {
+    let mut sources = vec![None];
+    sources.extend(
+        crate::daemon::server::view::views(&crate::daemon::runtime_dir())
+            .into_iter()
+            .map(|(_, path)| Some(path)),
+    );
+    let (mut jobs, mut sessions, mut daemon) = (Vec::new(), 0, false);
+    for source in sources {
+        let listed = ask(source.as_ref(), Request::Ps { session: None }).await;
+        match listed {
+            Ok(Some((_, _, answer))) if answer["jobs"].is_array() => {
+                daemon |= source.is_none();
+                app.now = app.now.max(answer["now"].as_u64().unwrap_or_default());
+                sessions += answer["sessions"].as_array().map_or(0, Vec::len);
+                jobs.extend(
+                    answer["jobs"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|job| Job::from_ps(job, source.clone())),
+                );
+            }
+            // A view whose process is ending, a daemon that went away.
+            Ok(_) => {}
+            Err(e) if source.is_none() => app.message = Some(format!("{e:#}")),
+            Err(_) => {}
+        }
+    }
+    (app.jobs, app.sessions, app.daemon) = (jobs, sessions, daemon);
     app.before = std::mem::replace(&mut app.stats, Stats::read());
     if app.selected.is_none() || app.selected_job().is_none() {
         app.selected = app
@@ -347,17 +386,19 @@ async fn refresh(app: &mut App) {
 
 /// The job's last lines, as `logs --lines` reads them: nothing consumed.
 async fn tail(job: &Job, stderr: bool) -> Result<Vec<String>> {
-    let Some((mut read, _write, _)) = request(Request::Logs {
+    let logs = Request::Logs {
         id: job.id.clone(),
         session: Some(job.session.clone()),
         stderr,
         lines: Some(TAIL_LINES),
         follow: false,
-    })
-    .await?
-    else {
+    };
+    let Some((mut read, _write, first)) = ask(job.source.as_ref(), logs).await? else {
         return Ok(Vec::new());
     };
+    if let Some(error) = first["error"].as_str() {
+        anyhow::bail!("{error}");
+    }
     let mut lines = Vec::new();
     while let Some(value) = next(&mut read).await? {
         if let Some(line) = value["line"].as_str() {
@@ -371,18 +412,45 @@ async fn tail(job: &Job, stderr: bool) -> Result<Vec<String>> {
     Ok(lines)
 }
 
-/// `jobs-host logs -f` of the job, in the foreground of this terminal until
-/// it ends or a ctrl-c ends it; then the view comes back.
-async fn follow(session: &str, id: &str) {
-    println!("jobs-host top: following {id} of session {session:?}; ctrl-c comes back");
-    let exe = std::env::current_exe().unwrap_or_else(|_| "jobs-host".into());
-    let status = tokio::process::Command::new(exe)
-        .args(["logs", "-f", "--session", session, id])
-        .status()
-        .await;
-    if let Err(e) = status {
-        eprintln!("jobs-host top: cannot run logs -f: {e}");
-        tokio::time::sleep(Duration::from_secs(2)).await;
+/// `logs -f` of the job, on the terminal as the view left it (its ordinary
+/// modes), asked where the job was listed: every line so far, then each
+/// one as it comes, until a ctrl-c brings the view back (also after the
+/// job's end, so its last lines can be read).
+async fn follow(job: &Job, interrupt: &mut tokio::signal::unix::Signal) {
+    println!(
+        "jobs-host top: following {} of session {:?}; ctrl-c comes back",
+        job.id, job.session
+    );
+    let logs = Request::Logs {
+        id: job.id.clone(),
+        session: Some(job.session.clone()),
+        stderr: false,
+        lines: None,
+        follow: true,
+    };
+    let lines = async {
+        let mut read = match ask(job.source.as_ref(), logs).await {
+            Ok(Some((read, _write, _))) => read,
+            Ok(None) => return format!("{}'s session is gone", job.id),
+            Err(e) => return format!("{e:#}"),
+        };
+        while let Ok(Some(value)) = next(&mut read).await {
+            if let Some(line) = value["line"].as_str() {
+                println!("{}", crate::console::for_terminal(line));
+            } else if let Some(error) = value["error"].as_str() {
+                return error.to_owned();
+            } else if value.get("end").is_some() {
+                break;
+            }
+        }
+        format!("{} has ended", job.id)
+    };
+    tokio::select! {
+        ended = lines => {
+            println!("[{ended}; ctrl-c comes back]");
+            interrupt.recv().await;
+        }
+        _ = interrupt.recv() => {}
     }
 }
 

@@ -179,6 +179,7 @@ mod tests {
     #[test]
     fn an_end_is_said_short() {
         let job = |status: &str, detail: Option<&str>| Job {
+            source: None,
             id: "bash-1".into(),
             session: "s".into(),
             status: status.into(),

@@ -18,6 +18,7 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use host::JobRegistry;
 use host::capture::OutputStream;
 use host::owner::Owner;
+use tokio_util::sync::CancellationToken;
 
 use super::Daemon;
 use super::handshake::answer;
@@ -103,71 +104,94 @@ impl Daemon {
     pub(super) async fn control(
         self: Arc<Self>,
         hello: Hello,
-        mut read: BufReader<OwnedReadHalf>,
-        mut write: OwnedWriteHalf,
+        read: BufReader<OwnedReadHalf>,
+        write: OwnedWriteHalf,
     ) -> Result<()> {
-        let Some(request) = hello.request else {
-            return answer(
-                &mut write,
-                &json!({"error": "a control connection needs a request"}),
-            )
-            .await;
-        };
-        // A client that leaves (a `wait` or `logs -f` given up) ends its
-        // request: nothing else would.
-        let gone = async {
-            let mut sink = [0u8; 512];
-            loop {
-                match tokio::io::AsyncReadExt::read(&mut read, &mut sink).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-            }
-        };
-        let result = tokio::select! {
-            result = self.request(request, &mut write) => result,
-            () = gone => return Ok(()),
-        };
-        if let Err(e) = result {
-            answer(&mut write, &json!({"error": format!("{e:#}")})).await?;
-        }
-        Ok(())
+        control(&*self, Some(&self.stop), hello, read, write).await
     }
+}
 
-    /// Answers one control request.
-    async fn request(&self, request: Request, write: &mut OwnedWriteHalf) -> Result<()> {
-        match request {
-            Request::Ps { session } => {
-                answer(write, &ps::ps(self, session.as_deref()).await?).await
+/// Answers a control connection's one request over `sessions`. `stop` ends
+/// the server for [`Request::Stop`]: the daemon's; a server without one
+/// (a `jobs-host mcp`'s view) refuses it.
+pub(super) async fn control(
+    sessions: &impl Sessions,
+    stop: Option<&CancellationToken>,
+    hello: Hello,
+    mut read: BufReader<OwnedReadHalf>,
+    mut write: OwnedWriteHalf,
+) -> Result<()> {
+    let Some(request) = hello.request else {
+        return answer(
+            &mut write,
+            &json!({"error": "a control connection needs a request"}),
+        )
+        .await;
+    };
+    // A client that leaves (a `wait` or `logs -f` given up) ends its
+    // request: nothing else would.
+    let gone = async {
+        let mut sink = [0u8; 512];
+        loop {
+            match tokio::io::AsyncReadExt::read(&mut read, &mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
             }
-            Request::Logs {
-                id,
-                session,
-                stderr,
-                lines,
-                follow,
-            } => {
-                let view = find(self, &id, session.as_deref()).await?;
-                let stream = if stderr {
-                    OutputStream::Stderr
-                } else {
-                    OutputStream::Stdout
-                };
+        }
+    };
+    let result = tokio::select! {
+        result = serve(sessions, stop, request, &mut write) => result,
+        () = gone => return Ok(()),
+    };
+    if let Err(e) = result {
+        answer(&mut write, &json!({"error": format!("{e:#}")})).await?;
+    }
+    Ok(())
+}
+
+/// Answers one control request.
+async fn serve(
+    sessions: &impl Sessions,
+    stop: Option<&CancellationToken>,
+    request: Request,
+    write: &mut OwnedWriteHalf,
+) -> Result<()> {
+    match request {
+        Request::Ps { session } => {
+            answer(write, &ps::ps(sessions, session.as_deref()).await?).await
+        }
+        Request::Logs {
+            id,
+            session,
+            stderr,
+            lines,
+            follow,
+        } => {
+            let view = find(sessions, &id, session.as_deref()).await?;
+            let stream = if stderr {
+                OutputStream::Stderr
+            } else {
+                OutputStream::Stdout
+            };
+            answer(write, &json!({"ok": true})).await?;
+            logs::follow_logs(&view, &id, stream, lines, follow, write).await
+        }
+        Request::Kill { id, session } => {
+            answer(write, &kill::kill(sessions, &id, session.as_deref()).await?).await
+        }
+        Request::Wait { id, session } => {
+            answer(write, &wait::wait(sessions, &id, session.as_deref()).await?).await
+        }
+        Request::Stop => match stop {
+            Some(stop) => {
                 answer(write, &json!({"ok": true})).await?;
-                logs::follow_logs(&view, &id, stream, lines, follow, write).await
-            }
-            Request::Kill { id, session } => {
-                answer(write, &kill::kill(self, &id, session.as_deref()).await?).await
-            }
-            Request::Wait { id, session } => {
-                answer(write, &wait::wait(self, &id, session.as_deref()).await?).await
-            }
-            Request::Stop => {
-                answer(write, &json!({"ok": true})).await?;
-                self.stop.cancel();
+                stop.cancel();
                 Ok(())
             }
-        }
+            None => {
+                bail!("not the daemon: a jobs-host mcp of its own session has no sessions to stop")
+            }
+        },
     }
 }
 
