@@ -42,20 +42,20 @@ impl JobsServer {
         let opt_ins = this.opt_ins.clone();
         let running = match this.serve((reader, writer)).await {
             Ok(running) => running,
-            // A client may ask `server/discover` and leave, or give up on a
-            // first start that compiles the component longer than its
-            // connect timeout: it left, nothing here failed. Said in words
-            // that are true of every such case, and the command ends well.
-            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
-                eprintln!(
-                    "jobs-host: the client closed the connection before it initialized a session"
-                );
-                return Ok(());
-            }
             Err(e) => {
                 // What the service answered before it gave up (a ping, a
-                // refusal) still reaches the client.
+                // refusal, a `server/discover`) still reaches the client.
                 let _ = tokio::time::timeout(std::time::Duration::from_secs(2), framing).await;
+                // A client may ask `server/discover` and leave, or give up
+                // on a first start that compiles the component longer than
+                // its connect timeout: it left, nothing here failed. Said in
+                // words true of every such case, and the command ends well.
+                if let rmcp::service::ServerInitializeError::ConnectionClosed(_) = e {
+                    eprintln!(
+                        "jobs-host: the client closed the connection before it initialized a session"
+                    );
+                    return Ok(());
+                }
                 return Err(e.into());
             }
         };
