@@ -36,10 +36,15 @@ async fn until(top: &OnTerminal, size: (u16, u16), what: &str, wanted: impl Fn(&
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn top_shows_the_jobs_follows_a_tail_and_kills_only_when_told() {
     let runtime = Runtime::new();
-    // A durable session with one job that writes a line and stays.
+    // A durable session with one job that writes a line, waits at a gate,
+    // writes what the gate lets through, and stays.
+    let gate = crate::cli::Gate::new();
     let started = runtime.run(
         &["shell", "--session", "watched", "--linger", "120s"],
-        "bash echo top-tail-line; exec sleep 301\n",
+        &format!(
+            "bash echo top-tail-line; {}; exec sleep 301\n",
+            gate.command()
+        ),
     );
     assert!(started.status.success(), "{started:?}");
     assert!(stdout(&started).contains("started background job bash-1"));
@@ -53,7 +58,7 @@ async fn top_shows_the_jobs_follows_a_tail_and_kills_only_when_told() {
     })
     .await;
     until(&top, size, "the label", |row| {
-        row.ends_with("echo top-tail-line; e")
+        row.ends_with("echo top-tail-line;")
     })
     .await;
     until(&top, size, "the tail", |row| row == "top-tail-line").await;
@@ -101,7 +106,7 @@ async fn top_shows_the_jobs_follows_a_tail_and_kills_only_when_told() {
     // A wider terminal: the view is laid out again for it.
     top.resize(30, 120);
     until(&top, (30, 120), "the wider label", |row| {
-        row.contains("echo top-tail-line; exec sleep 301")
+        row.contains("echo top-tail-line; read line < ")
     })
     .await;
 
@@ -116,7 +121,13 @@ async fn top_shows_the_jobs_follows_a_tail_and_kills_only_when_told() {
         row == "top-tail-line"
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // It follows: a line written now shows, and the job has not "ended".
+    gate.open("after-the-gate").await;
+    until(&top, (30, 120), "a line written while followed", |row| {
+        row == "after-the-gate"
+    })
+    .await;
+    assert!(!top.shown().contains("has ended"), "{}", top.shown());
     top.type_keys("\x03");
     until(&top, (30, 120), "the view again", |row| {
         row.starts_with("jobs-host top: 1 job(s)")
@@ -149,7 +160,7 @@ async fn top_shows_the_jobs_follows_a_tail_and_kills_only_when_told() {
     // has the line that top showed.
     let read = runtime.run(&["shell", "--session", "watched"], "job_output bash-1\n");
     assert!(
-        stdout(&read).contains("top-tail-line\n[status: killed, signal: SIGTERM]"),
+        stdout(&read).contains("top-tail-line\nafter-the-gate\n[status: killed, signal: SIGTERM]"),
         "{}",
         stdout(&read)
     );

@@ -24,14 +24,35 @@ pub const VIEW_PREFIX: &str = "mcp-";
 /// process's end).
 pub struct View {
     path: PathBuf,
+    /// The socket's (device, inode): only this one is removed, never one
+    /// another process bound at the path since.
+    made: (u64, u64),
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for View {
     fn drop(&mut self) {
         self.task.abort();
-        let _ = std::fs::remove_file(&self.path);
+        if identity(&self.path) == Some(self.made) {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
+}
+
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// Whether nothing listens on the socket at `path` any more (its process
+/// ended without removing it): only a refused connection says so.
+pub fn stale(path: &Path) -> bool {
+    matches!(
+        std::os::unix::net::UnixStream::connect(path),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused
+    )
 }
 
 /// The one session a view shows.
@@ -55,8 +76,12 @@ pub fn open(registry: JobRegistry, owner: Owner) -> Option<View> {
     let pid = std::process::id();
     let key = format!("{VIEW_PREFIX}{pid}");
     let path = dir.join(format!("{key}.sock"));
-    // A socket of this name is a dead process's that had this pid.
-    let _ = std::fs::remove_file(&path);
+    // A socket of this name that nothing listens on was left by a process
+    // that had this pid; a live one (another pid namespace sharing the
+    // directory) is left alone, and this process goes without a view.
+    if stale(&path) {
+        let _ = std::fs::remove_file(&path);
+    }
     let listener = match UnixListener::bind(&path) {
         Ok(listener) => listener,
         Err(e) => {
@@ -64,6 +89,10 @@ pub fn open(registry: JobRegistry, owner: Owner) -> Option<View> {
             return None;
         }
     };
+    // The daemon's socket's rule: this user only, the directory aside.
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+    let made = identity(&path)?;
     let one = Arc::new(One(SessionView {
         key,
         registry,
@@ -91,11 +120,12 @@ pub fn open(registry: JobRegistry, owner: Owner) -> Option<View> {
             });
         }
     });
-    Some(View { path, task })
+    Some(View { path, made, task })
 }
 
-/// The views' sockets in `dir`, each with the pid of its process; a socket
-/// whose process is gone (killed before it could remove it) is removed.
+/// The views' sockets in `dir`, each with the pid of its process (a
+/// socket nothing listens on any more is for the caller to find, and
+/// remove if [`stale`]).
 pub fn views(dir: &Path) -> Vec<(u32, PathBuf)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
@@ -110,13 +140,6 @@ pub fn views(dir: &Path) -> Vec<(u32, PathBuf)> {
                 .parse()
                 .ok()?;
             Some((pid, entry.path()))
-        })
-        .filter(|(pid, path)| {
-            let alive = Path::new(&format!("/proc/{pid}")).exists();
-            if !alive {
-                let _ = std::fs::remove_file(path);
-            }
-            alive
         })
         .collect();
     found.sort();

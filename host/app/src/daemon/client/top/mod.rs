@@ -164,9 +164,11 @@ pub async fn top() -> Result<u8> {
     // Registered for the life of the process: a ctrl-c meant for `logs -f`
     // (run in the foreground from here) does not end this view, and TERM
     // or HUP restore the terminal before the end.
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    let mut terminate = signal(SignalKind::terminate())?;
-    let mut hangup = signal(SignalKind::hangup())?;
+    let mut signals = Signals {
+        interrupt: signal(SignalKind::interrupt())?,
+        terminate: signal(SignalKind::terminate())?,
+        hangup: signal(SignalKind::hangup())?,
+    };
     let mut app = App {
         daemon: false,
         now: 0,
@@ -182,8 +184,9 @@ pub async fn top() -> Result<u8> {
         before: Stats::default(),
     };
     let (mut events, keys) = Keys::start();
-    let mut terminal = ratatui::try_init().context("cannot set the terminal up")?;
+    // Before the set-up: one that fails half-way is undone too.
     let _restore = Restore;
+    let mut terminal = ratatui::try_init().context("cannot set the terminal up")?;
     let mut tick = tokio::time::interval(REFRESH);
     loop {
         tokio::select! {
@@ -197,20 +200,38 @@ pub async fn top() -> Result<u8> {
                         drop(terminal);
                         ratatui::restore();
                         keys.pause(true);
-                        follow(&job, &mut interrupt).await;
+                        if let Some(code) = follow(&job, &mut signals).await {
+                            return Ok(code);
+                        }
                         keys.pause(false);
                         terminal = ratatui::try_init().context("cannot set the terminal up")?;
                         refresh(&mut app).await;
                     }
                 }
             }
-            _ = interrupt.recv() => {}
-            _ = terminate.recv() => return Ok(128 + libc::SIGTERM as u8),
-            _ = hangup.recv() => return Ok(128 + libc::SIGHUP as u8),
+            _ = signals.interrupt.recv() => {}
+            _ = signals.terminate.recv() => return Ok(TERMINATED),
+            _ = signals.hangup.recv() => return Ok(HUNG_UP),
         }
         terminal.draw(|frame| view::draw(frame, &app))?;
     }
 }
+
+/// The signals `top` answers: a ctrl-c ends a follow, not the view; TERM
+/// and HUP end it with the terminal restored.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+/// Exit codes as the signals would have given.
+const TERMINATED: u8 = 128 + libc::SIGTERM as u8;
+const HUNG_UP: u8 = 128 + libc::SIGHUP as u8;
+
+/// How long a request to the daemon or a view may take before `top` goes
+/// on without it: a stopped `jobs-host mcp` still accepts, never answers.
+const ASK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Restores the terminal however `top` ends (an error, a signal, `q`).
 struct Restore;
@@ -331,9 +352,15 @@ async fn ask(
         Value,
     )>,
 > {
-    match source {
-        None => super::request(request).await,
-        Some(path) => request_at(path, request).await,
+    let asked = async {
+        match source {
+            None => super::request(request).await,
+            Some(path) => request_at(path, request).await,
+        }
+    };
+    match tokio::time::timeout(ASK_TIMEOUT, asked).await {
+        Ok(answer) => answer,
+        Err(_) => anyhow::bail!("no answer within {} s", ASK_TIMEOUT.as_secs()),
     }
 }
 
@@ -341,11 +368,16 @@ async fn ask(
 /// processes' use, and the selected job's last lines.
 async fn refresh(app: &mut App) {
     let mut sources = vec![None];
-    sources.extend(
-        crate::daemon::server::view::views(&crate::daemon::runtime_dir())
-            .into_iter()
-            .map(|(_, path)| Some(path)),
-    );
+    // Views only where the daemon would listen: a runtime directory that is
+    // this user's alone (another user's socket could serve made-up jobs).
+    let dir = crate::daemon::runtime_dir();
+    if dir.exists() && crate::daemon::private_dir(&dir).is_ok() {
+        sources.extend(
+            crate::daemon::server::view::views(&dir)
+                .into_iter()
+                .map(|(_, path)| Some(path)),
+        );
+    }
     let (mut jobs, mut sessions, mut daemon) = (Vec::new(), 0, false);
     for source in sources {
         let listed = ask(source.as_ref(), Request::Ps { session: None }).await;
@@ -362,14 +394,27 @@ async fn refresh(app: &mut App) {
                         .map(|job| Job::from_ps(job, source.clone())),
                 );
             }
-            // A view whose process is ending, a daemon that went away.
-            Ok(_) => {}
+            // A view nothing listens on any more (its process was killed
+            // before it could remove it) goes; a daemon that went away,
+            // or a view whose process is ending, is just not listed.
+            Ok(None) => {
+                if let Some(path) = &source
+                    && crate::daemon::server::view::stale(path)
+                {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+            Ok(Some(_)) => {}
             Err(e) if source.is_none() => app.message = Some(format!("{e:#}")),
             Err(_) => {}
         }
     }
     (app.jobs, app.sessions, app.daemon) = (jobs, sessions, daemon);
-    app.before = std::mem::replace(&mut app.stats, Stats::read());
+    // A refresh a key asked for right after a tick would make one clock
+    // tick of CPU read as hundreds of percent: the stats move on a second.
+    if app.stats.older_than(REFRESH.mul_f32(0.9)) {
+        app.before = std::mem::replace(&mut app.stats, Stats::read());
+    }
     if app.selected.is_none() || app.selected_job().is_none() {
         app.selected = app
             .visible()
@@ -415,8 +460,9 @@ async fn tail(job: &Job, stderr: bool) -> Result<Vec<String>> {
 /// `logs -f` of the job, on the terminal as the view left it (its ordinary
 /// modes), asked where the job was listed: every line so far, then each
 /// one as it comes, until a ctrl-c brings the view back (also after the
-/// job's end, so its last lines can be read).
-async fn follow(job: &Job, interrupt: &mut tokio::signal::unix::Signal) {
+/// job's end, so its last lines can be read). TERM or HUP end `top`: their
+/// exit code.
+async fn follow(job: &Job, signals: &mut Signals) -> Option<u8> {
     println!(
         "jobs-host top: following {} of session {:?}; ctrl-c comes back",
         job.id, job.session
@@ -429,8 +475,13 @@ async fn follow(job: &Job, interrupt: &mut tokio::signal::unix::Signal) {
         follow: true,
     };
     let lines = async {
-        let mut read = match ask(job.source.as_ref(), logs).await {
-            Ok(Some((read, _write, _))) => read,
+        // The write half stays open: the server ends a request whose
+        // client shut its side.
+        let (mut read, _write) = match ask(job.source.as_ref(), logs).await {
+            Ok(Some((_, _, first))) if first["error"].is_string() => {
+                return first["error"].as_str().unwrap_or_default().to_owned();
+            }
+            Ok(Some((read, write, _))) => (read, write),
             Ok(None) => return format!("{}'s session is gone", job.id),
             Err(e) => return format!("{e:#}"),
         };
@@ -446,11 +497,15 @@ async fn follow(job: &Job, interrupt: &mut tokio::signal::unix::Signal) {
         format!("{} has ended", job.id)
     };
     tokio::select! {
-        ended = lines => {
-            println!("[{ended}; ctrl-c comes back]");
-            interrupt.recv().await;
-        }
-        _ = interrupt.recv() => {}
+        ended = lines => println!("[{ended}; ctrl-c comes back]"),
+        _ = signals.interrupt.recv() => return None,
+        _ = signals.terminate.recv() => return Some(TERMINATED),
+        _ = signals.hangup.recv() => return Some(HUNG_UP),
+    }
+    tokio::select! {
+        _ = signals.interrupt.recv() => None,
+        _ = signals.terminate.recv() => Some(TERMINATED),
+        _ = signals.hangup.recv() => Some(HUNG_UP),
     }
 }
 

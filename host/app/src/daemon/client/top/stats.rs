@@ -43,6 +43,11 @@ impl Stats {
         }
     }
 
+    /// Whether this walk is older than `age` (or was never made).
+    pub(super) fn older_than(&self, age: std::time::Duration) -> bool {
+        self.at.is_none_or(|at| at.elapsed() >= age)
+    }
+
     /// The resident bytes of `leader`'s session.
     pub(super) fn memory(&self, leader: i32) -> Option<u64> {
         self.sessions.get(&leader).map(|s| s.1)

@@ -25,10 +25,11 @@ pub(super) fn draw(frame: &mut Frame, app: &App) {
     frame.render_widget(Paragraph::new(title_line(app)), title);
     let visible = app.visible();
     let rows: Vec<Row> = visible.iter().map(|job| row(app, job)).collect();
-    // 59 columns before the label: at 80, it keeps 21.
+    // 61 columns before the label: at 80, it keeps 19. A session column of
+    // 12 holds `mcp-` and a 7-digit pid.
     let widths = [
         Constraint::Length(8),
-        Constraint::Length(10),
+        Constraint::Length(12),
         Constraint::Length(14),
         Constraint::Length(6),
         Constraint::Length(4),
@@ -73,10 +74,8 @@ pub(super) fn draw(frame: &mut Frame, app: &App) {
 }
 
 fn title_line(app: &App) -> String {
-    if !app.daemon {
-        return "jobs-host top: no daemon is running for this user; a durable session starts it \
-                (jobs-host mcp --session KEY)"
-            .to_owned();
+    if !app.daemon && app.sessions == 0 {
+        return "jobs-host top: no daemon and no jobs-host mcp is running for this user".to_owned();
     }
     let filter = if app.filter.is_empty() {
         String::new()
