@@ -151,7 +151,14 @@ class ClaudeCodeTest(unittest.TestCase):
         home = tempfile.TemporaryDirectory()
         self.addCleanup(home.cleanup)
         config = Path(home.name) / "mcp.json"
-        config.write_text(json.dumps({"mcpServers": {"jobs": {"command": JOBS_HOST_BIN, "args": ["mcp"]}}}))
+        # The component compiled once for these tests (the HOME here is fresh),
+        # and the view socket in the test's own runtime directory.
+        jobs = {
+            "command": JOBS_HOST_BIN,
+            "args": ["--cache-dir", str(ROOT / "target" / "clients-cache"), "mcp"],
+            "env": {"XDG_RUNTIME_DIR": home.name},
+        }
+        config.write_text(json.dumps({"mcpServers": {"jobs": jobs}}))
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": home.name,

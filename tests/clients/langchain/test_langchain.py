@@ -41,6 +41,8 @@ warnings.filterwarnings("ignore", message="create_react_agent has been moved")
 ROOT = Path(__file__).resolve().parents[3]
 JOBS_HOST_BIN = os.environ.get("JOBS_HOST_BIN") or str(ROOT / "target" / "debug" / "jobs-host")
 TEST_BOUND_S = 120.0
+# One compiled component for every server of these tests (a fresh HOME each).
+CACHE = ["--cache-dir", str(ROOT / "target" / "clients-cache")]
 TOOL_NAMES = ["bash", "job_output", "job_list", "job_kill"]
 STARTED = "started background job bash-1"
 READ = "built\n[status: completed, exit code: 0]"
@@ -103,15 +105,22 @@ class LangChainTest(unittest.IsolatedAsyncioTestCase):
             "XDG_STATE_HOME": str(root / "state"),
         }
 
-    def tearDown(self) -> None:
-        # The durable test's daemon, on every way out (nothing to stop elsewhere).
-        subprocess.run([JOBS_HOST_BIN, "daemon", "--stop"], check=False, env=self.env, capture_output=True, timeout=60)
-        self.state.cleanup()
+        # The durable test's daemon, on every way out (nothing to stop elsewhere),
+        # then the directories.
+        self.addCleanup(self.state.cleanup)
+        self.addCleanup(
+            subprocess.run,
+            [JOBS_HOST_BIN, "daemon", "--stop"],
+            check=False,
+            env=self.env,
+            capture_output=True,
+            timeout=60,
+        )
 
     def client(self, *flags: str) -> MultiServerMCPClient:
         # The snippet of docs/src/harness-setup.md, with this repository's binary.
         return MultiServerMCPClient(
-            {"jobs": {"command": JOBS_HOST_BIN, "args": ["mcp", *flags], "transport": "stdio", "env": self.env}}
+            {"jobs": {"command": JOBS_HOST_BIN, "args": [*CACHE, "mcp", *flags], "transport": "stdio", "env": self.env}}
         )
 
     async def run_agent(self, tools: list[BaseTool]) -> list[str]:

@@ -24,10 +24,12 @@ The server binary comes from JOBS_HOST_BIN (default: target/debug/jobs-host of t
 from __future__ import annotations
 
 import asyncio
+import atexit
 import errno
 import json
 import os
 import shlex
+import shutil
 import tempfile
 import unittest
 from contextlib import asynccontextmanager
@@ -68,8 +70,18 @@ def notice(job_id: str, command: str, status: str = COMPLETED) -> str:
     return f"background job {job_id} (bash: {command}) finished {status}. Read its output with job_output."
 
 
+# The servers' runtime directory, the tests' own: each plain `jobs-host mcp`
+# puts its view socket (for `jobs-host top`) there, not in the user's.
+RUNTIME_DIR = tempfile.mkdtemp(prefix="jobs-host-clients-")
+atexit.register(shutil.rmtree, RUNTIME_DIR, True)
+
+
 def server_env() -> dict[str, str]:
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/")}
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/"),
+        "XDG_RUNTIME_DIR": RUNTIME_DIR,
+    }
 
 
 class Notices:
