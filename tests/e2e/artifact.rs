@@ -35,7 +35,10 @@ fn component_wit(wasm: &[u8]) -> String {
 /// which a component lists its types carries no meaning, their shapes do.
 fn items(wit: &str) -> BTreeMap<String, BTreeSet<String>> {
     let mut scopes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let (mut scope, mut scope_depth, mut item) = (String::new(), 0, String::new());
+    let (mut package, mut scope, mut scope_depth) = (String::new(), String::new(), 0);
+    // An item so far, and attributes (`@since(...)`) waiting for what they
+    // belong to: the next scope or item, never an item of their own.
+    let (mut item, mut attributes) = (String::new(), String::new());
     let mut flush = |scope: &str, item: &mut String| {
         if !item.is_empty() {
             let item = std::mem::take(item);
@@ -45,12 +48,24 @@ fn items(wit: &str) -> BTreeMap<String, BTreeSet<String>> {
     for line in wit.lines().filter(|l| !l.trim().is_empty()) {
         let depth = line.len() - line.trim_start().len();
         let text = line.trim();
-        if ["package ", "interface ", "world "]
-            .iter()
-            .any(|k| text.starts_with(k))
-        {
+        if text.starts_with('@') {
+            attributes.push_str(text);
+            attributes.push('\n');
+            continue;
+        }
+        if let Some(name) = text.strip_prefix("package ") {
             flush(&scope, &mut item);
-            (scope, scope_depth) = (text.to_owned(), depth);
+            package = name.trim_end_matches([';', '{', ' ']).to_owned();
+            (scope, scope_depth) = (format!("{attributes}{package}"), depth);
+            attributes.clear();
+            continue;
+        }
+        if text.starts_with("interface ") || text.starts_with("world ") {
+            flush(&scope, &mut item);
+            // Scopes are named with their package: two packages' `types`
+            // are two scopes.
+            (scope, scope_depth) = (format!("{attributes}{package} {text}"), depth);
+            attributes.clear();
             continue;
         }
         if depth <= scope_depth {
@@ -59,6 +74,7 @@ fn items(wit: &str) -> BTreeMap<String, BTreeSet<String>> {
         }
         if depth == scope_depth + 2 && !text.starts_with('}') {
             flush(&scope, &mut item);
+            item.push_str(&std::mem::take(&mut attributes));
         }
         let text = match text.strip_prefix("use ").and_then(|u| u.split_once(".{")) {
             Some((from, names)) => {
@@ -73,6 +89,27 @@ fn items(wit: &str) -> BTreeMap<String, BTreeSet<String>> {
     }
     flush(&scope, &mut item);
     scopes
+}
+
+#[test]
+fn items_keep_packages_apart_and_attributes_with_their_item() {
+    let wit = "package a:x;\n\nworld root {\n  import a:y/t;\n}\npackage a:y {\n  \
+               interface t {\n    @since(version = 1.0.0)\n    f: func();\n    g: func();\n  }\n}\n\
+               package a:z {\n  interface t {\n    f: func();\n    @since(version = 1.0.0)\n    \
+               g: func();\n  }\n}\n";
+    let found = items(wit);
+    let y = &found["a:y interface t {"];
+    let z = &found["a:z interface t {"];
+    assert!(
+        y.contains("@since(version = 1.0.0)\nf: func();\n"),
+        "{found:#?}"
+    );
+    assert!(
+        z.contains("@since(version = 1.0.0)\ng: func();\n"),
+        "{found:#?}"
+    );
+    assert_ne!(y, z);
+    assert!(found["a:x world root {"].contains("import a:y/t;\n"));
 }
 
 /// A component that targets `wit/`'s `tool-jobs` world and does nothing else:
@@ -109,9 +146,12 @@ fn the_component_exports_exactly_the_wit_world() {
     );
     // The comparison sees the world's lines and each interface's members.
     let ours = items(&ours);
-    assert!(ours["world root {"].contains(&format!("export {};\n", wit_interface("tools"))));
-    assert!(ours["world root {"].contains(&format!("import {};\n", wit_interface("registry"))));
-    assert!(ours["interface clock {"].contains("now-ms: func() -> u64;\n"));
+    let world = &ours["root:component world root {"];
+    assert!(world.contains(&format!("export {};\n", wit_interface("tools"))));
+    assert!(world.contains(&format!("import {};\n", wit_interface("registry"))));
+    assert!(
+        ours[&format!("{WIT_PACKAGE} interface clock {{")].contains("now-ms: func() -> u64;\n")
+    );
 }
 
 /// The text between `prefix` and the next `end` in `text`.
