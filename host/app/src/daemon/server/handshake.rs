@@ -89,9 +89,12 @@ pub(crate) async fn hello(
     who: &str,
 ) -> Option<Hello> {
     let restart = |version: u64| {
-        format!(
-            "{who} speaks protocol {PROTOCOL}, the client {version}: restart the daemon (jobs-host daemon --stop)"
-        )
+        let next = if who == "this daemon" {
+            "restart the daemon (jobs-host daemon --stop)"
+        } else {
+            "use a jobs-host of the same build"
+        };
+        format!("{who} speaks protocol {PROTOCOL}, the client {version}: {next}")
     };
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_json_line(read)).await {
         // The version first: a client of another build may send fields

@@ -62,6 +62,10 @@ impl Sessions for One {
     async fn all(&self) -> Vec<SessionView> {
         vec![self.0.clone()]
     }
+
+    fn lister(&self, _key: Option<&str>) -> String {
+        "`jobs-host top` shows its jobs".to_owned()
+    }
 }
 
 /// Opens this process's view of `registry`'s jobs of `owner`, as session

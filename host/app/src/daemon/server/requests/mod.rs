@@ -36,6 +36,15 @@ pub(super) struct SessionView {
 pub(super) trait Sessions {
     /// Every session, in any order.
     async fn all(&self) -> Vec<SessionView>;
+
+    /// What lists the jobs, for an error's next step: the daemon's `ps`,
+    /// where a `jobs-host mcp`'s view (which `ps` does not ask) says `top`.
+    fn lister(&self, key: Option<&str>) -> String {
+        match key {
+            Some(key) => format!("`jobs-host ps --session {key}` lists its jobs"),
+            None => "`jobs-host ps --all` lists them".to_owned(),
+        }
+    }
 }
 
 impl Sessions for Daemon {
@@ -64,7 +73,7 @@ async fn chosen(sessions: &impl Sessions, key: Option<&str>) -> Result<Vec<Sessi
     match key {
         Some(key) => match all.into_iter().find(|v| v.key == key) {
             Some(view) => Ok(vec![view]),
-            None => bail!("no session {key:?} in this daemon (`jobs-host ps --all` lists them)"),
+            None => bail!("no session {key:?} here ({})", sessions.lister(None)),
         },
         None => Ok(all),
     }
@@ -85,9 +94,10 @@ async fn find(sessions: &impl Sessions, id: &str, session: Option<&str>) -> Resu
         [one] => Ok(one.clone()),
         [] => match session {
             Some(key) => bail!(
-                "no job {id} in session {key:?} (`jobs-host ps --session {key}` lists its jobs)"
+                "no job {id} in session {key:?} ({})",
+                sessions.lister(Some(key))
             ),
-            None => bail!("no job {id} in any session (`jobs-host ps --all` lists them)"),
+            None => bail!("no job {id} in any session ({})", sessions.lister(None)),
         },
         many => bail!(
             "job {id} is in {} sessions ({}): name one with --session KEY",

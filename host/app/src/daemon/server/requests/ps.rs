@@ -67,7 +67,7 @@ mod tests {
         assert_eq!(one["sessions"], json!(["one", "two"]));
         assert_eq!(
             ps(&stub, Some("three")).await.unwrap_err().to_string(),
-            "no session \"three\" in this daemon (`jobs-host ps --all` lists them)"
+            "no session \"three\" here (`jobs-host ps --all` lists them)"
         );
     }
 }
