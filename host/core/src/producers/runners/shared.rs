@@ -2,12 +2,14 @@
 //! whose task runs on the engine, the refusals of what no engine job can
 //! have, and the outcomes' shapes.
 
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::capture::SharedCapture;
+use crate::capture::{OutputLimits, SharedCapture, SpillBudget};
 use crate::owner::Owner;
 use crate::producer::{CommandRequest, JobControl};
 use crate::registry::{
@@ -15,6 +17,64 @@ use crate::registry::{
 };
 
 use super::RemoteAdopt;
+use crate::sync::lock;
+
+/// What a runner keeps of its jobs, whatever their engine: the directory
+/// and budget their captures spill to, and the live ones (`T`, the
+/// runner's own job), which its shutdown stops.
+pub(crate) struct Kept<T> {
+    spill_dir: tempfile::TempDir,
+    budget: Arc<SpillBudget>,
+    next: AtomicU64,
+    live: Mutex<Vec<Weak<T>>>,
+}
+
+impl<T> Kept<T> {
+    /// A spill directory in `parent` (the system's temporary one without),
+    /// with `total_bytes` of budget.
+    pub(crate) fn new(
+        runner: &str,
+        parent: Option<&Path>,
+        total_bytes: u64,
+    ) -> Result<Kept<T>, String> {
+        let mut spill = tempfile::Builder::new();
+        spill.prefix("jobs-host-remote-");
+        let spill_dir = match parent {
+            Some(parent) => spill.tempdir_in(parent),
+            None => spill.tempdir(),
+        }
+        .map_err(|e| format!("runner {runner}: cannot make a spill directory: {e}"))?;
+        Ok(Kept {
+            spill_dir,
+            budget: SpillBudget::new(total_bytes),
+            next: AtomicU64::new(0),
+            live: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A new capture in the spill directory.
+    pub(crate) fn capture(&self, limits: OutputLimits) -> SharedCapture {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let stem = self.spill_dir.path().join(format!("remote-{n}"));
+        SharedCapture::new(&stem, limits, Some(self.budget.clone()))
+    }
+
+    /// Counts `job` among the live ones, forgetting those gone.
+    pub(crate) fn keep(&self, job: &Arc<T>) {
+        let mut live = lock(&self.live);
+        live.retain(|r| r.strong_count() > 0);
+        live.push(Arc::downgrade(job));
+    }
+
+    /// The live jobs that have not `ended`.
+    pub(crate) fn running(&self, ended: impl Fn(&T) -> bool) -> Vec<Arc<T>> {
+        lock(&self.live)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|job| !ended(job))
+            .collect()
+    }
+}
 
 /// One live job as a runner's shutdown sees it.
 pub(crate) struct Live<'a> {

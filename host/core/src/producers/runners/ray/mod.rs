@@ -25,15 +25,14 @@ pub mod tail;
 pub use super::{RemoteAdopt, Resumed};
 pub use output::kept_output;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
 use self::client::{EngineError, RayClient, Version};
-use crate::capture::{OutputLimits, SharedCapture, SpillBudget};
+use crate::capture::{OutputLimits, SharedCapture};
 use crate::owner::Owner;
 use crate::producer::{
     CommandProducer, CommandRequest, ControlError, JobControl, JobSignal, Preflight, Started,
@@ -41,7 +40,6 @@ use crate::producer::{
 use crate::producers::names::Names;
 use crate::registry::control::ListeningPort;
 use crate::registry::{JobHooks, JobRegistry, JobStart, Placement, StartError};
-use crate::sync::lock;
 
 /// The longest command a Ray job takes, in bytes: it travels in one
 /// environment variable of the job, which Linux holds to 128 KiB.
@@ -100,12 +98,9 @@ struct Inner {
     /// Our submission ids' prefix: one per runner, so two hosts on one
     /// cluster never take each other's ids.
     prefix: String,
-    spill_dir: tempfile::TempDir,
-    budget: Arc<SpillBudget>,
+    kept: super::shared::Kept<Remote>,
     names: Names,
     version: OnceCell<Version>,
-    next: AtomicU64,
-    live: Mutex<Vec<Weak<Remote>>>,
 }
 
 /// What the registry's hooks and the runner's shutdown share with a job's
@@ -156,26 +151,21 @@ impl RayRunner {
     ) -> Result<RayRunner, String> {
         let token = super::ray_token()?;
         let client = RayClient::new(address, token)?;
-        let mut spill = tempfile::Builder::new();
-        spill.prefix("jobs-host-remote-");
-        let spill_dir = match &config.spill_parent {
-            Some(parent) => spill.tempdir_in(parent),
-            None => spill.tempdir(),
-        }
-        .map_err(|e| format!("runner {name}: cannot make a spill directory: {e}"))?;
+        let kept = super::shared::Kept::new(
+            name,
+            config.spill_parent.as_deref(),
+            config.spill_total_bytes,
+        )?;
         Ok(RayRunner {
             inner: Arc::new(Inner {
                 name: name.to_owned(),
                 client,
                 registry,
-                budget: SpillBudget::new(config.spill_total_bytes),
                 config,
                 prefix: format!("jobshost-{}", super::random_hex()),
-                spill_dir,
+                kept,
                 names,
                 version: OnceCell::new(),
-                next: AtomicU64::new(0),
-                live: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -262,10 +252,7 @@ impl RayRunner {
 
     /// A new capture in this runner's spill directory.
     fn new_capture(&self) -> SharedCapture {
-        let inner = &self.inner;
-        let n = inner.next.fetch_add(1, Ordering::Relaxed);
-        let stem = inner.spill_dir.path().join(format!("remote-{n}"));
-        SharedCapture::new(&stem, inner.config.limits, Some(inner.budget.clone()))
+        self.inner.kept.capture(self.inner.config.limits)
     }
 
     /// The registry's hooks of a job whose task runs `life`: its stop (or
@@ -278,11 +265,7 @@ impl RayRunner {
         life: impl std::future::Future<Output = crate::registry::JobOutcome> + Send + 'static,
     ) -> JobHooks {
         let inner = &self.inner;
-        {
-            let mut live = lock(&inner.live);
-            live.retain(|r| r.strong_count() > 0);
-            live.push(Arc::downgrade(&remote));
-        }
+        inner.kept.keep(&remote);
         let task = tokio::spawn(job::run(remote.clone(), capture.clone(), life));
         super::shared::job_hooks(
             task,
@@ -357,11 +340,7 @@ impl CommandProducer for RayRunner {
         grace: Duration,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
         Box::pin(async move {
-            let live: Vec<Arc<Remote>> = lock(&self.inner.live)
-                .iter()
-                .filter_map(Weak::upgrade)
-                .filter(|r| !*r.finished.borrow())
-                .collect();
+            let live = self.inner.kept.running(|r| *r.finished.borrow());
             let jobs: Vec<super::shared::Live<'_>> = live
                 .iter()
                 .map(|r| super::shared::Live {

@@ -26,14 +26,13 @@ mod poll;
 pub use durable::kept_output;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use self::cli::Cancel;
-use crate::capture::{OutputLimits, SharedCapture, SpillBudget};
+use crate::capture::{OutputLimits, SharedCapture};
 use crate::owner::Owner;
 use crate::producer::{
     CommandProducer, CommandRequest, ControlError, JobControl, JobSignal, Preflight, Started,
@@ -41,7 +40,6 @@ use crate::producer::{
 use crate::producers::names::Names;
 use crate::registry::control::ListeningPort;
 use crate::registry::{JobHooks, JobRegistry, JobStart, Placement, StartError};
-use crate::sync::lock;
 
 /// The longest command a Slurm job takes, in bytes (it travels in its batch
 /// script, which slurmctld keeps; sites hold scripts to a few MiB).
@@ -93,12 +91,9 @@ struct Inner {
     /// Our job names' prefix: one per runner, so that two hosts sharing a
     /// directory never take each other's files.
     prefix: String,
-    spill_dir: tempfile::TempDir,
-    budget: Arc<SpillBudget>,
+    kept: super::shared::Kept<Remote>,
     names: Names,
     poller: poll::Poller,
-    next: AtomicU64,
-    live: Mutex<Vec<Weak<Remote>>>,
 }
 
 /// What the registry's hooks, the job's control and the runner's shutdown
@@ -175,26 +170,21 @@ impl SlurmRunner {
                 config.dir.display()
             )
         })?;
-        let mut spill = tempfile::Builder::new();
-        spill.prefix("jobs-host-remote-");
-        let spill_dir = match &config.spill_parent {
-            Some(parent) => spill.tempdir_in(parent),
-            None => spill.tempdir(),
-        }
-        .map_err(|e| format!("runner {name}: cannot make a spill directory: {e}"))?;
+        let kept = super::shared::Kept::new(
+            name,
+            config.spill_parent.as_deref(),
+            config.spill_total_bytes,
+        )?;
         Ok(SlurmRunner {
             inner: Arc::new(Inner {
                 name: name.to_owned(),
                 partition: config.partition.clone(),
                 registry,
-                budget: SpillBudget::new(config.spill_total_bytes),
                 config,
                 prefix: format!("jobshost-{}", super::random_hex()),
-                spill_dir,
+                kept,
                 names,
                 poller: poll::Poller::new(),
-                next: AtomicU64::new(0),
-                live: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -256,10 +246,7 @@ impl SlurmRunner {
 
     /// A new capture in this runner's spill directory.
     fn new_capture(&self) -> SharedCapture {
-        let inner = &self.inner;
-        let n = inner.next.fetch_add(1, Ordering::Relaxed);
-        let stem = inner.spill_dir.path().join(format!("remote-{n}"));
-        SharedCapture::new(&stem, inner.config.limits, Some(inner.budget.clone()))
+        self.inner.kept.capture(self.inner.config.limits)
     }
 
     /// The registry's hooks of a job whose task runs `life`.
@@ -271,11 +258,7 @@ impl SlurmRunner {
         life: impl std::future::Future<Output = crate::registry::JobOutcome> + Send + 'static,
     ) -> JobHooks {
         let inner = &self.inner;
-        {
-            let mut live = lock(&inner.live);
-            live.retain(|r| r.strong_count() > 0);
-            live.push(Arc::downgrade(&remote));
-        }
+        inner.kept.keep(&remote);
         let task = {
             let remote = remote.clone();
             let capture = capture.clone();
@@ -340,11 +323,7 @@ impl CommandProducer for SlurmRunner {
         grace: Duration,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
         Box::pin(async move {
-            let live: Vec<Arc<Remote>> = lock(&self.inner.live)
-                .iter()
-                .filter_map(Weak::upgrade)
-                .filter(|r| !*r.finished.borrow())
-                .collect();
+            let live = self.inner.kept.running(|r| *r.finished.borrow());
             let jobs: Vec<super::shared::Live<'_>> = live
                 .iter()
                 .map(|r| super::shared::Live {
