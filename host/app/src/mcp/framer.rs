@@ -312,15 +312,7 @@ pub enum Io {
 /// is judged by [`Framer::judge`]; well-formed ones reach the MCP service, bad
 /// ones are answered here, and everything written goes out as whole lines, so
 /// an error reply never splits a message of the service's.
-pub(super) fn framed(
-    io: Io,
-    offer_tasks: bool,
-) -> (
-    tokio::io::DuplexStream,
-    tokio::io::DuplexStream,
-    tokio::task::JoinHandle<()>,
-    tokio_util::sync::CancellationToken,
-) {
+pub(super) fn framed(io: Io, offer_tasks: bool) -> Framed {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let input_closed = tokio_util::sync::CancellationToken::new();
     let mut framer = Framer::default();
@@ -332,6 +324,8 @@ pub(super) fn framed(
     // Bounded: a client that writes bad lines without reading the answers is
     // held back, as its good lines are by the service's pipe.
     let (refusals, mut refused) = tokio::sync::mpsc::channel::<String>(256);
+    // Unbounded as the session's announcements are: one line per job's end.
+    let (notices, mut noticed) = tokio::sync::mpsc::unbounded_channel::<String>();
     let (input, stream_output): (Box<dyn tokio::io::AsyncRead + Send + Unpin>, _) = match io {
         Io::Stdio => (Box::new(tokio::io::stdin()), None),
         Io::Stream { input, output } => (input, Some(output)),
@@ -364,6 +358,9 @@ pub(super) fn framed(
                         continue;
                     }
                 },
+                // After what the service has written already, so a notice
+                // never passes the answer to `initialize`.
+                Some(line) = noticed.recv() => line,
                 else => break,
             };
             let line = format!("{line}\n");
@@ -442,5 +439,28 @@ pub(super) fn framed(
         // Dropping `to_service` is the service's end of input.
         closed.cancel();
     });
-    (service_reads, service_writes, output, input_closed)
+    Framed {
+        reader: service_reads,
+        writer: service_writes,
+        output,
+        input_closed,
+        notices,
+    }
+}
+
+/// The framing layer of one connection, as [`framed`] starts it.
+pub(super) struct Framed {
+    /// What the service reads: the client's lines that passed.
+    pub(super) reader: tokio::io::DuplexStream,
+    /// What the service writes; the output task frames it to the client.
+    pub(super) writer: tokio::io::DuplexStream,
+    /// The output task; it ends once the service, the refusals and the
+    /// notices have all ended.
+    pub(super) output: tokio::task::JoinHandle<()>,
+    /// Cancelled when the client's input ends.
+    pub(super) input_closed: tokio_util::sync::CancellationToken,
+    /// Whole JSON-RPC notifications, written by the output task between the
+    /// service's lines: a job's notice reaches the client without a pass
+    /// through the service's loop and its pipe.
+    pub(super) notices: tokio::sync::mpsc::UnboundedSender<String>,
 }

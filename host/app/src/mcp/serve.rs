@@ -5,14 +5,15 @@
 use std::sync::atomic::Ordering;
 
 use rmcp::model::{
-    CustomNotification, LoggingLevel, LoggingMessageNotificationParam, ServerNotification,
+    CustomNotification, LoggingLevel, LoggingMessageNotification,
+    LoggingMessageNotificationParam, ServerJsonRpcMessage, ServerNotification,
 };
 use rmcp::service::ServiceExt;
 
 use host::owner::{Lane, NoticeMessage};
 
 use super::channel::{CLAUDE_CHANNEL_NOTIFICATION, channel_params, takes_channel};
-use super::framer::framed;
+use super::framer::{Framed, framed};
 use super::logging::{notice_data, per_request};
 use super::{Io, JobsServer, Leave};
 
@@ -34,7 +35,13 @@ impl JobsServer {
         let closing = self.closing.clone();
         let mut this = self;
         this.answer_after_close = leave == Leave::Close;
-        let (reader, writer, framing, input_closed) = framed(io, this.offer_tasks);
+        let Framed {
+            reader,
+            writer,
+            output: framing,
+            input_closed,
+            notices,
+        } = framed(io, this.offer_tasks);
         let channel = this.claude_channel;
         let channel_taken = this.channel_taken.clone();
         let threshold = this.log_level.clone();
@@ -43,6 +50,7 @@ impl JobsServer {
         let running = match this.serve((reader, writer)).await {
             Ok(running) => running,
             Err(e) => {
+                drop(notices);
                 // What the service answered before it gave up (a ping, a
                 // refusal, a `server/discover`) still reaches the client.
                 let _ = tokio::time::timeout(std::time::Duration::from_secs(2), framing).await;
@@ -99,15 +107,13 @@ impl JobsServer {
                 // A follow-up notice the session handed over goes out on the
                 // channel, and only there.
                 if taken {
-                    let notification = CustomNotification::new(
-                        CLAUDE_CHANNEL_NOTIFICATION,
-                        Some(channel_params(&notice)),
+                    let notification = ServerNotification::CustomNotification(
+                        CustomNotification::new(
+                            CLAUDE_CHANNEL_NOTIFICATION,
+                            Some(channel_params(&notice)),
+                        ),
                     );
-                    if peer
-                        .send_notification(ServerNotification::CustomNotification(notification))
-                        .await
-                        .is_err()
-                    {
+                    if push(&notices, notification).is_err() {
                         // Handed to this client only, and it never got it:
                         // it waits for the next result instead.
                         forwarder.requeue(notice);
@@ -128,7 +134,10 @@ impl JobsServer {
                 let data = notice_data(lane, &notice);
                 let mut param = LoggingMessageNotificationParam::new(LoggingLevel::Notice, data);
                 param.logger = Some(notice.plugin.clone());
-                if peer.notify_logging_message(param).await.is_err() {
+                let notification = ServerNotification::LoggingMessageNotification(
+                    LoggingMessageNotification::new(param),
+                );
+                if push(&notices, notification).is_err() {
                     gone = true;
                 }
             }
@@ -154,4 +163,17 @@ impl JobsServer {
         result?;
         Ok(())
     }
+}
+
+/// Hands a notification to the framing layer's output, as the service would
+/// have written it; an error once the output has ended (the client is gone).
+fn push(
+    notices: &tokio::sync::mpsc::UnboundedSender<String>,
+    notification: ServerNotification,
+) -> Result<(), ()> {
+    let message = ServerJsonRpcMessage::notification(notification);
+    let line = serde_json::to_string(&message).map_err(|e| {
+        tracing::warn!("mcp: a notice could not be written as JSON: {e}");
+    })?;
+    notices.send(line).map_err(drop)
 }
