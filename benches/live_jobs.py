@@ -2,7 +2,7 @@
 """Many jobs alive at once: the host's memory and descriptors per live job.
 
     cargo build --release -p jobs-host
-    python3 benches/live_jobs.py [--jobs 6000] [--bin target/release/jobs-host] [-- MCP ARGS]
+    python3 benches/live_jobs.py [--jobs 6000] [--bin target/release/jobs-host] [--settle 1] [-- MCP ARGS]
 
 Starts N `exec sleep` jobs over MCP in one burst, waits until each start has
 answered, then reads the host's RSS and open descriptors and counts the jobs'
@@ -35,6 +35,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=6000)
     parser.add_argument("--bin", default="target/release/jobs-host")
+    parser.add_argument("--settle", type=float, default=1.0,
+                        help="seconds between the last spawn and the reading, as a host "
+                             "with live jobs spends most of its time after a burst")
     parser.add_argument("mcp_args", nargs="*")
     args = parser.parse_args()
 
@@ -68,6 +71,7 @@ def main():
     deadline = time.monotonic() + 60
     while job_processes() < args.jobs - refused and time.monotonic() < deadline:
         time.sleep(0.2)
+    time.sleep(args.settle)
     alive = job_processes()
     fds = len(os.listdir(f"/proc/{host.pid}/fd"))
     rss_kb = next(int(line.split()[1]) for line in open(f"/proc/{host.pid}/status")

@@ -34,6 +34,7 @@ mod reaper;
 mod spawner;
 mod stdin;
 mod supervisor;
+mod trim;
 
 pub use config::{
     BASH_KIND, BashConfig, BashRequest, DEFAULT_GRACE, DEFAULT_MAX_COMMAND_BYTES,
@@ -97,6 +98,7 @@ struct Inner {
     /// once a job asks for one.
     fence: std::sync::OnceLock<Arc<crate::fence::Fence>>,
     spill_dir: tempfile::TempDir,
+    trim: Arc<trim::Trim>,
 }
 
 /// The producer's jobs, for its shutdown: those the registry dropped are
@@ -179,6 +181,7 @@ impl BashProducer {
                 containment,
                 fence,
                 spill_dir,
+                trim: Arc::default(),
                 config,
             }),
         })
@@ -501,6 +504,7 @@ impl BashProducer {
             })
             .map_err(SpawnError::Spawner)?;
         lock(&inner.live).push(&control);
+        inner.trim.after_start(&inner.handle);
 
         let supervisor = Supervisor {
             capture: capture.clone(),
