@@ -321,8 +321,18 @@ impl JobContainer {
         let Some(dir) = &self.cgroup else {
             return false;
         };
-        self.signal(Signal::SIGKILL);
-        let gone = std::fs::remove_dir(dir).is_ok();
+        // The group first, whose members may have left the cgroup. Then an
+        // empty cgroup (most jobs leave nothing) goes at the first try,
+        // which proves it empty: `cgroup.kill` is written only to one that
+        // is not.
+        if let Some(pgid) = self.pgid {
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
+        let mut gone = std::fs::remove_dir(dir).is_ok();
+        if !gone {
+            self.signal(Signal::SIGKILL);
+            gone = std::fs::remove_dir(dir).is_ok();
+        }
         if gone {
             self.cgroup = None;
             self.released = true;
