@@ -5,8 +5,8 @@
 use std::sync::atomic::Ordering;
 
 use rmcp::model::{
-    CustomNotification, LoggingLevel, LoggingMessageNotification,
-    LoggingMessageNotificationParam, ServerJsonRpcMessage, ServerNotification,
+    CustomNotification, LoggingLevel, LoggingMessageNotification, LoggingMessageNotificationParam,
+    ServerJsonRpcMessage, ServerNotification,
 };
 use rmcp::service::ServiceExt;
 
@@ -107,12 +107,11 @@ impl JobsServer {
                 // A follow-up notice the session handed over goes out on the
                 // channel, and only there.
                 if taken {
-                    let notification = ServerNotification::CustomNotification(
-                        CustomNotification::new(
+                    let notification =
+                        ServerNotification::CustomNotification(CustomNotification::new(
                             CLAUDE_CHANNEL_NOTIFICATION,
                             Some(channel_params(&notice)),
-                        ),
-                    );
+                        ));
                     if push(&notices, notification).is_err() {
                         // Handed to this client only, and it never got it:
                         // it waits for the next result instead.

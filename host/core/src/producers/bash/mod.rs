@@ -475,8 +475,12 @@ impl BashProducer {
                                 .and_then(|monitor| durable::zygote::spawn(monitor, &spec))
                             {
                                 Some(forked) => forked.map(|(started, at)| (started, Some(at))),
-                                None => crate::producers::spawn::spawn(&spec)
-                                    .map(|started| (started, None)),
+                                // The reaper records our own child.
+                                None => crate::producers::spawn::spawn_watched(
+                                    &spec,
+                                    crate::producers::spawn::Watch::Reaper,
+                                )
+                                .map(|started| (started, None)),
                             },
                             |(s, _)| s.pid,
                         )
@@ -490,12 +494,9 @@ impl BashProducer {
                             let _ = stdin_tx.send(stdin);
                         }
                         // Our own child (not one the monitors' parent
-                        // forked): the reaper watches it, and its pidfd is
-                        // closed, one descriptor fewer for every live job.
-                        let exit = start_time.is_none().then(|| {
-                            started.pidfd = None;
-                            reaper.record(started.pid)
-                        });
+                        // forked): the reaper watches it, and it has no
+                        // pidfd, one descriptor fewer for every live job.
+                        let exit = start_time.is_none().then(|| reaper.record(started.pid));
                         (started, exit)
                     });
                 // The job's record may already be gone (a host shutting down);

@@ -14,7 +14,7 @@ use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
 use rustix::mm::{MapFlags, MprotectFlags, ProtFlags, mmap_anonymous, mprotect, munmap};
 use rustix::process::{Pid, PidfdFlags, Signal, WaitOptions, kill_process, pidfd_open, waitpid};
 
-use super::{ChildSandbox, ChildSetup, EXTRA_FD_FLOOR, MountStep, Namespace, Spec};
+use super::{ChildSandbox, ChildSetup, EXTRA_FD_FLOOR, MountStep, Namespace, Spec, Watch};
 
 /// What the child reads: raw pointers into the parent's [`Spec`], all alive
 /// until the child has exec'd or exited.
@@ -89,8 +89,12 @@ impl Drop for ChildStack {
 }
 
 /// Clones the child with `stdio` as its 0-2 and runs `spec` in it; its pid
-/// and pidfd once it has exec'd.
-pub(super) fn clone_child(spec: &Spec, stdio: [libc::c_int; 3]) -> std::io::Result<(i32, OwnedFd)> {
+/// once it has exec'd, and its pidfd when `watch` asks for one.
+pub(super) fn clone_child(
+    spec: &Spec,
+    stdio: [libc::c_int; 3],
+    watch: Watch,
+) -> std::io::Result<(i32, Option<OwnedFd>)> {
     let mut argv: Vec<*const libc::c_char> = spec.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = spec.envp.iter().map(|e| e.as_ptr()).collect();
@@ -156,8 +160,11 @@ pub(super) fn clone_child(spec: &Spec, stdio: [libc::c_int; 3]) -> std::io::Resu
         let _ = waitpid(Some(child), WaitOptions::empty());
         return Err(std::io::Error::from_raw_os_error(failed));
     }
+    if watch == Watch::Reaper {
+        return Ok((pid, None));
+    }
     match pidfd_open(child, PidfdFlags::empty()) {
-        Ok(pidfd) => Ok((pid, pidfd)),
+        Ok(pidfd) => Ok((pid, Some(pidfd))),
         Err(e) => {
             // Without a pidfd our child cannot be supervised.
             let _ = kill_process(child, Signal::KILL);

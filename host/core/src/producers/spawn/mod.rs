@@ -211,6 +211,14 @@ pub(crate) fn readable_within(fd: BorrowedFd<'_>, timeout_ms: u64) -> std::io::R
     }
 }
 
+/// [`nonblocking`] for the read end of a pipe just made, whose only status
+/// flag is its access mode (which `F_SETFL` ignores): one system call, not
+/// two.
+fn fresh_nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
+    fcntl_setfl(fd, OFlags::NONBLOCK)?;
+    Ok(())
+}
+
 fn nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
     let flags = fcntl_getfl(fd)?;
     fcntl_setfl(fd, flags | OFlags::NONBLOCK)?;
@@ -224,11 +232,31 @@ fn nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
 /// Creating the pipes, the stack or the pidfd, or any step in the child
 /// (setup, `chdir`, limits, `execve`), with that step's errno.
 pub(crate) fn spawn(spec: &Spec) -> std::io::Result<Started> {
+    spawn_watched(spec, Watch::Pidfd)
+}
+
+/// How the spawner's caller learns of the leader's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Watch {
+    /// Through a pidfd, opened once the child has exec'd.
+    Pidfd,
+    /// Through a reaper that records the leader's pid: no pidfd is opened
+    /// (two system calls and a descriptor less for every start).
+    Reaper,
+}
+
+/// [`spawn`], the leader's end learnt as `watch` says: [`Started::pidfd`]
+/// is `None` with [`Watch::Reaper`].
+///
+/// # Errors
+///
+/// As [`spawn`].
+pub(crate) fn spawn_watched(spec: &Spec, watch: Watch) -> std::io::Result<Started> {
     if let Some(pty) = &spec.tty {
-        return spawn_on_terminal(spec, pty);
+        return spawn_on_terminal(spec, pty, watch);
     }
     let (stdin_read, stdin_write) = stdin_of(spec)?;
-    let mut started = spawn_on_pipes(spec, stdin_read.as_fd())?;
+    let mut started = pipes_and_clone(spec, stdin_read.as_fd(), watch)?;
     started.stdin = stdin_write;
     Ok(started)
 }
@@ -255,6 +283,10 @@ pub(crate) fn stdin_of(spec: &Spec) -> std::io::Result<(OwnedFd, Option<OwnedFd>
 ///
 /// As [`spawn`].
 pub(crate) fn spawn_on_pipes(spec: &Spec, stdin: BorrowedFd<'_>) -> std::io::Result<Started> {
+    pipes_and_clone(spec, stdin, Watch::Pidfd)
+}
+
+fn pipes_and_clone(spec: &Spec, stdin: BorrowedFd<'_>, watch: Watch) -> std::io::Result<Started> {
     let pipe = || rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC);
     let (out_read, out_write) = pipe()?;
     let (err_read, err_write) = pipe()?;
@@ -265,13 +297,14 @@ pub(crate) fn spawn_on_pipes(spec: &Spec, stdin: BorrowedFd<'_>) -> std::io::Res
             out_write.as_raw_fd(),
             err_write.as_raw_fd(),
         ],
+        watch,
     )?;
     drop((out_write, err_write));
-    nonblocking(&out_read)?;
-    nonblocking(&err_read)?;
+    fresh_nonblocking(&out_read)?;
+    fresh_nonblocking(&err_read)?;
     Ok(Started {
         pid,
-        pidfd: Some(pidfd),
+        pidfd,
         stdout: out_read,
         stderr: Some(err_read),
         stdin: None,
@@ -280,15 +313,15 @@ pub(crate) fn spawn_on_pipes(spec: &Spec, stdin: BorrowedFd<'_>) -> std::io::Res
 
 /// [`spawn`] on the pseudo-terminal `pty`: the job's 0-2 are its side; the
 /// host reads and writes the controlling side.
-fn spawn_on_terminal(spec: &Spec, pty: &Pty) -> std::io::Result<Started> {
+fn spawn_on_terminal(spec: &Spec, pty: &Pty, watch: Watch) -> std::io::Result<Started> {
     let reader = pty.master.try_clone()?;
     let writer = pty.master.try_clone()?;
     let slave = pty.slave.as_raw_fd();
-    let (pid, pidfd) = clone_child(spec, [slave, slave, slave])?;
+    let (pid, pidfd) = clone_child(spec, [slave, slave, slave], watch)?;
     nonblocking(&reader)?;
     Ok(Started {
         pid,
-        pidfd: Some(pidfd),
+        pidfd,
         stdout: reader,
         stderr: None,
         stdin: Some(writer),
