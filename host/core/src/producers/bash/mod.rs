@@ -515,17 +515,19 @@ impl BashProducer {
             limits: request.limits,
             files,
         };
-        let fenced = inner.fence.get().cloned().zip(fence);
+        // Boxed: this future lives as long as the job, and most jobs have
+        // no fence, whose state would take room in every one of them.
+        let fenced = inner.fence.get().cloned().zip(fence).map(Box::new);
         let ended_control = control.clone();
         let ended_extras = extras.clone();
         let done = Box::pin(async move {
             let mut outcome = match started_rx.await {
                 Ok(Ok((started, exit))) => supervisor.run(started, exit).await,
-                Ok(Err(why)) => supervisor.not_started(&why).await,
-                Err(_) => supervisor.not_started("the spawner threads are gone").await,
+                Ok(Err(why)) => Box::pin(supervisor.not_started(&why)).await,
+                Err(_) => Box::pin(supervisor.not_started("the spawner threads are gone")).await,
             };
             ended_extras.ended();
-            if let Some((fence, job)) = fenced {
+            if let Some((fence, job)) = fenced.map(|f| *f) {
                 // What the fence could not cover (a repository the job made
                 // itself, a part this kernel lacks) is named in the job's
                 // status, so the model and the person see it.

@@ -134,23 +134,28 @@ impl Supervisor {
             }
         };
 
+        // The rare paths' state (a timer, a kill's grace) is boxed: this
+        // future lives as long as the job, in every live job.
+        let mut time_limit = self
+            .limits
+            .timeout_ms
+            .map(|ms| Box::pin(tokio::time::sleep(Duration::from_millis(ms))));
         let time_limit = async {
-            match self.limits.timeout_ms {
-                Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+            match time_limit.as_mut() {
+                Some(sleep) => sleep.await,
                 None => std::future::pending().await,
             }
         };
-        tokio::pin!(time_limit);
         let status = tokio::select! {
             biased;
             status = leader.wait() => status,
             () = self.control.kill.notified() => {
-                self.stopped(&leader).await
+                Box::pin(self.stopped(&leader)).await
             }
-            () = &mut time_limit => {
+            () = time_limit => {
                 let ms = self.limits.timeout_ms.unwrap_or_default();
                 self.control.stop_for_limit(format!("time limit reached ({ms} ms)"));
-                self.stopped(&leader).await
+                Box::pin(self.stopped(&leader)).await
             }
         };
         if let Leader::Pidfd(_) = leader {
