@@ -3,6 +3,7 @@
 
     cargo build --release -p jobs-host
     python3 benches/live_jobs.py [--jobs 6000] [--bin target/release/jobs-host] [--settle 1] [-- MCP ARGS]
+    python3 benches/live_jobs.py --jobs 2000 --one-at-a-time --wrap 'heaptrack -o /tmp/live'
 
 Starts N `exec sleep` jobs over MCP in one burst, waits until each start has
 answered, then reads the host's RSS and open descriptors and counts the jobs'
@@ -13,11 +14,17 @@ stay under half the hard open-file limit (`ulimit -Hn`), less the host's own
 dozen; past it,
 starts settle `killed` with `spawn failed: Too many open files`, which the
 script reports as failed spawns.
+
+`--one-at-a-time` sends each start once the one before it has answered, so
+that the host's peak heap is its live jobs' and not a burst's requests in
+flight; `--wrap` runs the host under another program (a heap profiler), in
+which case the RSS and descriptors printed are the wrapper's, not the host's.
 """
 
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -38,12 +45,15 @@ def main():
     parser.add_argument("--settle", type=float, default=1.0,
                         help="seconds between the last spawn and the reading, as a host "
                              "with live jobs spends most of its time after a burst")
+    parser.add_argument("--one-at-a-time", action="store_true")
+    parser.add_argument("--wrap", default="", help="a command the host runs under")
     parser.add_argument("mcp_args", nargs="*")
     args = parser.parse_args()
 
     spill = tempfile.mkdtemp(prefix="live-jobs-")
     host = subprocess.Popen(
-        [args.bin, "mcp", "--max-jobs-per-owner", str(args.jobs + 1)] + args.mcp_args,
+        shlex.split(args.wrap) + [args.bin, "mcp", "--max-jobs-per-owner", str(args.jobs + 1)]
+        + args.mcp_args,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         text=True, env=dict(os.environ, TMPDIR=spill))
     requests = [
@@ -58,14 +68,32 @@ def main():
         for i in range(args.jobs)
     ]
     began = time.monotonic()
-    host.stdin.write("".join(json.dumps(r) + "\n" for r in requests))
-    host.stdin.flush()
     answered = refused = 0
-    while answered < args.jobs + 1:
-        reply = json.loads(host.stdout.readline())
+
+    def answer():
+        nonlocal answered, refused
+        line = host.stdout.readline()
+        if not line:
+            sys.exit("the host closed its output")
+        if not line.startswith("{"):
+            return  # a wrapper's own words
+        reply = json.loads(line)
         if "id" in reply:
             answered += 1
             refused += bool(reply.get("result", {}).get("isError"))
+
+    if args.one_at_a_time:
+        for request in requests:
+            host.stdin.write(json.dumps(request) + "\n")
+            host.stdin.flush()
+            target = answered + ("id" in request)
+            while answered < target:
+                answer()
+    else:
+        host.stdin.write("".join(json.dumps(r) + "\n" for r in requests))
+        host.stdin.flush()
+        while answered < args.jobs + 1:
+            answer()
     took = time.monotonic() - began
     # A spawn runs after its start answered; give the last ones time to run.
     deadline = time.monotonic() + 60
