@@ -50,24 +50,13 @@ impl SharedCapture {
     /// Appends to one stream and wakes the ready waits; answers the bytes
     /// written to both streams so far.
     pub fn push(&self, stream: OutputStream, bytes: &[u8]) -> u64 {
-        let written = self.push_quietly(stream, bytes);
-        self.wake(written);
-        written
-    }
-
-    /// [`SharedCapture::push`] without waking the ready waits: a reader
-    /// with more at hand pushes it all, then wakes them once with
-    /// [`SharedCapture::wake`].
-    pub fn push_quietly(&self, stream: OutputStream, bytes: &[u8]) -> u64 {
-        let mut capture = lock(&self.capture);
-        capture.push(stream, bytes);
-        capture.total()
-    }
-
-    /// Wakes the ready waits after quiet pushes; `written` is what the last
-    /// of them answered.
-    pub fn wake(&self, written: u64) {
+        let written = {
+            let mut capture = lock(&self.capture);
+            capture.push(stream, bytes);
+            capture.total()
+        };
         self.changes.send_replace(written);
+        written
     }
 
     /// [`SharedCapture::push`], with what the job's terminal answers the

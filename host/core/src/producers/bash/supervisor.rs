@@ -262,18 +262,10 @@ impl Supervisor {
                     READ_CHUNK_BYTES
                 };
                 let mut buf = Vec::with_capacity(size);
-                // What was pushed since the waits were last woken: they are
-                // woken once the pipe is empty, or each WAKE_EVERY_BYTES
-                // while it never is, not at every read.
-                let mut untold: Option<(u64, usize)> = None;
-                let mut ended = false;
                 loop {
                     buf.clear();
                     match pipe.try_read_buf(&mut buf) {
-                        Ok(0) => {
-                            ended = true;
-                            break;
-                        }
+                        Ok(0) => return,
                         Ok(n) if n == buf.capacity() && widened.is_none() && !refused => {
                             // A writer that fills the pipe: a larger pipe and
                             // larger reads, for this job only.
@@ -288,18 +280,9 @@ impl Supervisor {
                         }
                         Ok(_) => {}
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                        Err(_) => {
-                            ended = true;
-                            break;
-                        }
+                        Err(_) => return,
                     }
-                    let written = capture.push_quietly(stream, &buf);
-                    let since = untold.map_or(0, |(_, bytes)| bytes) + buf.len();
-                    untold = Some((written, since));
-                    if since >= WAKE_EVERY_BYTES {
-                        capture.wake(written);
-                        untold = None;
-                    }
+                    let written = capture.push(stream, &buf);
                     if let Some(limit) = ceiling
                         && written > limit
                     {
@@ -309,12 +292,6 @@ impl Supervisor {
                     // job that never stops writing would keep this worker from
                     // every other task; the budget makes the loop yield in turn.
                     tokio::task::coop::consume_budget().await;
-                }
-                if let Some((written, _)) = untold {
-                    capture.wake(written);
-                }
-                if ended {
-                    return;
                 }
             }
         })
@@ -372,11 +349,6 @@ impl Supervisor {
 
 /// The most one read of a job's pipe takes (a pipe holds 64 KiB by default).
 pub(super) const READ_CHUNK_BYTES: usize = 64 * 1024;
-
-/// While a pipe never runs dry, the ready waits are woken after this much
-/// output (a wait for a pattern in a job that writes without pause is not
-/// held until the job stops).
-const WAKE_EVERY_BYTES: usize = 1024 * 1024;
 
 /// A busy job's pipe size and read size: the unprivileged maximum
 /// (`/proc/sys/fs/pipe-max-size`), so its writer blocks and wakes us 16
