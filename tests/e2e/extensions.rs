@@ -219,6 +219,37 @@ async fn ready_waits_end_on_quiet_output_settlement_or_the_timeout_and_say_which
     s.close().await;
 }
 
+/// A line that left memory before the wait looked (more than the 64 KB a
+/// stream keeps came after it) is found in the spill file, with its true
+/// number, while the job still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_finds_its_line_after_it_left_memory() {
+    let s = session(ALL).await;
+    // 285,715 lines of `filler`, the marker, 428,572 more, then quiet.
+    let id = start(
+        &s,
+        json!({"command": "yes filler | head -c 2000005; echo marker; \
+                           yes filler | head -c 3000004; echo burst over; exec sleep 60"}),
+    )
+    .await;
+    // All of it written before the wait begins (a search consumes nothing).
+    logged(&s, &id, "^burst over$", "stdout").await;
+    let seen = text(
+        &s,
+        "job_output",
+        json!({"job_id": id, "until": "^marker$", "timeout_ms": 60000}),
+    )
+    .await;
+    let head = &seen[..seen.len().min(200)];
+    assert!(
+        seen.starts_with("[wait ended: stdout line 285716 matched]\n"),
+        "{head}"
+    );
+    let tail = &seen[seen.len().saturating_sub(200)..];
+    assert!(seen.ends_with("[status: running]"), "{tail}");
+    text(&s, "job_kill", json!({"job_id": id})).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn profiles_b_and_c_word_the_extensions_their_own_way() {
     let b = session(r#"{"profile": "b", "extensions": ["ready", "log"]}"#).await;

@@ -314,7 +314,7 @@ impl Segment for StreamBuffer {
 }
 
 /// Bytes `from..to` of a file.
-fn read_file_range(path: &Path, from: u64, to: u64) -> std::io::Result<Vec<u8>> {
+pub(super) fn read_file_range(path: &Path, from: u64, to: u64) -> std::io::Result<Vec<u8>> {
     use std::io::{Read, Seek, SeekFrom};
     let mut file = File::open(path)?;
     file.seek(SeekFrom::Start(from))?;

@@ -283,21 +283,90 @@ pub(crate) struct Unread {
     start: u64,
     /// The number of the line `bytes` begins with.
     first_line: u64,
+    /// Unread bytes that left memory before this copy but that the spill
+    /// file still holds: the file, and the offset they begin at. They are
+    /// read by [`Unread::fetch_behind`], without the capture's lock.
+    behind: Option<Behind>,
 }
+
+struct Behind {
+    path: std::path::PathBuf,
+    begin: u64,
+    /// Unread bytes before `begin` are not tried (more than
+    /// [`MAX_BEHIND_BYTES`] behind): the line `begin` falls in is partial.
+    skipped: bool,
+    /// Line endings the stream had when it was copied.
+    newlines: u64,
+}
+
+/// The most unread bytes a wait reads back from a spill file at a time: a
+/// wait that falls further behind a job that writes without pause tries the
+/// lines from there on.
+const MAX_BEHIND_BYTES: u64 = 16 << 20;
 
 /// The lines at or after `from` (the read cursor when `None`), from the start
 /// of the line holding it: a line the cursor splits (a read took its start
 /// before the rest was written) is tried whole, so `^` means the start of the
-/// line and a match shows the line as it is.
+/// line and a match shows the line as it is. Lines that left memory since
+/// are tried from the spill file while it holds them (see
+/// [`Unread::fetch_behind`]): a line a job wrote is not missed because more
+/// came before the wait looked.
 pub(crate) fn unread(buffer: &StreamBuffer, stream: OutputStream, from: Option<u64>) -> Unread {
-    let start = buffer.line_start(from.unwrap_or(buffer.cursor()));
+    let wanted = from.unwrap_or(buffer.cursor());
+    let start = buffer.line_start(wanted);
     let bytes = buffer.tail_bytes(start, buffer.total());
     let newlines_after = bytes.iter().filter(|b| **b == b'\n').count() as u64;
+    let tail_start = buffer.tail_start();
+    let behind = buffer
+        .spill_path()
+        .filter(|_| wanted < tail_start && start == tail_start)
+        .map(|path| {
+            let begin = wanted.max(tail_start.saturating_sub(MAX_BEHIND_BYTES));
+            Behind {
+                path: path.to_owned(),
+                begin,
+                skipped: begin > wanted,
+                newlines: buffer.newlines(),
+            }
+        });
     Unread {
         stream,
         bytes,
         start,
         first_line: buffer.newlines() - newlines_after + 1,
+        behind,
+    }
+}
+
+impl Unread {
+    /// Puts the unread bytes that only the spill file holds before the
+    /// copied ones. A spill file gone meanwhile (the stream outgrew it)
+    /// leaves the copy as it was: what memory held.
+    pub(crate) fn fetch_behind(&mut self) {
+        let Some(behind) = self.behind.take() else {
+            return;
+        };
+        let Ok(mut older) = super::buffer::read_file_range(&behind.path, behind.begin, self.start)
+        else {
+            return;
+        };
+        if older.len() as u64 != self.start - behind.begin {
+            return;
+        }
+        let mut begin = behind.begin;
+        if behind.skipped {
+            // The line the cut fell in is not whole: tried from the next.
+            let Some(end) = older.iter().position(|b| *b == b'\n') else {
+                return;
+            };
+            older.drain(..=end);
+            begin += end as u64 + 1;
+        }
+        older.extend_from_slice(&self.bytes);
+        let newlines_after = older.iter().filter(|b| **b == b'\n').count() as u64;
+        self.first_line = behind.newlines - newlines_after + 1;
+        self.bytes = older;
+        self.start = begin;
     }
 }
 
@@ -385,7 +454,8 @@ mod tests {
         pattern: &Regex,
         from: &mut Option<u64>,
     ) -> Option<LineMatch> {
-        let copy = unread(buffer, stream, *from);
+        let mut copy = unread(buffer, stream, *from);
+        copy.fetch_behind();
         let (line, at) = scan_unread(&copy, pattern, from)?;
         Some(LineMatch {
             before: context_before(buffer, stream, line.number, at),
@@ -436,6 +506,31 @@ mod tests {
             None,
         );
         assert_eq!(last.lines[0].text, "four");
+    }
+
+    #[test]
+    fn a_line_that_left_memory_is_tried_from_the_spill_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = b"start\nmarker here\n".to_vec();
+        for _ in 0..20 {
+            text.extend_from_slice(b"filler\n");
+        }
+        // A tail of 16 bytes: the marker left memory long ago.
+        let b = buffer(dir.path(), 16, 10_000, &text);
+        let re = Regex::new("^marker").unwrap();
+        let mut from = None;
+        let found = find_unread(&b, OutputStream::Stdout, &re, &mut from).unwrap();
+        assert_eq!(
+            (found.line.number, found.line.text.as_str()),
+            (2, "marker here")
+        );
+        // Tried lines are passed: the next wait goes on from there.
+        let filler = Regex::new("^filler").unwrap();
+        let next = find_unread(&b, OutputStream::Stdout, &filler, &mut from).unwrap();
+        assert_eq!(next.line.number, 3);
+        // Without a spill file (past its limit) only memory is tried.
+        let gone = buffer(dir.path().join("x").as_path(), 16, 32, &text);
+        assert!(find_unread(&gone, OutputStream::Stdout, &re, &mut None).is_none());
     }
 
     #[test]

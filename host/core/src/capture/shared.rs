@@ -256,7 +256,7 @@ impl SharedCapture {
         // Copied under the lock, matched without it (and off the async
         // workers): a slow pattern neither stalls the job's output nor the
         // server's other calls.
-        let (stdout, stderr) = {
+        let (mut stdout, mut stderr) = {
             let capture = lock(&self.capture);
             (
                 lines::unread(&capture.stdout, OutputStream::Stdout, scan.stdout),
@@ -264,6 +264,8 @@ impl SharedCapture {
             )
         };
         let (line, at) = heavy(|| {
+            stdout.fetch_behind();
+            stderr.fetch_behind();
             lines::scan_unread(&stdout, pattern, &mut scan.stdout)
                 .or_else(|| lines::scan_unread(&stderr, pattern, &mut scan.stderr))
         })?;
