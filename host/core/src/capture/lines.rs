@@ -295,8 +295,6 @@ struct Behind {
     /// Unread bytes before `begin` are not tried (more than
     /// [`MAX_BEHIND_BYTES`] behind): the line `begin` falls in is partial.
     skipped: bool,
-    /// Line endings the stream had when it was copied.
-    newlines: u64,
 }
 
 /// The most unread bytes a wait reads back from a spill file at a time: a
@@ -319,14 +317,15 @@ pub(crate) fn unread(buffer: &StreamBuffer, stream: OutputStream, from: Option<u
     let tail_start = buffer.tail_start();
     let behind = buffer
         .spill_path()
-        .filter(|_| wanted < tail_start && start == tail_start)
+        // Before the tail, `start` is the tail's start: what lies between
+        // is only in the spill file.
+        .filter(|_| wanted < tail_start)
         .map(|path| {
             let begin = wanted.max(tail_start.saturating_sub(MAX_BEHIND_BYTES));
             Behind {
                 path: path.to_owned(),
                 begin,
                 skipped: begin > wanted,
-                newlines: buffer.newlines(),
             }
         });
     Unread {
@@ -362,9 +361,9 @@ impl Unread {
             older.drain(..=end);
             begin += end as u64 + 1;
         }
+        // The copy's first line number already counts what follows.
+        self.first_line -= older.iter().filter(|b| **b == b'\n').count() as u64;
         older.extend_from_slice(&self.bytes);
-        let newlines_after = older.iter().filter(|b| **b == b'\n').count() as u64;
-        self.first_line = behind.newlines - newlines_after + 1;
         self.bytes = older;
         self.start = begin;
     }
