@@ -12,7 +12,7 @@ use super::{
     Capture, Excerpt, ExcerptWindow, LineMatch, LinePage, LineQuery, OutputLimits, OutputStream,
     ScanState, Screen, SpillBudget, TerminalSize,
 };
-use crate::sync::lock;
+use crate::sync::{LazyWatch, lock};
 
 /// One job's capture, shared by the producer that writes it and the registry
 /// that reads, excerpts, pages and watches it. Cheap to clone.
@@ -21,7 +21,7 @@ pub struct SharedCapture {
     capture: Arc<Mutex<Capture>>,
     /// Bumped whenever output arrives (its value: bytes written so far), and
     /// once more when the job is done writing.
-    changes: Arc<watch::Sender<u64>>,
+    changes: Arc<LazyWatch<u64>>,
     budget: Option<Arc<SpillBudget>>,
 }
 
@@ -39,10 +39,9 @@ impl SharedCapture {
     }
 
     fn of(capture: Capture, budget: Option<Arc<SpillBudget>>) -> SharedCapture {
-        let (changes, _) = watch::channel(0);
         SharedCapture {
             capture: Arc::new(Mutex::new(capture)),
-            changes: Arc::new(changes),
+            changes: Arc::new(LazyWatch::new(0)),
             budget,
         }
     }
@@ -78,7 +77,7 @@ impl SharedCapture {
     pub fn close(&self) {
         lock(&self.capture).close();
         // The count stays: only the watchers wake.
-        self.changes.send_modify(|_| {});
+        self.changes.touch();
         if let Some(budget) = &self.budget {
             budget.finished(&self.capture);
         }
@@ -100,7 +99,7 @@ impl SharedCapture {
             (f(&mut capture), told)
         };
         if told {
-            self.changes.send_modify(|_| {});
+            self.changes.touch();
         }
         done
     }
@@ -185,7 +184,7 @@ impl SharedCapture {
             capture.resize(size)
         };
         if resized {
-            self.changes.send_modify(|_| {});
+            self.changes.touch();
         }
         Ok(resized)
     }

@@ -11,6 +11,7 @@ use super::{
     OutcomeStatus, StartError, announce_to, bounded_label, lock, notify_changed, panic_message,
 };
 use crate::owner::Owner;
+use crate::sync::LazyWatch;
 
 impl JobRegistry {
     /// Registers a job. Preflight runs in the contract's order (controller fence,
@@ -158,8 +159,6 @@ impl JobRegistry {
         reported: bool,
         hooks: JobHooks,
     ) -> String {
-        let (settled, _) = watch::channel(false);
-        let (announced, _) = watch::channel(false);
         state.records.insert(
             id.clone(),
             JobRecord {
@@ -184,8 +183,8 @@ impl JobRegistry {
                 read_output: hooks.read_output,
                 output_excerpt: hooks.output_excerpt,
                 control: hooks.control,
-                settled,
-                announced: Arc::new(announced),
+                settled: LazyWatch::new(false),
+                announced: Arc::new(LazyWatch::new(false)),
                 recorded: None,
             },
         );

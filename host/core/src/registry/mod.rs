@@ -45,7 +45,6 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::capture::SharedCapture;
@@ -55,7 +54,7 @@ use crate::scope::{Layered, ScopeKey, ScopeTree};
 // Producer hooks run under the registry's lock; a panicking hook must not wedge
 // every later call, and each mutation leaves the records consistent before any
 // hook.
-use crate::sync::lock;
+use crate::sync::{LazyWatch, lock};
 
 struct JobRecord {
     id: String,
@@ -86,9 +85,9 @@ struct JobRecord {
     output_excerpt: Option<ExcerptHook>,
     /// The producer's extension controls, shared so calls run outside the lock.
     control: Option<Arc<dyn control::JobControl>>,
-    settled: watch::Sender<bool>,
+    settled: LazyWatch<bool>,
     /// Set once the completion listeners of the settlement have returned.
-    announced: Arc<watch::Sender<bool>>,
+    announced: Arc<LazyWatch<bool>>,
     /// Its changing parts as the embedder last recorded them (see
     /// [`JobRegistry::changed_states`]).
     recorded: Option<DurableState>,

@@ -55,14 +55,14 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 
 use crate::capture::SharedCapture;
 use crate::capture::SpillBudget;
 use crate::containment::{self, ActiveMode, Containment};
 use crate::owner::Owner;
 use crate::registry::{JobHooks, JobRegistry, JobStart, StartError};
-use crate::sync::lock;
+use crate::sync::{LazyWatch, lock};
 use exec::{raise_open_file_limit, resolve_in_path};
 use extras::BashControl;
 use process::{ControlState, ProcessControl};
@@ -428,16 +428,15 @@ impl BashProducer {
             (None, true) => SharedCapture::rendered(&stem, inner.config.limits, budget),
             (None, false) => SharedCapture::new(&stem, inner.config.limits, budget),
         };
-        let (exited, _) = watch::channel(false);
         let control = Arc::new(ProcessControl {
             state: Mutex::new(ControlState::default()),
             kill: Notify::new(),
             container: Mutex::new(container),
-            exited,
+            exited: LazyWatch::new(false),
             limit_hit: Mutex::new(None),
             none_left: std::sync::atomic::AtomicBool::new(false),
             leader_start: std::sync::OnceLock::new(),
-            spawned: watch::channel(false).0,
+            spawned: LazyWatch::new(false),
             durable: files.is_some(),
         });
         let (stdin_tx, stdin_rx) = tokio::sync::oneshot::channel();

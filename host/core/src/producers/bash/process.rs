@@ -9,11 +9,11 @@ use std::sync::Mutex;
 
 use nix::sys::signal::Signal;
 use tokio::io::unix::AsyncFd;
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 
 use crate::containment::JobContainer;
 use crate::registry::{JobOutcome, OutcomeStatus};
-use crate::sync::lock;
+use crate::sync::{LazyWatch, lock};
 
 /// A job's leader, and how its end is learnt.
 pub(super) enum Leader {
@@ -94,9 +94,9 @@ pub(super) struct ProcessControl {
     pub(super) kill: Notify,
     pub(super) container: Mutex<JobContainer>,
     /// True once the leader has exited.
-    pub(super) exited: watch::Sender<bool>,
+    pub(super) exited: LazyWatch<bool>,
     /// True once the spawn is done (the leader exists, or never will).
-    pub(super) spawned: watch::Sender<bool>,
+    pub(super) spawned: LazyWatch<bool>,
     /// The limit that stopped the job, in the words its status shows.
     pub(super) limit_hit: Mutex<Option<String>>,
     /// Set at the job's end when its container proved that none of its
