@@ -250,6 +250,47 @@ async fn a_wait_finds_its_line_after_it_left_memory() {
     text(&s, "job_kill", json!({"job_id": id})).await;
 }
 
+/// A line whose start the model read before the rest was written, and that
+/// left memory before the wait looked, is tried whole from the spill file:
+/// `^` is the start of the line, not the read cursor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_tries_a_split_line_whole_after_it_left_memory() {
+    let s = session(ALL).await;
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let id = start(
+        &s,
+        json!({"command": format!(
+            "printf armed; while [ ! -e {} ]; do sleep 0.02; done; echo caught; \
+             yes filler | head -c 3000004; echo burst over; exec sleep 60",
+            go.display()
+        )}),
+    )
+    .await;
+    // The model reads the line's start: the read cursor now splits it.
+    loop {
+        let read = text(&s, "job_output", json!({"job_id": id})).await;
+        if read.starts_with("armed") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    std::fs::write(&go, "").unwrap();
+    logged(&s, &id, "^burst over$", "stdout").await;
+    let seen = text(
+        &s,
+        "job_output",
+        json!({"job_id": id, "until": "^armedcaught$", "timeout_ms": 60000}),
+    )
+    .await;
+    let head = &seen[..seen.len().min(200)];
+    assert!(
+        seen.starts_with("[wait ended: stdout line 1 matched]\n1:armedcaught\n"),
+        "{head}"
+    );
+    text(&s, "job_kill", json!({"job_id": id})).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn profiles_b_and_c_word_the_extensions_their_own_way() {
     let b = session(r#"{"profile": "b", "extensions": ["ready", "log"]}"#).await;

@@ -302,6 +302,11 @@ struct Behind {
 /// lines from there on.
 const MAX_BEHIND_BYTES: u64 = 16 << 20;
 
+/// How far before a split line's known part a wait looks in the spill file
+/// for the line's start. A line that began further back is tried from its
+/// known part, as memory alone would have it.
+const MAX_LINE_BACK_BYTES: u64 = 1 << 20;
+
 /// The lines at or after `from` (the read cursor when `None`), from the start
 /// of the line holding it: a line the cursor splits (a read took its start
 /// before the rest was written) is tried whole, so `^` means the start of the
@@ -315,13 +320,16 @@ pub(crate) fn unread(buffer: &StreamBuffer, stream: OutputStream, from: Option<u
     let bytes = buffer.tail_bytes(start, buffer.total());
     let newlines_after = bytes.iter().filter(|b| **b == b'\n').count() as u64;
     let tail_start = buffer.tail_start();
+    // Before the tail, `start` is the tail's start: what lies between is only
+    // in the spill file. So is the start of a line the tail's start cuts.
+    let cut = start == tail_start && !buffer.tail_starts_line();
     let behind = buffer
         .spill_path()
-        // Before the tail, `start` is the tail's start: what lies between
-        // is only in the spill file.
-        .filter(|_| wanted < tail_start)
+        .filter(|_| wanted < tail_start || cut)
         .map(|path| {
-            let begin = wanted.max(tail_start.saturating_sub(MAX_BEHIND_BYTES));
+            let begin = wanted
+                .min(start)
+                .max(tail_start.saturating_sub(MAX_BEHIND_BYTES));
             Behind {
                 path: path.to_owned(),
                 begin,
@@ -360,6 +368,15 @@ impl Unread {
             };
             older.drain(..=end);
             begin += end as u64 + 1;
+        } else if let Some(line) = line_start_before(&behind.path, begin) {
+            // The read cursor split this line: its start is read back too,
+            // so `^` means the start of the line here as in memory.
+            let Ok(mut head) = super::buffer::read_file_range(&behind.path, line, begin) else {
+                return;
+            };
+            head.append(&mut older);
+            older = head;
+            begin = line;
         }
         // The copy's first line number already counts what follows.
         self.first_line -= older.iter().filter(|b| **b == b'\n').count() as u64;
@@ -367,6 +384,32 @@ impl Unread {
         self.bytes = older;
         self.start = begin;
     }
+}
+
+/// Where the line holding spill-file offset `at` starts, when that is before
+/// `at` and at most [`MAX_LINE_BACK_BYTES`] before it. Reads back in growing
+/// steps, since a split line is most often short.
+fn line_start_before(path: &std::path::Path, at: u64) -> Option<u64> {
+    let floor = at.saturating_sub(MAX_LINE_BACK_BYTES);
+    let mut end = at;
+    let mut step = 4096;
+    while end > floor {
+        let from = end.saturating_sub(step).max(floor);
+        let bytes = super::buffer::read_file_range(path, from, end).ok()?;
+        if bytes.len() as u64 != end - from {
+            return None;
+        }
+        if let Some(newline) = bytes.iter().rposition(|b| *b == b'\n') {
+            let line = from + newline as u64 + 1;
+            return (line < at).then_some(line);
+        }
+        if from == 0 {
+            return (at > 0).then_some(0);
+        }
+        end = from;
+        step *= 4;
+    }
+    None
 }
 
 /// The first unread line `pattern` matches, with its stream offset; `from`
@@ -618,6 +661,56 @@ mod tests {
         );
         let before: Vec<_> = found.before.iter().map(|l| l.text.as_str()).collect();
         assert_eq!(before, ["one"]);
+    }
+
+    #[test]
+    fn a_split_line_that_left_memory_is_read_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        // A tail of 16 bytes; the spill file holds the whole stream.
+        let mut b = buffer(dir.path(), 16, 10_000, b"one\narmed");
+        b.read(true);
+        b.push(b"caught\n");
+        for _ in 0..20 {
+            b.push(b"filler\n");
+        }
+        assert!(b.cursor() < b.tail_start());
+        let caught = Regex::new("^caught").unwrap();
+        assert!(find_unread(&b, OutputStream::Stdout, &caught, &mut None).is_none());
+        let whole = Regex::new("^armedcaught$").unwrap();
+        let found = find_unread(&b, OutputStream::Stdout, &whole, &mut None).unwrap();
+        assert_eq!(
+            (found.line.number, found.line.text.as_str()),
+            (2, "armedcaught")
+        );
+        // A wait that already passed whole lines goes on from there.
+        let mut from = None;
+        let filler = Regex::new("^filler$").unwrap();
+        let next = find_unread(&b, OutputStream::Stdout, &filler, &mut from).unwrap();
+        assert_eq!(next.line.number, 3);
+    }
+
+    #[test]
+    fn a_line_the_tail_cuts_is_tried_from_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = buffer(dir.path(), 16, 10_000, b"one\nmarker");
+        b.push(&[b'x'; 30]);
+        b.read(true);
+        b.push(b"yy\n");
+        // The cursor is in memory, but the line it is in began before it.
+        assert!(b.cursor() >= b.tail_start() && !b.tail_starts_line());
+        let re = Regex::new("^markerx+yy$").unwrap();
+        let found = find_unread(&b, OutputStream::Stdout, &re, &mut None).unwrap();
+        assert_eq!(found.line.number, 2);
+        assert!(found.line.text.starts_with("markerxxx"));
+        // Without a spill file, only what memory holds is tried.
+        let gone = {
+            let mut g = buffer(&dir.path().join("x"), 16, 32, b"one\nmarker");
+            g.push(&[b'x'; 30]);
+            g.read(true);
+            g.push(b"yy\n");
+            g
+        };
+        assert!(find_unread(&gone, OutputStream::Stdout, &re, &mut None).is_none());
     }
 
     #[test]
