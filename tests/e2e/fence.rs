@@ -407,6 +407,69 @@ async fn a_workdir_in_or_around_the_host_s_private_directories_is_refused() {
     }
 }
 
+/// A later job gets a finished job's temporary directory and, when nothing
+/// it names changed, that job's ruleset: it writes where the first could,
+/// and nowhere else. A workdir made anew under its name gets rules of its
+/// own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_given_a_finished_job_s_tmpdir_is_fenced_the_same() {
+    for s in fenced().await {
+        let mode = s.mode;
+        // Below the workdir: making it again changes no directory the read
+        // rules list (`/tmp` is one), which would make every ruleset anew.
+        let workdir = s.work.path().join("sub");
+        std::fs::create_dir(&workdir).unwrap();
+        let victim = s.outside.path().join("victim");
+        let job = format!(
+            "echo $TMPDIR; echo t > $TMPDIR/t && echo tmp ok; echo w > w && echo work ok; \
+             echo planted > {} || true; echo alive",
+            victim.display()
+        );
+        let s = &s;
+        let run = |command: String| {
+            let id = s
+                .bash
+                .start(
+                    None,
+                    BashRequest {
+                        command,
+                        workdir: Some(workdir.clone()),
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+            async move { s.settle(&id).await }
+        };
+        let first = run(job.clone()).await;
+        went_on(&first);
+        let tmp = first.lines().next().unwrap().to_owned();
+        // Only a removed cgroup proves that no process of the first is left
+        // (a process that outlived it would reach its directory still).
+        let reused = mode == ContainmentMode::Cgroup;
+        let second = run(job.clone()).await;
+        went_on(&second);
+        assert_eq!(
+            second.lines().next() == Some(tmp.as_str()),
+            reused,
+            "{mode:?}"
+        );
+        assert!(second.contains("tmp ok\nwork ok\n"), "{mode:?}: {second}");
+        assert_eq!(s.victim(), "original", "{mode:?}");
+        // The workdir removed and made again: the kept rules name the old one.
+        std::fs::remove_dir_all(&workdir).unwrap();
+        std::fs::create_dir(&workdir).unwrap();
+        let third = run(job.clone()).await;
+        went_on(&third);
+        assert_eq!(
+            third.lines().next() == Some(tmp.as_str()),
+            reused,
+            "{mode:?}"
+        );
+        assert!(third.contains("tmp ok\nwork ok\n"), "{mode:?}: {third}");
+        assert_eq!(s.victim(), "original", "{mode:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_build_in_the_workdir_and_tmpdir_works_unchanged() {
     for s in fenced().await {

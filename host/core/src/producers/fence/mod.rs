@@ -63,7 +63,7 @@ mod seccomp;
 mod support;
 mod tmp;
 
-use self::landlock::ReadRules;
+use self::landlock::{KeptRuleset, ReadRules};
 pub(crate) use error::FenceError;
 pub(crate) use hooks::HookScan;
 use hooks::Watch;
@@ -101,6 +101,9 @@ pub(crate) struct Fence {
     shell: PathBuf,
     /// Emptied temporary directories of finished jobs that left no process.
     spare_tmp: Mutex<Vec<PathBuf>>,
+    /// The rulesets made last, newest first, for later jobs whose own would
+    /// be the same (see [`KeptRuleset`]).
+    rulesets: Mutex<std::collections::VecDeque<KeptRuleset>>,
     /// Said once when a start runs weaker than asked.
     warned: std::sync::Once,
     /// The narrower sandboxes jobs asked for that run weaker, each said once.
@@ -113,7 +116,7 @@ pub(crate) struct JobFence {
     /// unless [`Fence::release`] keeps it for a later job.
     pub tmp: JobTmp,
     /// The Landlock ruleset, held open until the child has exec'd.
-    pub ruleset: Option<OwnedFd>,
+    pub ruleset: Option<std::sync::Arc<OwnedFd>>,
     /// The shared mount namespace the child joins, held until it has.
     pub mount_ns: Option<std::sync::Arc<OwnedFd>>,
     /// What the child does.
@@ -152,6 +155,7 @@ impl Fence {
             readable: Mutex::new(None),
             scans: Mutex::new(None),
             spare_tmp: Mutex::new(Vec::new()),
+            rulesets: Mutex::new(std::collections::VecDeque::new()),
             mount_ns: Mutex::new(None),
             shell: shell.to_owned(),
             warned: std::sync::Once::new(),
@@ -351,7 +355,7 @@ impl Fence {
             namespace,
             join_mount: join_mount.as_ref().map(|fd| fd.as_raw_fd()),
             mounts,
-            landlock: ruleset.as_ref().map(AsRawFd::as_raw_fd),
+            landlock: ruleset.as_ref().map(|fd| fd.as_raw_fd()),
             seccomp: match job.network {
                 NetAccess::Off => self.seccomp.get_or_init(network_off_filter).clone(),
                 _ => Vec::new(),

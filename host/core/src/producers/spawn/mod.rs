@@ -60,7 +60,7 @@ pub(crate) struct Spec {
     pub setup: ChildSetup,
     /// A descriptor the setup refers to (the sandbox's ruleset), held open
     /// until the spawn is done.
-    pub hold: Option<OwnedFd>,
+    pub hold: Option<std::sync::Arc<OwnedFd>>,
     /// A shared descriptor the setup refers to (a mount namespace to join).
     pub hold_shared: Option<std::sync::Arc<OwnedFd>>,
     /// Descriptors the program gets as 3, 4, ... in this order (a job's
