@@ -33,7 +33,10 @@ pub(crate) struct StreamBuffer {
     /// dropped, was a line ending).
     tail_starts_line: bool,
     spill: Spill,
-    spill_path: PathBuf,
+    /// The spill file is `<spill_stem><spill_ext>`: the stem is shared by
+    /// a job's streams, and the path made only when the file is.
+    spill_stem: Arc<Path>,
+    spill_ext: &'static str,
     limits: OutputLimits,
     budget: Option<Arc<SpillBudget>>,
     /// Bytes this stream has on disk (and holds of the budget).
@@ -49,8 +52,13 @@ pub(crate) struct Delta {
 }
 
 impl StreamBuffer {
-    /// An empty buffer whose spill file, if it is ever needed, is `spill_path`.
-    pub fn new(spill_path: PathBuf, limits: OutputLimits) -> StreamBuffer {
+    /// An empty buffer whose spill file, if it is ever needed, is
+    /// `<spill_stem><spill_ext>`.
+    pub fn new(
+        spill_stem: Arc<Path>,
+        spill_ext: &'static str,
+        limits: OutputLimits,
+    ) -> StreamBuffer {
         StreamBuffer {
             tail: VecDeque::new(),
             total: 0,
@@ -58,7 +66,8 @@ impl StreamBuffer {
             newlines: 0,
             tail_starts_line: true,
             spill: Spill::NotStarted,
-            spill_path,
+            spill_stem,
+            spill_ext,
             limits,
             budget: None,
             spilled: 0,
@@ -119,7 +128,7 @@ impl StreamBuffer {
             if !budget.reserve(needed) {
                 tracing::warn!(
                     "spill file {}: the session's disk budget is spent",
-                    self.spill_path.display()
+                    self.spill_file().display()
                 );
                 self.discard_spill();
                 return;
@@ -128,11 +137,12 @@ impl StreamBuffer {
         }
         if let Spill::NotStarted = self.spill {
             // Nothing has left the tail yet, so it still holds the whole stream.
+            let path = self.spill_file();
             let opened = OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
-                .open(&self.spill_path)
+                .open(&path)
                 .and_then(|mut file| {
                     let (a, b) = self.tail.as_slices();
                     file.write_all(a)?;
@@ -140,9 +150,9 @@ impl StreamBuffer {
                     Ok(file)
                 });
             self.spill = match opened {
-                Ok(file) => Spill::Writing(file, self.spill_path.clone()),
+                Ok(file) => Spill::Writing(file, path),
                 Err(e) => {
-                    tracing::warn!("spill file {}: {e}", self.spill_path.display());
+                    tracing::warn!("spill file {}: {e}", path.display());
                     Spill::Unavailable
                 }
             };
@@ -157,6 +167,13 @@ impl StreamBuffer {
             tracing::warn!("spill file {}: {e}", path.display());
             self.discard_spill();
         }
+    }
+
+    /// Where this stream's spill file is, or would be.
+    fn spill_file(&self) -> PathBuf {
+        let mut path = self.spill_stem.as_os_str().to_owned();
+        path.push(self.spill_ext);
+        PathBuf::from(path)
     }
 
     /// Deletes the spill file; from now on only the tail remains.
@@ -355,7 +372,7 @@ mod tests {
     #[test]
     fn a_chunk_longer_than_the_tail_keeps_its_end_and_its_line_count() {
         let dir = tempfile::tempdir().unwrap();
-        let mut b = StreamBuffer::new(dir.path().join("s"), limits(4, 0));
+        let mut b = StreamBuffer::new(dir.path().join("s").into(), "", limits(4, 0));
         b.push(b"ab\ncdefg");
         assert_eq!(
             (
@@ -386,7 +403,7 @@ mod tests {
     #[test]
     fn deltas_consume_and_hold_back_split_characters() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = StreamBuffer::new(dir.path().join("s"), limits(100, 1000));
+        let mut s = StreamBuffer::new(dir.path().join("s").into(), "", limits(100, 1000));
         s.push("ab".as_bytes());
         s.push(&"界".as_bytes()[..2]);
         assert_eq!(s.read(true).text, "ab");

@@ -508,7 +508,8 @@ mod tests {
 
     fn buffer(dir: &std::path::Path, tail: usize, spill: u64, text: &[u8]) -> StreamBuffer {
         let mut b = StreamBuffer::new(
-            dir.join("s"),
+            dir.join("s").into(),
+            "",
             OutputLimits {
                 max_output_bytes: tail,
                 max_spill_bytes: spill,

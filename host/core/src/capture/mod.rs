@@ -28,7 +28,7 @@ mod query;
 mod shared;
 mod terminal;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -107,14 +107,10 @@ impl Capture {
         limits: OutputLimits,
         budget: Option<Arc<SpillBudget>>,
     ) -> Capture {
-        let with_ext = |ext: &str| {
-            let mut p = spill_stem.as_os_str().to_owned();
-            p.push(ext);
-            PathBuf::from(p)
-        };
+        let stem: Arc<Path> = spill_stem.into();
         Capture {
-            stdout: StreamBuffer::new(with_ext(".stdout"), limits).with_budget(budget.clone()),
-            stderr: StreamBuffer::new(with_ext(".stderr"), limits).with_budget(budget),
+            stdout: StreamBuffer::new(stem.clone(), ".stdout", limits).with_budget(budget.clone()),
+            stderr: StreamBuffer::new(stem, ".stderr", limits).with_budget(budget),
             terminal: None,
             stderr_terminal: None,
             tty: false,
@@ -143,10 +139,13 @@ impl Capture {
         self
     }
 
-    fn rendered(&self, spill_stem: &Path, ext: &str, terminal: Terminal) -> Box<TerminalCapture> {
-        let mut path = spill_stem.as_os_str().to_owned();
-        path.push(ext);
-        let raw = StreamBuffer::new(PathBuf::from(path), self.stdout.limits())
+    fn rendered(
+        &self,
+        spill_stem: &Path,
+        ext: &'static str,
+        terminal: Terminal,
+    ) -> Box<TerminalCapture> {
+        let raw = StreamBuffer::new(spill_stem.into(), ext, self.stdout.limits())
             .with_budget(self.stdout.budget());
         Box::new(TerminalCapture {
             drawn: Drawn::Live(Box::new(terminal)),

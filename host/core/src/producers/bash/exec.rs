@@ -49,6 +49,7 @@ impl BashProducer {
         } else {
             &[]
         };
+        let marker = container.marker_env();
         let more = [
             ("NO_COLOR", "1"),
             ("TERM", "dumb"),
@@ -59,7 +60,7 @@ impl BashProducer {
         .chain(terminal.iter().copied())
         .chain(config.set_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .chain(request.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .chain([container.marker_env()]);
+        .chain([(marker.0, marker.1.as_str())]);
         env.extend(more.map(|(k, v)| (k.into(), v.into())));
         if let Some(fence) = fence {
             // The job's own temporary directory: the only one it may write
@@ -118,7 +119,7 @@ impl BashProducer {
                 controlling_terminal: tty.is_some(),
                 new_group: false,
                 die_with_parent: Some(std::process::id() as libc::pid_t),
-                join_cgroup: container.cgroup_procs().map(ToOwned::to_owned),
+                join_cgroup: container.cgroup_procs().map_err(SpawnError::Container)?,
                 close_inherited_fds: true,
                 sandbox: fence.map(|f| f.child.clone()),
             },

@@ -27,8 +27,9 @@ mod cgroup;
 mod procfs;
 mod watchdog;
 
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::sys::signal::{Signal, kill, killpg};
@@ -78,7 +79,10 @@ impl ActiveMode {
 /// watchdog.
 pub(crate) struct Containment {
     mode: ActiveMode,
-    token: String,
+    /// The mode's cgroup directory, shared with each job's container.
+    cgroup_root: Option<Arc<Path>>,
+    /// The marker's token, shared with each job's container.
+    token: Arc<str>,
     next_job: AtomicU64,
     /// Pipe to the watchdog; dropping it (or the host dying) sets it off.
     _watchdog: Option<Watchdog>,
@@ -125,7 +129,7 @@ impl Containment {
                 ActiveMode::Fallback => String::new(),
             }
         );
-        let token = format!("{}-{:x}", std::process::id(), random_u64());
+        let token: Arc<str> = format!("{}-{:x}", std::process::id(), random_u64()).into();
         let watchdog = watchdog
             .then(|| {
                 Watchdog::start(shell, &mode, &token, spill_dir)
@@ -134,6 +138,10 @@ impl Containment {
             })
             .flatten();
         Ok(Containment {
+            cgroup_root: match &mode {
+                ActiveMode::Cgroup(root) => Some(Arc::from(root.as_path())),
+                ActiveMode::Fallback => None,
+            },
             mode,
             token,
             next_job: AtomicU64::new(1),
@@ -149,17 +157,10 @@ impl Containment {
     /// A container for the next job: its cgroup (created by
     /// [`JobContainer::creator`], off the caller's path) or its marker.
     pub(crate) fn new_job(&self) -> std::io::Result<JobContainer> {
-        let n = self.next_job.fetch_add(1, Ordering::Relaxed);
-        let marker = format!("{}.{n}", self.token);
-        let cgroup = match &self.mode {
-            ActiveMode::Cgroup(root) => Some(root.join(format!("job-{n}"))),
-            ActiveMode::Fallback => None,
-        };
-        let procs = cgroup.as_deref().map(procs_file).transpose()?;
         Ok(JobContainer {
-            cgroup,
-            procs,
-            marker,
+            n: self.next_job.fetch_add(1, Ordering::Relaxed),
+            cgroup_root: self.cgroup_root.clone(),
+            token: self.token.clone(),
             pgid: None,
             released: false,
         })
@@ -207,12 +208,16 @@ pub fn is_job_cgroup(line: &str) -> bool {
     })
 }
 
-/// One job's container.
+/// One job's container. Its paths and marker are made from the producer's
+/// shared parts when needed, not kept: a live job holds none of them.
 pub(crate) struct JobContainer {
-    cgroup: Option<PathBuf>,
-    /// `<cgroup>/cgroup.procs`, ready for the child to write itself into.
-    procs: Option<CString>,
-    marker: String,
+    /// The job's number in its producer.
+    n: u64,
+    /// The directory its cgroup `job-<n>` is made in; `None` in fallback
+    /// mode and once the cgroup was removed.
+    cgroup_root: Option<Arc<Path>>,
+    /// Its marker is `<token>.<n>`.
+    token: Arc<str>,
     pgid: Option<Pid>,
     /// Set once the job's cgroup was removed, which proves none of its
     /// processes is left: signals then reach nobody (its process group's
@@ -222,14 +227,25 @@ pub(crate) struct JobContainer {
 
 impl JobContainer {
     /// The `NAME=VALUE` marker every process of this job inherits.
-    pub(crate) fn marker_env(&self) -> (&'static str, &str) {
-        (JOB_MARKER_VAR, &self.marker)
+    pub(crate) fn marker_env(&self) -> (&'static str, String) {
+        (JOB_MARKER_VAR, format!("{}.{}", self.token, self.n))
+    }
+
+    /// The marker's `NAME=VALUE` entry, as `/proc/<pid>/environ` holds it.
+    fn marker_entry(&self) -> String {
+        format!("{JOB_MARKER_VAR}={}.{}", self.token, self.n)
+    }
+
+    /// The job's cgroup directory, while it has one.
+    fn cgroup(&self) -> Option<PathBuf> {
+        let root = self.cgroup_root.as_deref()?;
+        Some(root.join(format!("job-{}", self.n)))
     }
 
     /// What creates the job's cgroup, to run before its leader is spawned. Until
     /// then the container is empty: signals reach nobody and `pids` is empty.
     pub(crate) fn creator(&self) -> impl FnOnce() -> std::io::Result<()> + Send + 'static {
-        let dir = self.cgroup.clone();
+        let dir = self.cgroup();
         move || match dir {
             Some(dir) => std::fs::create_dir(dir),
             None => Ok(()),
@@ -248,8 +264,8 @@ impl JobContainer {
 
     /// `<cgroup>/cgroup.procs`, for the leader to write itself into between
     /// its clone and its exec; `None` in fallback mode.
-    pub(crate) fn cgroup_procs(&self) -> Option<&CStr> {
-        self.procs.as_deref()
+    pub(crate) fn cgroup_procs(&self) -> std::io::Result<Option<CString>> {
+        self.cgroup().as_deref().map(procs_file).transpose()
     }
 
     /// Every live process of the job now: its cgroup's members, or (fallback)
@@ -258,10 +274,10 @@ impl JobContainer {
         if self.released {
             return Vec::new();
         }
-        match &self.cgroup {
-            Some(dir) => cgroup_pids(dir).into_iter().map(Pid::as_raw).collect(),
+        match self.cgroup() {
+            Some(dir) => cgroup_pids(&dir).into_iter().map(Pid::as_raw).collect(),
             None => {
-                let entry = format!("{JOB_MARKER_VAR}={}", self.marker);
+                let entry = self.marker_entry();
                 let pgid = self.pgid.map(Pid::as_raw);
                 find_with_descendants(|p: &ProcInfo, parents| of_job(p, parents, pgid, &entry))
             }
@@ -282,17 +298,17 @@ impl JobContainer {
         }
         // Those that left the group (setsid, set -m) are sent it one by one.
         let outside_group = |pid: Pid| self.pgid.is_none() || getpgid(Some(pid)).ok() != self.pgid;
-        match &self.cgroup {
+        match self.cgroup() {
             Some(dir) if signal == Signal::SIGKILL => {
                 let _ = std::fs::write(dir.join("cgroup.kill"), "1");
             }
             Some(dir) => {
-                for pid in cgroup_pids(dir).into_iter().filter(|p| outside_group(*p)) {
+                for pid in cgroup_pids(&dir).into_iter().filter(|p| outside_group(*p)) {
                     let _ = kill(pid, signal);
                 }
             }
             None => {
-                let entry = format!("{JOB_MARKER_VAR}={}", self.marker);
+                let entry = self.marker_entry();
                 let pgid = self.pgid.map(Pid::as_raw);
                 let matches =
                     |p: &ProcInfo, parents: &procfs::Parents| of_job(p, parents, pgid, &entry);
@@ -318,7 +334,7 @@ impl JobContainer {
     /// emptying); the latter was sent SIGKILL already, which
     /// [`JobContainer::release`] sends again.
     pub(crate) fn try_release_now(&mut self) -> bool {
-        let Some(dir) = &self.cgroup else {
+        let Some(dir) = self.cgroup() else {
             return false;
         };
         // The group first, whose members may have left the cgroup. Then an
@@ -328,13 +344,13 @@ impl JobContainer {
         if let Some(pgid) = self.pgid {
             let _ = killpg(pgid, Signal::SIGKILL);
         }
-        let mut gone = std::fs::remove_dir(dir).is_ok();
+        let mut gone = std::fs::remove_dir(&dir).is_ok();
         if !gone {
             self.signal(Signal::SIGKILL);
-            gone = std::fs::remove_dir(dir).is_ok();
+            gone = std::fs::remove_dir(&dir).is_ok();
         }
         if gone {
-            self.cgroup = None;
+            self.cgroup_root = None;
             self.released = true;
         }
         gone
@@ -352,7 +368,9 @@ impl JobContainer {
     /// the fallback, which finds processes only by their marks.
     pub(crate) fn release(&mut self) -> bool {
         self.signal(Signal::SIGKILL);
-        match self.cgroup.take() {
+        let dir = self.cgroup();
+        self.cgroup_root = None;
+        match dir {
             Some(dir) => {
                 let gone = remove_cgroup(&dir);
                 self.released = gone;
@@ -365,7 +383,7 @@ impl JobContainer {
 
 impl Drop for JobContainer {
     fn drop(&mut self) {
-        if self.cgroup.is_some() {
+        if self.cgroup_root.is_some() {
             let _ = self.release();
         }
     }
