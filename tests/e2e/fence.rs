@@ -446,27 +446,21 @@ async fn a_job_given_a_finished_job_s_tmpdir_is_fenced_the_same() {
         // Only a removed cgroup proves that no process of the first is left
         // (a process that outlived it would reach its directory still).
         let reused = mode == ContainmentMode::Cgroup;
-        let second = run(job.clone()).await;
-        went_on(&second);
-        assert_eq!(
-            second.lines().next() == Some(tmp.as_str()),
-            reused,
-            "{mode:?}"
-        );
-        assert!(second.contains("tmp ok\nwork ok\n"), "{mode:?}: {second}");
-        assert_eq!(s.victim(), "original", "{mode:?}");
+        let fenced_the_same = |text: &str| {
+            went_on(text);
+            assert_eq!(
+                text.lines().next() == Some(tmp.as_str()),
+                reused,
+                "{mode:?}"
+            );
+            assert!(text.contains("tmp ok\nwork ok\n"), "{mode:?}: {text}");
+            assert_eq!(s.victim(), "original", "{mode:?}");
+        };
+        fenced_the_same(&run(job.clone()).await);
         // The workdir removed and made again: the kept rules name the old one.
         std::fs::remove_dir_all(&workdir).unwrap();
         std::fs::create_dir(&workdir).unwrap();
-        let third = run(job.clone()).await;
-        went_on(&third);
-        assert_eq!(
-            third.lines().next() == Some(tmp.as_str()),
-            reused,
-            "{mode:?}"
-        );
-        assert!(third.contains("tmp ok\nwork ok\n"), "{mode:?}: {third}");
-        assert_eq!(s.victim(), "original", "{mode:?}");
+        fenced_the_same(&run(job.clone()).await);
     }
 }
 

@@ -169,6 +169,12 @@ impl StreamBuffer {
         }
     }
 
+    /// The stem of this stream's spill file, shared with the job's other
+    /// streams.
+    pub fn spill_stem(&self) -> Arc<Path> {
+        self.spill_stem.clone()
+    }
+
     /// Where this stream's spill file is, or would be.
     fn spill_file(&self) -> PathBuf {
         let mut path = self.spill_stem.as_os_str().to_owned();

@@ -368,12 +368,9 @@ impl Unread {
             };
             older.drain(..=end);
             begin += end as u64 + 1;
-        } else if let Some(line) = line_start_before(&behind.path, begin) {
+        } else if let Some((line, mut head)) = line_head(&behind.path, begin) {
             // The read cursor split this line: its start is read back too,
             // so `^` means the start of the line here as in memory.
-            let Ok(mut head) = super::buffer::read_file_range(&behind.path, line, begin) else {
-                return;
-            };
             head.append(&mut older);
             older = head;
             begin = line;
@@ -386,27 +383,34 @@ impl Unread {
     }
 }
 
-/// Where the line holding spill-file offset `at` starts, when that is before
-/// `at` and at most [`MAX_LINE_BACK_BYTES`] before it. Reads back in growing
-/// steps, since a split line is most often short.
-fn line_start_before(path: &std::path::Path, at: u64) -> Option<u64> {
+/// The start of the line that spill-file offset `at` falls in, with the
+/// bytes from there to `at`, when it starts before `at` and at most
+/// [`MAX_LINE_BACK_BYTES`] before it. Reads back in growing steps, since a
+/// split line is most often short.
+fn line_head(path: &std::path::Path, at: u64) -> Option<(u64, Vec<u8>)> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path).ok()?;
     let floor = at.saturating_sub(MAX_LINE_BACK_BYTES);
-    let mut end = at;
+    // The bytes from `from` to `at`.
+    let mut head = Vec::new();
+    let mut from = at;
     let mut step = 4096;
-    while end > floor {
-        let from = end.saturating_sub(step).max(floor);
-        let bytes = super::buffer::read_file_range(path, from, end).ok()?;
-        if bytes.len() as u64 != end - from {
-            return None;
+    while from > floor {
+        let start = from.saturating_sub(step).max(floor);
+        let mut chunk = vec![0; (from - start) as usize];
+        file.read_exact_at(&mut chunk, start).ok()?;
+        let newline = chunk.iter().rposition(|b| *b == b'\n');
+        chunk.extend_from_slice(&head);
+        head = chunk;
+        if let Some(i) = newline {
+            head.drain(..=i);
+            let line = start + i as u64 + 1;
+            return (line < at).then_some((line, head));
         }
-        if let Some(newline) = bytes.iter().rposition(|b| *b == b'\n') {
-            let line = from + newline as u64 + 1;
-            return (line < at).then_some(line);
+        if start == 0 {
+            return (at > 0).then_some((0, head));
         }
-        if from == 0 {
-            return (at > 0).then_some(0);
-        }
-        end = from;
+        from = start;
         step *= 4;
     }
     None

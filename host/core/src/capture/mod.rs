@@ -122,8 +122,8 @@ impl Capture {
     /// Makes this the capture of a job on a terminal of `size`: what it
     /// writes to stdout is kept as written (spilling to `<spill_stem>.raw`)
     /// and rendered into stdout.
-    pub(crate) fn with_terminal(mut self, spill_stem: &Path, size: TerminalSize) -> Capture {
-        self.terminal = Some(self.rendered(spill_stem, ".raw", Terminal::new(size)));
+    pub(crate) fn with_terminal(mut self, size: TerminalSize) -> Capture {
+        self.terminal = Some(self.rendered(".raw", Terminal::new(size)));
         self.tty = true;
         self
     }
@@ -132,20 +132,16 @@ impl Capture {
     /// rendered: each stream through a screen model of its own
     /// ([`RENDER_SIZE`]), kept as written in `<spill_stem>.raw` and
     /// `<spill_stem>.raw-stderr`.
-    pub(crate) fn with_rendering(mut self, spill_stem: &Path) -> Capture {
-        self.terminal = Some(self.rendered(spill_stem, ".raw", Terminal::for_pipe(RENDER_SIZE)));
-        self.stderr_terminal =
-            Some(self.rendered(spill_stem, ".raw-stderr", Terminal::for_pipe(RENDER_SIZE)));
+    pub(crate) fn with_rendering(mut self) -> Capture {
+        self.terminal = Some(self.rendered(".raw", Terminal::for_pipe(RENDER_SIZE)));
+        self.stderr_terminal = Some(self.rendered(".raw-stderr", Terminal::for_pipe(RENDER_SIZE)));
         self
     }
 
-    fn rendered(
-        &self,
-        spill_stem: &Path,
-        ext: &'static str,
-        terminal: Terminal,
-    ) -> Box<TerminalCapture> {
-        let raw = StreamBuffer::new(spill_stem.into(), ext, self.stdout.limits())
+    /// A raw stream spilling to `<spill_stem><ext>`, the stem its other
+    /// streams have, with `terminal` drawing it.
+    fn rendered(&self, ext: &'static str, terminal: Terminal) -> Box<TerminalCapture> {
+        let raw = StreamBuffer::new(self.stdout.spill_stem(), ext, self.stdout.limits())
             .with_budget(self.stdout.budget());
         Box::new(TerminalCapture {
             drawn: Drawn::Live(Box::new(terminal)),

@@ -120,7 +120,7 @@ impl SharedCapture {
         size: TerminalSize,
     ) -> SharedCapture {
         let capture = Capture::with_budget(spill_stem, limits, budget.clone());
-        SharedCapture::of(capture.with_terminal(spill_stem, size), budget)
+        SharedCapture::of(capture.with_terminal(size), budget)
     }
 
     /// A capture for a job without a terminal whose output is rendered:
@@ -132,7 +132,7 @@ impl SharedCapture {
         budget: Option<Arc<SpillBudget>>,
     ) -> SharedCapture {
         let capture = Capture::with_budget(spill_stem, limits, budget.clone());
-        SharedCapture::of(capture.with_rendering(spill_stem), budget)
+        SharedCapture::of(capture.with_rendering(), budget)
     }
 
     /// Whether the job writes (or wrote) to a terminal.

@@ -123,8 +123,7 @@ impl BashProducer {
                 close_inherited_fds: true,
                 sandbox: fence.map(|f| f.child.clone()),
             },
-            hold: None,
-            hold_shared: None,
+            hold: Vec::new(),
             extra_fds: Vec::new(),
             tty,
         })

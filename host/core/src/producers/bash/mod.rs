@@ -373,7 +373,7 @@ impl BashProducer {
     ) -> Result<JobHooks, SpawnError> {
         let inner = &self.inner;
         let n = inner.next_spawn.fetch_add(1, Ordering::Relaxed);
-        let container = inner.containment.new_job().map_err(SpawnError::Container)?;
+        let container = inner.containment.new_job();
         // A job that joins a mount namespace is moved to its root: its
         // working directory is entered again, so it must be named.
         let dir = match (sandbox, dir) {
@@ -408,9 +408,12 @@ impl BashProducer {
             }
             _ => None,
         };
-        // The ruleset lives until the spawn is done, not as long as the job.
-        spec.hold = fence.as_mut().and_then(|f| f.ruleset.take());
-        spec.hold_shared = fence.as_mut().and_then(|f| f.mount_ns.take());
+        // The ruleset and the namespace live until the spawn is done, not as
+        // long as the job.
+        if let Some(fence) = fence.as_mut() {
+            spec.hold.extend(fence.ruleset.take());
+            spec.hold.extend(fence.mount_ns.take());
+        }
         let create = container.creator();
         // A monitor is forked by the monitors' parent where it can be, not
         // exec'd (see `zygote`).

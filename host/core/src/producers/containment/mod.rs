@@ -156,14 +156,14 @@ impl Containment {
 
     /// A container for the next job: its cgroup (created by
     /// [`JobContainer::creator`], off the caller's path) or its marker.
-    pub(crate) fn new_job(&self) -> std::io::Result<JobContainer> {
-        Ok(JobContainer {
+    pub(crate) fn new_job(&self) -> JobContainer {
+        JobContainer {
             n: self.next_job.fetch_add(1, Ordering::Relaxed),
             cgroup_root: self.cgroup_root.clone(),
             token: self.token.clone(),
             pgid: None,
             released: false,
-        })
+        }
     }
 
     /// Kills every process of every job this producer started (for teardown and
@@ -233,7 +233,8 @@ impl JobContainer {
 
     /// The marker's `NAME=VALUE` entry, as `/proc/<pid>/environ` holds it.
     fn marker_entry(&self) -> String {
-        format!("{JOB_MARKER_VAR}={}.{}", self.token, self.n)
+        let (name, value) = self.marker_env();
+        format!("{name}={value}")
     }
 
     /// The job's cgroup directory, while it has one.

@@ -6,14 +6,13 @@
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ::landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset,
     RulesetAttr, RulesetCreatedAttr, Scope,
 };
-
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::sync::lock;
 
@@ -37,7 +36,6 @@ const KEPT_RULESETS: usize = 16;
 /// What a ruleset is made from. The files are named by device and inode as
 /// they were when their rules were made: a writable root removed and made
 /// anew under the same name is another directory, and another rule.
-#[derive(Clone, PartialEq)]
 struct RulesetKey {
     sandbox: Sandbox,
     /// Each writable root, and the job's temporary directory last.

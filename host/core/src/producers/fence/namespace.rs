@@ -125,8 +125,7 @@ pub(super) fn spawn_briefly(
             sandbox: Some(sandbox),
             ..Default::default()
         },
-        hold: None,
-        hold_shared: None,
+        hold: Vec::new(),
         extra_fds: Vec::new(),
     };
     // Recorded as a leader, so no fallback-mode sweep of orphans (another

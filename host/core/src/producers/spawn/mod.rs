@@ -58,11 +58,9 @@ pub(crate) struct Spec {
     pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t)>,
     /// The job's own setup, in the child after its descriptors and directory.
     pub setup: ChildSetup,
-    /// A descriptor the setup refers to (the sandbox's ruleset), held open
-    /// until the spawn is done.
-    pub hold: Option<std::sync::Arc<OwnedFd>>,
-    /// A shared descriptor the setup refers to (a mount namespace to join).
-    pub hold_shared: Option<std::sync::Arc<OwnedFd>>,
+    /// Descriptors the setup refers to (the sandbox's ruleset, a mount
+    /// namespace to join), held open until the spawn is done.
+    pub hold: Vec<std::sync::Arc<OwnedFd>>,
     /// Descriptors the program gets as 3, 4, ... in this order (a job's
     /// monitor gets its files so).
     pub extra_fds: Vec<OwnedFd>,
@@ -343,8 +341,7 @@ mod tests {
             tty: None,
             rlimits: Vec::new(),
             setup: ChildSetup::default(),
-            hold: None,
-            hold_shared: None,
+            hold: Vec::new(),
             extra_fds: Vec::new(),
         };
         let err = spawn(&spec).err().expect("no such program");

@@ -236,8 +236,7 @@ fn spawn_leader(args: &MonitorArgs) -> std::io::Result<crate::producers::spawn::
             die_with_parent: Some(rustix::process::getpid().as_raw_nonzero().get()),
             ..Default::default()
         },
-        hold: None,
-        hold_shared: None,
+        hold: Vec::new(),
         extra_fds: Vec::new(),
     };
     // SAFETY: the monitor's stdin, open for its whole life.

@@ -198,8 +198,7 @@ fn start(monitor: &Path) -> std::io::Result<Parent> {
             close_inherited_fds: true,
             ..Default::default()
         },
-        hold: None,
-        hold_shared: None,
+        hold: Vec::new(),
         extra_fds: vec![theirs],
     };
     let started = crate::producers::spawn::spawn(&spec)?;

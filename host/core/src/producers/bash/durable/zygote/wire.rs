@@ -421,8 +421,7 @@ pub(super) fn decode(bytes: &[u8], fds: Vec<OwnedFd>) -> Option<(Spec, [RawFd; 3
             close_inherited_fds,
             sandbox,
         },
-        hold: None,
-        hold_shared: None,
+        hold: Vec::new(),
         extra_fds,
     };
     Some((spec, stdio, fds.into_iter().flatten().collect()))
@@ -485,8 +484,7 @@ mod tests {
                 }),
                 ..Default::default()
             },
-            hold: None,
-            hold_shared: None,
+            hold: Vec::new(),
             extra_fds: extra,
         }
     }
