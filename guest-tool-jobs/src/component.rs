@@ -481,8 +481,8 @@ impl tools::Guest for Component {
         ToolDefinition {
             name: start::START_TOOL.to_owned(),
             description: tool.description,
-            input_schema: tool.input_schema.to_string(),
-            output_schema: Some(tool.output_schema.to_string()),
+            input_schema: to_json(&tool.input_schema),
+            output_schema: Some(to_json(&tool.output_schema)),
             annotations: annotations_to(tool.annotations),
         }
     }
@@ -549,8 +549,8 @@ impl tools::Guest for Component {
             .map(|d| ToolDefinition {
                 name: d.name.to_owned(),
                 description: d.description.to_owned(),
-                input_schema: d.input_schema.to_string(),
-                output_schema: d.output_schema.map(|s| s.to_string()),
+                input_schema: to_json(&d.input_schema),
+                output_schema: d.output_schema.as_ref().map(to_json),
                 annotations: annotations_to(d.annotations),
             })
             .collect()
@@ -650,8 +650,16 @@ fn result_to(result: model::ToolResult) -> ToolResult {
     ToolResult {
         text: result.text,
         is_error: result.is_error,
-        value: result.value.map(|v| v.to_string()),
+        value: result.value.map(model::Json::into_string),
     }
+}
+
+/// A value as compact JSON. Written straight into bytes: `Value`'s `Display`
+/// goes through a formatter a fragment at a time, which was a fifth of a
+/// `job_output` call.
+fn to_json(value: &serde_json::Value) -> String {
+    // A `Value`'s keys are strings, so writing it cannot fail.
+    serde_json::to_string(value).unwrap_or_default()
 }
 
 fn outcome_from(step: model::Step<model::ToolResult>) -> CallOutcome {

@@ -19,8 +19,8 @@ use crate::config::{Config, JobLimits};
 use crate::extensions::runners;
 use crate::model::schema;
 use crate::model::{
-    DEFAULT_TERMINAL, JobsView, MAX_TIMER_MS, Sandbox, SandboxFiles, SandboxNetwork, Step,
-    TERMINAL_DIMENSIONS, ToolAnnotations, ToolResult, WaitRequest, Waited, dimension,
+    DEFAULT_TERMINAL, JobsView, Json, MAX_TIMER_MS, Pair, Sandbox, SandboxFiles, SandboxNetwork,
+    Step, TERMINAL_DIMENSIONS, ToolAnnotations, ToolResult, WaitRequest, Waited, dimension,
 };
 use crate::surface::Surface;
 use crate::wording::StartWords;
@@ -565,7 +565,7 @@ fn answer(
     ToolResult {
         text,
         is_error: false,
-        value: Some(json!({"kind": "background", "jobId": id})),
+        value: Some(Json::of(&Pair(("kind", "background"), ("jobId", &id)))),
     }
 }
 
@@ -579,7 +579,10 @@ pub fn resumed(view: &dyn JobsView, config: &Config, waited: &Waited) -> ToolRes
         Ok(outcome) => ToolResult {
             text: crate::surface::resumed_text(view, config, outcome),
             is_error: false,
-            value: Some(json!({"kind": "background", "jobId": outcome.job.id})),
+            value: Some(Json::of(&Pair(
+                ("kind", "background"),
+                ("jobId", &outcome.job.id),
+            ))),
         },
         Err(error) => ToolResult {
             text: crate::surface::resumed_error(config, error),

@@ -6,10 +6,12 @@
 use serde::Serialize;
 use serde_json::Value;
 
+mod json;
 mod sandbox;
 pub mod schema;
 mod terminal;
 
+pub use json::{Json, Pair};
 pub use sandbox::{Sandbox, SandboxFiles, SandboxNetwork};
 pub use terminal::{
     DEFAULT_TERMINAL, TERMINAL_DIMENSIONS, TerminalScreen, TerminalSize, dimension,
@@ -128,7 +130,7 @@ pub struct ToolResult {
     /// Whether the call failed.
     pub is_error: bool,
     /// The canonical value, on success.
-    pub value: Option<Value>,
+    pub value: Option<Json>,
 }
 
 /// A request to wait for a job before a call can go on (see the WIT

@@ -11,8 +11,8 @@ use crate::caps::cap_result;
 use crate::config::Config;
 use crate::extensions::{self, Dialect, Quiet};
 use crate::model::{
-    ContentBlock, JobSnapshot, JobsView, KillOutcome, RegistryError, Step, ToolAnnotations,
-    ToolDefinition, ToolResult, UiCard, WaitRequest, Waited, json_type, timer_ms,
+    ContentBlock, JobSnapshot, JobsView, Json, KillOutcome, Pair, RegistryError, Step,
+    ToolAnnotations, ToolDefinition, ToolResult, UiCard, WaitRequest, Waited, json_type, timer_ms,
 };
 use crate::render::{list_text, read_text_noted, registry_error_message, status_line};
 use crate::wording::{ExtensionWords, Wording};
@@ -226,14 +226,14 @@ fn params(tool: Tool, w: &Wording, config: &Config) -> Vec<(&'static str, ParamT
 
 /// Parses the arguments and checks them against the tool's schema. Undeclared keys
 /// are accepted, as the schemas are open.
-fn check_args(
+fn check_args<'a>(
     declared: &[(&'static str, ParamType, bool)],
-    value: Value,
-) -> Result<Map<String, Value>, String> {
+    value: &'a Value,
+) -> Result<&'a Map<String, Value>, String> {
     let Value::Object(map) = value else {
         return Err(format!(
             "invalid arguments: expected an object, got {}",
-            json_type(&value)
+            json_type(value)
         ));
     };
     let mut violations = Vec::new();
@@ -318,17 +318,23 @@ pub fn invoke(
     let Some(which) = which(tool, w) else {
         return Step::Done(error_result(&format!("unknown tool \"{tool}\""), None));
     };
-    // Parsed once: the cap lookup and the argument check read the same value.
+    // Parsed once: the argument check and an error's cap lookup read the same value.
     let parsed = serde_json::from_str::<Value>(args_json)
         .map_err(|e| format!("invalid arguments: not valid JSON ({e})"));
-    let cap = cap_for(view, Some(which), w, parsed.as_ref().ok());
-    let args = parsed.and_then(|value| check_args(&params(which, w, config), value));
-    let outcome = args.and_then(|args| match which {
-        Tool::Output => job_output(view, config, w, &args, cap, waited),
-        Tool::List => Ok(Step::Done(job_list(view, config, w))),
-        Tool::Kill => job_kill(view, w, &args, cap).map(Step::Done),
+    let outcome = parsed.as_ref().map_err(Clone::clone).and_then(|value| {
+        let args = check_args(&params(which, w, config), value)?;
+        match which {
+            Tool::Output => job_output(view, config, w, args, waited),
+            Tool::List => Ok(Step::Done(job_list(view, config, w))),
+            Tool::Kill => job_kill(view, w, args).map(Step::Done),
+        }
     });
-    outcome.unwrap_or_else(|message| Step::Done(error_result(&message, cap)))
+    // The cap is looked up for an error only: a read or a kill that succeeds
+    // caps its text by the job it already holds, one registry call fewer.
+    outcome.unwrap_or_else(|message| {
+        let cap = cap_for(view, Some(which), w, parsed.as_ref().ok());
+        Step::Done(error_result(&message, cap))
+    })
 }
 
 fn job_output(
@@ -336,7 +342,6 @@ fn job_output(
     config: &Config,
     w: &Wording,
     args: &Map<String, Value>,
-    cap: Option<u64>,
     waited: Option<&Waited>,
 ) -> Result<Step<ToolResult>, String> {
     let id = job_id(args, w)?;
@@ -380,9 +385,10 @@ fn job_output(
         _ => None,
     };
     if screen {
-        return screen_result(view, config, w, id, cap, note);
+        return screen_result(view, config, w, id, note);
     }
     let (text, job) = view.read(id).map_err(|e| registry_error_message(&e, w))?;
+    let cap = job.output_limit_bytes;
     let shown = with_ports(view, config, &job);
     let sandbox = extensions::where_of(config, &job);
     let rendered = match note {
@@ -399,7 +405,10 @@ fn job_output(
         _ => read_text_noted(&text, &shown, cap, sandbox.as_deref()),
     };
     Ok(Step::Done(ToolResult {
-        value: Some(json!({"text": text, w.value_key: job.public()})),
+        value: Some(Json::of(&Pair(
+            ("text", &text),
+            (w.value_key, job.public()),
+        ))),
         text: rendered,
         is_error: false,
     }))
@@ -413,12 +422,12 @@ fn screen_result(
     config: &Config,
     w: &Wording,
     id: &str,
-    cap: Option<u64>,
     note: Option<String>,
 ) -> Result<Step<ToolResult>, String> {
     let screen = view
         .screen(id)
         .map_err(|e| extensions::error_message(&e, w, id))?;
+    let cap = screen.job.output_limit_bytes;
     let shown = with_ports(view, config, &screen.job);
     let sandbox = extensions::where_of(config, &screen.job);
     let mut text = note.map(|note| format!("{note}\n")).unwrap_or_default();
@@ -428,7 +437,10 @@ fn screen_result(
     // The read's own value shape (its output schema), with the screen as its
     // text: a client that shows the model the structured value shows it that.
     Ok(Step::Done(ToolResult {
-        value: Some(json!({"text": drawn, w.value_key: screen.job.public()})),
+        value: Some(Json::of(&Pair(
+            ("text", &drawn),
+            (w.value_key, screen.job.public()),
+        ))),
         text: rendered,
         is_error: false,
     }))
@@ -466,7 +478,7 @@ fn job_list(view: &dyn JobsView, config: &Config, w: &Wording) -> ToolResult {
     ToolResult {
         text,
         is_error: false,
-        value: Some(json!(public)),
+        value: Some(Json::of(&public)),
     }
 }
 
@@ -474,7 +486,6 @@ fn job_kill(
     view: &dyn JobsView,
     w: &Wording,
     args: &Map<String, Value>,
-    cap: Option<u64>,
 ) -> Result<ToolResult, String> {
     let id = job_id(args, w)?;
     let reason = args.get("reason").and_then(Value::as_str);
@@ -498,9 +509,12 @@ fn job_kill(
         ),
     };
     Ok(ToolResult {
-        text: cap_result(&text, cap),
+        text: cap_result(&text, job.output_limit_bytes),
         is_error: false,
-        value: Some(json!({"outcome": word, w.value_key: job.public()})),
+        value: Some(Json::of(&Pair(
+            ("outcome", word),
+            (w.value_key, job.public()),
+        ))),
     })
 }
 
