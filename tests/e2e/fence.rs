@@ -513,6 +513,26 @@ async fn sandboxed_session(
     fs: FsAccess,
     max_abi: Option<i32>,
 ) -> (host::session::Session, BashProducer) {
+    let sandbox = FencePolicy {
+        fs,
+        network: NetAccess::Off,
+        max_landlock_abi: max_abi,
+        ..FencePolicy::default()
+    };
+    let config = format!(
+        r#"{{"extensions": ["sandbox"], "sandbox": {{"files": "{}", "network": "off"}}}}"#,
+        fs.as_str()
+    );
+    session_in(work, sandbox, &config).await
+}
+
+/// A session over the real component mounted with `config`, whose jobs run
+/// in `work` under the session's `sandbox`.
+async fn session_in(
+    work: &Path,
+    sandbox: FencePolicy,
+    config: &str,
+) -> (host::session::Session, BashProducer) {
     let registry = host::JobRegistry::new(
         host::RegistryConfig::default(),
         host::AgentDirectory::default(),
@@ -521,21 +541,12 @@ async fn sandboxed_session(
         registry.clone(),
         BashConfig {
             default_workdir: Some(work.to_owned()),
-            sandbox: FencePolicy {
-                fs,
-                network: NetAccess::Off,
-                max_landlock_abi: max_abi,
-                ..FencePolicy::default()
-            },
+            sandbox,
             ..BashConfig::default()
         },
     )
     .unwrap();
-    let config = format!(
-        r#"{{"extensions": ["sandbox"], "sandbox": {{"files": "{}", "network": "off"}}}}"#,
-        fs.as_str()
-    );
-    let mount = host::Mount::new(crate::fixture::runtime(), registry, &config)
+    let mount = host::Mount::new(crate::fixture::runtime(), registry, config)
         .await
         .unwrap();
     let session =
@@ -675,4 +686,60 @@ async fn the_host_refuses_a_wider_sandbox_whoever_asks() {
         "invalid sandbox: full, network on is wider than this session's sandbox (workspace-write, network off)"
     );
     assert!(s.f.registry.list(None).is_empty());
+}
+
+/// Network-off jobs come from spawner threads that took the filter,
+/// `no_new_privs` and (on a privileged host) the empty bounding set on
+/// themselves once; the host's other jobs, started in between, must get none
+/// of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_between_network_off_jobs_keep_their_network_and_privileges() {
+    if landlock_below(1).await {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let (session, _producer) = session_in(
+        work.path(),
+        FencePolicy::default(),
+        r#"{"extensions": ["sandbox"]}"#,
+    )
+    .await;
+    let probe = "python3 -c \"import socket; socket.socket(); print('socket made')\" 2>&1 | tail -n 1; \
+                 grep -E '^(NoNewPrivs|CapBnd)' /proc/self/status";
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    for n in 1..=8 {
+        let fenced = n % 2 == 1;
+        let args = if fenced {
+            json!({"command": probe, "sandbox": {"files": "workspace-write", "network": "off"}})
+        } else {
+            json!({"command": probe})
+        };
+        let started = session.call("bash", &args).await;
+        assert_eq!(
+            started.outcome.text,
+            format!("started background job bash-{n}")
+        );
+        let text = session
+            .call(
+                "job_output",
+                &json!({"job_id": format!("bash-{n}"), "wait": true}),
+            )
+            .await
+            .outcome
+            .text;
+        if fenced {
+            assert!(text.contains("PermissionError"), "{n}: {text}");
+            assert!(text.contains("NoNewPrivs:\t1\n"), "{n}: {text}");
+            if root {
+                assert!(text.contains("CapBnd:\t0000000000000000\n"), "{n}: {text}");
+            }
+        } else {
+            assert!(text.starts_with("socket made\n"), "{n}: {text}");
+            assert!(text.contains("NoNewPrivs:\t0\n"), "{n}: {text}");
+            if root {
+                assert!(!text.contains("CapBnd:\t0000000000000000\n"), "{n}: {text}");
+            }
+        }
+    }
 }

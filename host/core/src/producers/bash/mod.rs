@@ -84,6 +84,11 @@ struct Inner {
     config: BashConfig,
     shell: PathBuf,
     spawner: Arc<Spawner>,
+    /// The threads network-off fenced jobs are spawned from, started with
+    /// the first such job; `None` inside when they could not be started
+    /// (such jobs then come from `spawner`, taking every fence step
+    /// themselves).
+    fenced_spawner: std::sync::OnceLock<Option<Arc<Spawner>>>,
     /// Watches the ends of the leaders spawned here (not those a monitors'
     /// parent forks, which are not our children).
     reaper: Arc<reaper::Reaper>,
@@ -171,6 +176,7 @@ impl BashProducer {
             inner: Arc::new(Inner {
                 registry,
                 spawner: Spawner::start()?,
+                fenced_spawner: std::sync::OnceLock::new(),
                 reaper: Arc::new(reaper::Reaper::start(&handle)?),
                 names: crate::producers::names::Names::new(),
                 handle,
@@ -465,8 +471,8 @@ impl BashProducer {
         let (started_tx, started_rx) = tokio::sync::oneshot::channel();
         let spawned = control.clone();
         let reaper = inner.reaper.clone();
-        inner
-            .spawner
+        let spawner = inner.spawner_for(&spec, monitors_parent.is_some() || files.is_some());
+        spawner
             .submit(move || {
                 let result = create()
                     .map_err(|e| format!("cannot create the job's container: {e}"))
@@ -513,7 +519,7 @@ impl BashProducer {
             capture: capture.clone(),
             control: control.clone(),
             grace: inner.config.grace,
-            _spawner: inner.spawner.clone(),
+            _spawner: spawner,
             limits: request.limits,
             files,
         };
@@ -567,6 +573,27 @@ impl BashProducer {
 }
 
 impl Inner {
+    /// The threads `spec` is spawned from: a network-off fenced job started
+    /// here (not through a monitor, `monitored`) comes from the threads that
+    /// took its fence's per-thread steps for it (see `spawn::prelude`).
+    fn spawner_for(&self, spec: &crate::producers::spawn::Spec, monitored: bool) -> Arc<Spawner> {
+        let filter = crate::fence::network_off_filter();
+        let network_off = spec.setup.sandbox.as_ref().is_some_and(|s| {
+            !filter.is_empty() && crate::producers::spawn::prelude::same_filter(&s.seccomp, filter)
+        });
+        if !network_off || monitored {
+            return self.spawner.clone();
+        }
+        let fenced = self.fenced_spawner.get_or_init(|| {
+            Spawner::start_fenced(filter)
+                .inspect_err(|e| {
+                    tracing::warn!("jobs: no fenced spawner threads ({e}); fenced jobs take every step themselves");
+                })
+                .ok()
+        });
+        fenced.clone().unwrap_or_else(|| self.spawner.clone())
+    }
+
     /// The jobs' fence, made the first time a job needs one (a job may ask
     /// for a sandbox in a session that has none).
     fn fence(&self) -> &Arc<crate::fence::Fence> {

@@ -23,14 +23,39 @@ pub(crate) struct Spawner {
 }
 
 impl Spawner {
+    /// Threads that spawn any job.
     pub(crate) fn start() -> std::io::Result<Arc<Spawner>> {
+        Spawner::with_prelude("jobs-spawner", None)
+    }
+
+    /// Threads that spawn only network-off fenced jobs: each takes the
+    /// fence's per-thread steps on itself first (an empty bounding set on a
+    /// privileged host, `no_new_privs`, `filter`), so the jobs it clones
+    /// inherit them instead of taking them each (see `spawn::prelude`). A job
+    /// without those steps in its fence fails to spawn here.
+    pub(crate) fn start_fenced(
+        filter: &'static [libc::sock_filter],
+    ) -> std::io::Result<Arc<Spawner>> {
+        Spawner::with_prelude("jobs-spawner-fenced", Some(filter))
+    }
+
+    fn with_prelude(
+        name: &str,
+        filter: Option<&'static [libc::sock_filter]>,
+    ) -> std::io::Result<Arc<Spawner>> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Work>(QUEUED);
         let rx = Arc::new(Mutex::new(rx));
         for n in 0..THREADS {
             let rx = rx.clone();
             std::thread::Builder::new()
-                .name(format!("jobs-spawner-{n}"))
+                .name(format!("{name}-{n}"))
                 .spawn(move || {
+                    if let Some(filter) = filter {
+                        crate::producers::spawn::prelude::take_on_thread(
+                            filter,
+                            rustix::process::geteuid().is_root(),
+                        );
+                    }
                     loop {
                         // The lock is released before the work runs.
                         let next = crate::sync::lock(&rx).recv();

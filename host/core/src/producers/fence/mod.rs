@@ -85,8 +85,6 @@ pub(crate) struct Fence {
     /// the host's (the spill directory), so none is readable by another job
     /// and `/tmp` does not grow with them.
     tmp_parent: PathBuf,
-    /// The seccomp filter for jobs without network, made once needed.
-    seccomp: std::sync::OnceLock<Vec<libc::sock_filter>>,
     /// How a job gets a mount namespace, when it can: probed once a job
     /// needs one.
     namespace: std::sync::OnceLock<Option<JobNamespace>>,
@@ -150,7 +148,6 @@ impl Fence {
             tmp_parent: tmp_parent
                 .canonicalize()
                 .unwrap_or_else(|_| tmp_parent.to_owned()),
-            seccomp: std::sync::OnceLock::new(),
             namespace: std::sync::OnceLock::new(),
             readable: Mutex::new(None),
             scans: Mutex::new(None),
@@ -357,7 +354,7 @@ impl Fence {
             mounts,
             landlock: ruleset.as_ref().map(|fd| fd.as_raw_fd()),
             seccomp: match job.network {
-                NetAccess::Off => self.seccomp.get_or_init(network_off_filter).clone(),
+                NetAccess::Off => network_off_filter().to_vec(),
                 _ => Vec::new(),
             },
             drop_capabilities: rustix::process::geteuid().is_root(),

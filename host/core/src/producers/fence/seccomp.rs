@@ -5,8 +5,13 @@
 /// past the fence; `socketpair` stays) and `io_uring_setup` (whose rings can
 /// open sockets) fail with `EACCES`, as does every x32 system call (which a
 /// filter by number would not see). Empty on architectures it is not built
-/// for.
-pub(crate) fn network_off_filter() -> Vec<libc::sock_filter> {
+/// for. Made once: the fenced spawner threads load this very filter.
+pub(crate) fn network_off_filter() -> &'static [libc::sock_filter] {
+    static FILTER: std::sync::OnceLock<Vec<libc::sock_filter>> = std::sync::OnceLock::new();
+    FILTER.get_or_init(build_network_off_filter)
+}
+
+fn build_network_off_filter() -> Vec<libc::sock_filter> {
     use seccompiler::{SeccompAction, SeccompFilter, TargetArch};
     let arch = if cfg!(target_arch = "aarch64") {
         TargetArch::aarch64

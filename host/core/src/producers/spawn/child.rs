@@ -14,6 +14,7 @@ use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
 use rustix::mm::{MapFlags, MprotectFlags, ProtFlags, mmap_anonymous, mprotect, munmap};
 use rustix::process::{Pid, PidfdFlags, Signal, WaitOptions, kill_process, pidfd_open, waitpid};
 
+use super::prelude::{self, Inherited};
 use super::{ChildSandbox, ChildSetup, EXTRA_FD_FLOOR, MountStep, Namespace, Spec, Watch};
 
 /// What the child reads: raw pointers into the parent's [`Spec`], all alive
@@ -31,6 +32,8 @@ struct ChildArgs<'a> {
     /// Placed at 3, 4, ... after the setup (all at or above
     /// [`EXTRA_FD_FLOOR`], so none is in the way of another).
     extra: &'a [libc::c_int],
+    /// The fence steps the spawning thread has taken for its children.
+    inherited: Inherited,
     /// The errno of the step that failed, for the parent.
     error: AtomicI32,
 }
@@ -108,6 +111,8 @@ pub(super) fn clone_child(
         return Err(std::io::Error::other("too many descriptors for the job"));
     }
     let extra_raw: Vec<libc::c_int> = extra.iter().map(AsRawFd::as_raw_fd).collect();
+    let inherited = prelude::current();
+    prelude::check(inherited, spec.setup.sandbox.as_ref())?;
     let mut args = ChildArgs {
         program: spec.program.as_ptr(),
         argv: argv.as_ptr(),
@@ -119,6 +124,7 @@ pub(super) fn clone_child(
         rlimits: &spec.rlimits,
         setup: &spec.setup,
         extra: &extra_raw,
+        inherited,
         error: AtomicI32::new(0),
     };
     // One stack per spawning thread, kept: CLONE_VFORK holds this thread
@@ -220,7 +226,7 @@ fn child_steps(args: &ChildArgs<'_>) -> Result<(), i32> {
             return Err(errno());
         }
     }
-    job_setup(args.setup)?;
+    job_setup(args.setup, args.inherited)?;
     // After the setup marked every inherited descriptor close-on-exec: a
     // dup2 target is not.
     for (n, from) in args.extra.iter().enumerate() {
@@ -298,6 +304,8 @@ pub(crate) fn enter_forked(
         rlimits: &spec.rlimits,
         setup: &spec.setup,
         extra: &extra_raw,
+        // Forked from a process that takes no fence steps for its children.
+        inherited: Inherited::default(),
         error: AtomicI32::new(0),
     };
     child_steps(&args)?;
@@ -352,7 +360,7 @@ unsafe fn reset_signals() {
 }
 
 /// The steps of `setup`, in order; the errno of the first that fails.
-fn job_setup(setup: &ChildSetup) -> Result<(), i32> {
+fn job_setup(setup: &ChildSetup, inherited: Inherited) -> Result<(), i32> {
     // SAFETY: setsid takes no arguments.
     if setup.new_session && unsafe { libc::setsid() } < 0 {
         return Err(errno());
@@ -383,13 +391,15 @@ fn job_setup(setup: &ChildSetup) -> Result<(), i32> {
         close_inherited_fds();
     }
     if let Some(sandbox) = &setup.sandbox {
-        enter_sandbox(sandbox)?;
+        enter_sandbox(sandbox, inherited)?;
     }
     Ok(())
 }
 
-/// The sandbox's steps (see [`ChildSandbox`]); the errno of the first that fails.
-fn enter_sandbox(sandbox: &ChildSandbox) -> Result<(), i32> {
+/// The sandbox's steps (see [`ChildSandbox`]) but those `inherited` from
+/// the spawning thread (which `prelude::check` matched to the sandbox before
+/// the clone); the errno of the first that fails.
+fn enter_sandbox(sandbox: &ChildSandbox, inherited: Inherited) -> Result<(), i32> {
     if let Some(namespace) = sandbox.namespace {
         let flags = match namespace {
             Namespace::Mount => libc::CLONE_NEWNS,
@@ -450,9 +460,12 @@ fn enter_sandbox(sandbox: &ChildSandbox) -> Result<(), i32> {
         }
     }
     if sandbox.drop_capabilities {
+        if !inherited.bounding_set_dropped {
+            drop_bounding_set()?;
+        }
         drop_capabilities()?;
     }
-    if sandbox.landlock.is_some() || !sandbox.seccomp.is_empty() {
+    if (sandbox.landlock.is_some() || !sandbox.seccomp.is_empty()) && !inherited.no_new_privs {
         // No setuid or file-capability gain from here on: what Landlock and
         // seccomp require of an unprivileged process, and what keeps a job
         // from leaving its fence through a setuid program.
@@ -468,30 +481,37 @@ fn enter_sandbox(sandbox: &ChildSandbox) -> Result<(), i32> {
             return Err(errno());
         }
     }
-    if !sandbox.seccomp.is_empty() {
-        let program = libc::sock_fprog {
-            len: sandbox.seccomp.len() as libc::c_ushort,
-            filter: sandbox.seccomp.as_ptr().cast_mut(),
-        };
-        // SAFETY: the filter lives in the parent's `Spec` until we exec.
-        if unsafe {
-            libc::prctl(
-                libc::PR_SET_SECCOMP,
-                libc::SECCOMP_MODE_FILTER,
-                &program as *const libc::sock_fprog,
-            )
-        } != 0
-        {
-            return Err(errno());
-        }
+    if !sandbox.seccomp.is_empty() && inherited.seccomp.is_none() {
+        load_filter(&sandbox.seccomp)?;
     }
     Ok(())
 }
 
-/// Empties the capability bounding set, the ambient set and the process's
-/// own sets, so that a job of a privileged host holds no capability, before
-/// or after its `execve`.
-fn drop_capabilities() -> Result<(), i32> {
+/// Loads `filter` on the calling thread (which has `no_new_privs` or may
+/// load filters without it); the errno when the kernel refuses.
+pub(super) fn load_filter(filter: &[libc::sock_filter]) -> Result<(), i32> {
+    let program = libc::sock_fprog {
+        len: filter.len() as libc::c_ushort,
+        filter: filter.as_ptr().cast_mut(),
+    };
+    // SAFETY: the kernel copies the program during the call; `filter`
+    // outlives it.
+    if unsafe {
+        libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER,
+            &program as *const libc::sock_fprog,
+        )
+    } != 0
+    {
+        return Err(errno());
+    }
+    Ok(())
+}
+
+/// Empties the capability bounding set of the calling thread, so that no
+/// `execve` from it (or from a process it clones) grants a capability.
+pub(super) fn drop_bounding_set() -> Result<(), i32> {
     for cap in 0..64 {
         // SAFETY: a plain prctl with integer arguments.
         if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
@@ -502,6 +522,13 @@ fn drop_capabilities() -> Result<(), i32> {
             return Err(errno());
         }
     }
+    Ok(())
+}
+
+/// Empties the ambient set and the process's own sets, so that a job of a
+/// privileged host (whose bounding set is already empty) holds no
+/// capability, before or after its `execve`.
+fn drop_capabilities() -> Result<(), i32> {
     // SAFETY: a plain prctl with integer arguments.
     unsafe {
         libc::prctl(

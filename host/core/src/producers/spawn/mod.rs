@@ -33,6 +33,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
 
 mod child;
+pub(crate) mod prelude;
 mod pty;
 
 use child::clone_child;
