@@ -654,12 +654,9 @@ fn result_to(result: model::ToolResult) -> ToolResult {
     }
 }
 
-/// A value as compact JSON. Written straight into bytes: `Value`'s `Display`
-/// goes through a formatter a fragment at a time, which was a fifth of a
-/// `job_output` call.
+/// A schema as compact JSON text.
 fn to_json(value: &serde_json::Value) -> String {
-    // A `Value`'s keys are strings, so writing it cannot fail.
-    serde_json::to_string(value).unwrap_or_default()
+    model::Json::of(value).into_string()
 }
 
 fn outcome_from(step: model::Step<model::ToolResult>) -> CallOutcome {

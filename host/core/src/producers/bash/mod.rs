@@ -471,7 +471,7 @@ impl BashProducer {
         let (started_tx, started_rx) = tokio::sync::oneshot::channel();
         let spawned = control.clone();
         let reaper = inner.reaper.clone();
-        let spawner = inner.spawner_for(&spec, monitors_parent.is_some() || files.is_some());
+        let spawner = inner.spawner_for(&spec, files.is_some());
         spawner
             .submit(move || {
                 let result = create()
@@ -574,7 +574,7 @@ impl BashProducer {
 
 impl Inner {
     /// The threads `spec` is spawned from: a network-off fenced job started
-    /// here (not through a monitor, `monitored`) comes from the threads that
+    /// here (not through a durable job's monitor, `monitored`) comes from the threads that
     /// took its fence's per-thread steps for it (see `spawn::prelude`).
     fn spawner_for(&self, spec: &crate::producers::spawn::Spec, monitored: bool) -> Arc<Spawner> {
         let filter = crate::fence::network_off_filter();
