@@ -323,12 +323,16 @@ async fn the_network_and_the_host_s_sockets_are_off() {
     for s in fenced().await {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let abstract_name = format!("jobs-host-fence-test-{}", std::process::id());
+        // A name of its own per mode: an abstract name is free again only
+        // when every copy of its socket is closed, and a process that another
+        // test clones holds a copy until its `execve`.
+        let abstract_name = format!("jobs-host-fence-test-{}-{:?}", std::process::id(), s.mode);
         let addr = {
             use std::os::linux::net::SocketAddrExt;
             std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap()
         };
-        let _unix = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+        let _unix = std::os::unix::net::UnixListener::bind_addr(&addr)
+            .unwrap_or_else(|e| panic!("binding {abstract_name}: {e}"));
         let py = |code: &str| format!("python3 -c \"{code}\" 2>&1 | tail -n 1");
         let cases = [
             format!("(exec 3<>/dev/tcp/127.0.0.1/{port})"),
@@ -343,7 +347,8 @@ async fn the_network_and_the_host_s_sockets_are_off() {
             went_on(&text);
             assert!(
                 text.contains("Permission denied") || text.contains("PermissionError"),
-                "{attempt}: {text}"
+                "{:?}, {attempt}: {text}",
+                s.mode
             );
         }
         // Nor a pathname socket of the user's services (D-Bus, a Docker
