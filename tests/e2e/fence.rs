@@ -380,6 +380,47 @@ async fn the_network_and_the_host_s_sockets_are_off() {
     }
 }
 
+/// Removes a directory made for a test, however the test ends.
+struct Made(std::path::PathBuf);
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_s_socket_directory_made_during_a_session_is_covered_at_once() {
+    // X11's socket directory stands for every service's: the host resolves
+    // them once and again only when a name on their way changes, so one
+    // that appears between two starts must be covered at the second.
+    let x11 = Path::new("/tmp/.X11-unix");
+    if x11.exists() {
+        println!("skipped: {} exists on this machine", x11.display());
+        return;
+    }
+    for s in fenced().await {
+        let namespace = s.bash.sandbox().is_some_and(|(_, k)| k.mount_namespace);
+        went_on(&s.run("ls /tmp/.X11-unix; echo alive").await);
+        let made = Made(x11.to_owned());
+        std::fs::create_dir(&made.0).unwrap();
+        std::fs::write(made.0.join("X0"), "a display").unwrap();
+        let text = s.run("cat /tmp/.X11-unix/X0; echo alive").await;
+        went_on(&text);
+        if namespace {
+            assert!(!text.contains("a display"), "{:?}: {text}", s.mode);
+            assert!(text.contains("Permission denied"), "{:?}: {text}", s.mode);
+        } else {
+            println!("not checked in {:?} mode: no mount namespace here", s.mode);
+        }
+        // And once it is gone, jobs start as before.
+        drop(made);
+        let text = s.run("ls /tmp/.X11-unix; echo alive").await;
+        went_on(&text);
+        assert!(text.contains("No such file or directory"), "{text}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workdir_in_or_around_the_host_s_private_directories_is_refused() {
     for s in fenced().await {

@@ -281,7 +281,7 @@ impl Watch {
     /// What changes a listed directory (or a git directory): an entry made,
     /// removed, renamed or changed in its attributes, or the directory
     /// itself removed or renamed.
-    const DIR: inotify::WatchFlags = inotify::WatchFlags::CREATE
+    pub(super) const DIR: inotify::WatchFlags = inotify::WatchFlags::CREATE
         .union(inotify::WatchFlags::DELETE)
         .union(inotify::WatchFlags::MOVED_FROM)
         .union(inotify::WatchFlags::MOVED_TO)

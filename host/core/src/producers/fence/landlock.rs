@@ -307,12 +307,16 @@ impl KeptRuleset {
         self.key.sandbox == *job
             && self.key.read_rules == read_rules
             && self.key.files.len() == files.len()
+            // Every name first: a storm in one workdir keeps many rulesets
+            // for it, and only the one with the same temporary directory is
+            // worth a look at the files.
+            && self.key.files.iter().zip(files).all(|((path, _), file)| path == file)
             && self
                 .key
                 .files
                 .iter()
                 .zip(files)
-                .all(|((path, id), file)| path == file && FileId::of_path(file) == Some(*id))
+                .all(|((_, id), file)| FileId::of_path(file) == Some(*id))
     }
 }
 

@@ -60,6 +60,7 @@ mod landlock;
 mod namespace;
 mod protected;
 mod seccomp;
+mod services;
 mod support;
 mod tmp;
 
@@ -68,8 +69,9 @@ pub(crate) use error::FenceError;
 pub(crate) use hooks::HookScan;
 use hooks::Watch;
 use namespace::{JobNamespace, SharedMounts, job_namespace};
-use protected::{LastScan, between, mount_flags, protected_paths, service_sockets};
+use protected::{LastScan, between, mount_flags, protected_paths};
 pub(crate) use seccomp::network_off_filter;
+use services::service_sockets;
 pub use support::FenceSupport;
 pub(crate) use tmp::JobTmp;
 
@@ -318,15 +320,12 @@ impl Fence {
             // The user's services listen on these: through them (D-Bus's
             // `systemd-run`, a tmux server, a Docker daemon) a command runs
             // outside the fence.
-            for path in service_sockets() {
-                mounts.push(if path.is_dir() {
-                    MountStep::Hide {
-                        path: cstring(&path)?,
-                    }
+            for socket in service_sockets().iter() {
+                let path = cstring(&socket.path)?;
+                mounts.push(if socket.is_dir {
+                    MountStep::Hide { path }
                 } else {
-                    MountStep::Cover {
-                        path: cstring(&path)?,
-                    }
+                    MountStep::Cover { path }
                 });
             }
         }

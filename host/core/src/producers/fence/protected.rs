@@ -1,55 +1,15 @@
 //! What a fenced job must not write (or reach) though it lies inside a
 //! writable root: each repository's git directory and the shell rc files of
 //! `$HOME` (found by the scan, and kept while no change notice says
-//! otherwise), the directories on the way that pin them, the mounts' own
-//! flags a read-only bind keeps, and the user's services' sockets.
+//! otherwise), the directories on the way that pin them, and the mounts' own
+//! flags a read-only bind keeps. The user's services' sockets are in
+//! `services`.
 
 use std::path::{Path, PathBuf};
 
 use crate::sync::lock;
 
 use super::{Fence, HookScan, Watch, cstring};
-
-/// The sockets and socket directories of the user's services that a fenced
-/// job must not reach: `$XDG_RUNTIME_DIR` (`/run/user/<uid>`: D-Bus, and with
-/// it `systemd-run`, and jobs-host's daemon), X11's and tmux's socket
-/// directories, jobs-host's daemon's fallback directory, and Docker's
-/// socket. Those that exist.
-pub(super) fn service_sockets() -> Vec<PathBuf> {
-    let uid = rustix::process::geteuid().as_raw();
-    let mut paths = vec![
-        PathBuf::from(format!("/run/user/{uid}")),
-        PathBuf::from("/tmp/.X11-unix"),
-        PathBuf::from(format!("/tmp/tmux-{uid}")),
-        // jobs-host's own daemon when there is no XDG_RUNTIME_DIR: a fenced
-        // job must not open an unfenced session through it.
-        PathBuf::from(format!("/tmp/jobs-host-{uid}")),
-        PathBuf::from("/run/docker.sock"),
-        PathBuf::from("/var/run/docker.sock"),
-        PathBuf::from("/run/containerd/containerd.sock"),
-        PathBuf::from("/run/podman/podman.sock"),
-        // The system's: a root host's job is uid 0 still (without
-        // capabilities), which the system bus and systemd trust.
-        PathBuf::from("/run/dbus/system_bus_socket"),
-        PathBuf::from("/run/systemd/private"),
-        PathBuf::from("/run/systemd/notify"),
-        PathBuf::from("/run/systemd/io.systemd.Manager"),
-    ];
-    if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
-        paths.push(runtime);
-    }
-    let mut seen = Vec::new();
-    for path in paths {
-        // The real path: /var/run is usually a link to /run.
-        let Ok(real) = path.canonicalize() else {
-            continue;
-        };
-        if !seen.contains(&real) {
-            seen.push(real);
-        }
-    }
-    seen
-}
 
 /// Shell rc files and the like, in `$HOME`: protected when a writable root
 /// holds them.
