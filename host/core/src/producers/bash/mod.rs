@@ -540,13 +540,21 @@ impl BashProducer {
                 // itself, a part this kernel lacks) is named in the job's
                 // status, so the model and the person see it.
                 let none_left = ended_control.none_left.load(Ordering::Acquire);
-                let note = tokio::task::spawn_blocking(move || {
+                let quick = fence.ends_quickly(&job);
+                let end = move || {
                     let note = fence.end_note(&job);
                     fence.release(job, none_left);
                     note
-                })
-                .await
-                .map_err(|e| e.to_string())?;
+                };
+                let note = if quick {
+                    // A few system calls: made here, rather than through
+                    // two thread hand-offs on the way to the job's end.
+                    end()
+                } else {
+                    tokio::task::spawn_blocking(end)
+                        .await
+                        .map_err(|e| e.to_string())?
+                };
                 if let Some(note) = note {
                     outcome.detail = Some(match outcome.detail {
                         Some(detail) => format!("{detail}; {note}"),

@@ -434,7 +434,12 @@ impl Fence {
     /// The hook files `job` created or changed: none to look for while no
     /// change notice arrived since its start scan.
     fn hook_note(&self, job: &JobFence) -> Option<String> {
-        let quiet = job.watched.is_some_and(|(id, generation)| {
+        job.hook_note(self.hooks_quiet(job))
+    }
+
+    /// Whether no change notice arrived since `job`'s start scan.
+    fn hooks_quiet(&self, job: &JobFence) -> bool {
+        job.watched.is_some_and(|(id, generation)| {
             lock(&self.scans).as_mut().is_some_and(|last| {
                 last.roots == job.roots
                     && last
@@ -442,8 +447,17 @@ impl Fence {
                         .as_mut()
                         .is_some_and(|w| w.id() == id && w.quiet_since(generation))
             })
-        });
-        job.hook_note(quiet)
+        })
+    }
+
+    /// Whether taking `job`'s fence back at its end ([`Fence::end_note`],
+    /// then [`Fence::release`]) is a few system calls, which a caller may
+    /// then make in place rather than on a blocking thread: nothing to scan
+    /// again (no writable root, or no change notice since its start scan)
+    /// and nothing to remove (its temporary directory is empty).
+    pub(crate) fn ends_quickly(&self, job: &JobFence) -> bool {
+        (job.roots.is_empty() || self.hooks_quiet(job))
+            && std::fs::read_dir(job.tmp.path()).is_ok_and(|mut entries| entries.next().is_none())
     }
 }
 
