@@ -443,16 +443,20 @@ fn enter_sandbox(sandbox: &ChildSandbox, inherited: Inherited) -> Result<(), i32
                         None,
                     )?;
                 }
-                MountStep::Hide { path } => mount(
-                    Some(c"tmpfs"),
+                MountStep::Hide { path } => unless_gone(
+                    mount(
+                        Some(c"tmpfs"),
+                        path,
+                        Some(c"tmpfs"),
+                        libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                        Some(c"size=4k,mode=0"),
+                    ),
                     path,
-                    Some(c"tmpfs"),
-                    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                    Some(c"size=4k,mode=0"),
                 )?,
-                MountStep::Cover { path } => {
-                    mount(Some(c"/dev/null"), path, None, libc::MS_BIND, None)?;
-                }
+                MountStep::Cover { path } => unless_gone(
+                    mount(Some(c"/dev/null"), path, None, libc::MS_BIND, None),
+                    path,
+                )?,
                 MountStep::Pin { path } => {
                     mount(Some(path), path, None, libc::MS_BIND, None)?;
                 }
@@ -485,6 +489,31 @@ fn enter_sandbox(sandbox: &ChildSandbox, inherited: Inherited) -> Result<(), i32
         load_filter(&sandbox.seccomp)?;
     }
     Ok(())
+}
+
+/// A service's socket or socket directory `target` that went away since the
+/// start resolved it (a tmux server that exited meanwhile) needs no cover:
+/// there is nothing left to reach through it, and the job starts without
+/// it. Any other failure (`/dev/null` missing, say) stands.
+fn unless_gone(result: Result<(), i32>, target: &std::ffi::CStr) -> Result<(), i32> {
+    if result == Err(libc::ENOENT) {
+        // SAFETY: a plain C struct, for which zeroes are valid.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstatat of a NUL-terminated path into a valid struct.
+        let gone = unsafe {
+            libc::fstatat(
+                libc::AT_FDCWD,
+                target.as_ptr(),
+                &mut stat,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        } != 0
+            && errno() == libc::ENOENT;
+        if gone {
+            return Ok(());
+        }
+    }
+    result
 }
 
 /// Loads `filter` on the calling thread (which has `no_new_privs` or may
@@ -639,6 +668,19 @@ fn close_inherited_fds() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_cover_whose_target_is_gone_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let here = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
+        let gone =
+            std::ffi::CString::new(dir.path().join("gone").as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unless_gone(Err(libc::ENOENT), &gone), Ok(()));
+        // The target is there: the ENOENT was about something else.
+        assert_eq!(unless_gone(Err(libc::ENOENT), &here), Err(libc::ENOENT));
+        assert_eq!(unless_gone(Err(libc::EPERM), &gone), Err(libc::EPERM));
+        assert_eq!(unless_gone(Ok(()), &gone), Ok(()));
+    }
 
     #[test]
     fn the_stack_has_a_guard_page_below_it() {
