@@ -582,8 +582,9 @@ impl BashProducer {
 
 impl Inner {
     /// The threads `spec` is spawned from: a network-off fenced job started
-    /// here (not through a durable job's monitor, `monitored`) comes from the threads that
-    /// took its fence's per-thread steps for it (see `spawn::prelude`).
+    /// here (not through a durable job's monitor, `monitored`) comes from
+    /// the threads that took its fence's per-thread steps for it (see
+    /// `spawn::prelude`).
     fn spawner_for(&self, spec: &crate::producers::spawn::Spec, monitored: bool) -> Arc<Spawner> {
         let filter = crate::fence::network_off_filter();
         let network_off = spec.setup.sandbox.as_ref().is_some_and(|s| {

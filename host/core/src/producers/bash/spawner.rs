@@ -36,7 +36,8 @@ impl Spawner {
     pub(crate) fn start_fenced(
         filter: &'static [libc::sock_filter],
     ) -> std::io::Result<Arc<Spawner>> {
-        Spawner::with_prelude("jobs-spawner-fenced", Some(filter))
+        // Thread names are cut at 15 bytes: this one stays whole.
+        Spawner::with_prelude("jobs-fenced", Some(filter))
     }
 
     fn with_prelude(

@@ -28,13 +28,31 @@ pub(super) struct ServiceSocket {
     pub(super) is_dir: bool,
 }
 
+/// What the candidates are made of: the effective uid and
+/// `$XDG_RUNTIME_DIR`. Compared at each start instead of the paths, which
+/// are made only when it changed.
+#[derive(PartialEq, Eq)]
+struct Who {
+    uid: u32,
+    runtime: Option<OsString>,
+}
+
+impl Who {
+    fn now() -> Who {
+        Who {
+            uid: rustix::process::geteuid().as_raw(),
+            runtime: std::env::var_os("XDG_RUNTIME_DIR"),
+        }
+    }
+}
+
 /// The paths where the user's services listen, those that exist or not:
 /// `$XDG_RUNTIME_DIR` (`/run/user/<uid>`: D-Bus, and with it `systemd-run`,
 /// and jobs-host's daemon), X11's and tmux's socket directories, jobs-host's
 /// daemon's fallback directory, Docker's, containerd's and Podman's sockets,
 /// and the system's bus and systemd's own.
-fn candidates() -> Vec<PathBuf> {
-    let uid = rustix::process::geteuid().as_raw();
+fn candidates(who: &Who) -> Vec<PathBuf> {
+    let uid = who.uid;
     let mut paths = vec![
         PathBuf::from(format!("/run/user/{uid}")),
         PathBuf::from("/tmp/.X11-unix"),
@@ -53,8 +71,8 @@ fn candidates() -> Vec<PathBuf> {
         PathBuf::from("/run/systemd/notify"),
         PathBuf::from("/run/systemd/io.systemd.Manager"),
     ];
-    if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
-        paths.push(runtime);
+    if let Some(runtime) = &who.runtime {
+        paths.push(PathBuf::from(runtime));
     }
     paths
 }
@@ -64,22 +82,23 @@ fn candidates() -> Vec<PathBuf> {
 /// paths, each once.
 pub(super) fn service_sockets() -> Arc<[ServiceSocket]> {
     static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
-    let candidates = candidates();
+    let who = Who::now();
     let mut kept = lock(&KEPT);
     if let Some(k) = kept.as_mut()
-        && k.candidates == candidates
+        && k.who == who
         && k.watched.quiet()
     {
         return k.sockets.clone();
     }
-    let (fresh, sockets) = Kept::make(candidates);
+    let candidates = candidates(&who);
+    let (fresh, sockets) = Kept::make(who, &candidates);
     *kept = fresh;
     sockets
 }
 
 /// A resolution of the candidates, and what tells when it may be stale.
 struct Kept {
-    candidates: Vec<PathBuf>,
+    who: Who,
     sockets: Arc<[ServiceSocket]>,
     watched: Watched,
 }
@@ -95,23 +114,23 @@ struct Watched {
 }
 
 impl Kept {
-    /// Resolves `candidates`, and keeps the result when it can be watched:
-    /// the watches are added after a first resolution and before a second,
-    /// which is the one kept, so that a change after the second raises a
-    /// notice. Nothing is kept when the kernel gives no watch, or when the
+    /// Resolves `candidates` (those of `who`), and keeps the result when it
+    /// can be watched: the watches are added after a first resolution and
+    /// before a second, which is the one kept, so that a change after the
+    /// second raises a notice. Nothing is kept when the kernel gives no watch, or when the
     /// second resolution looked up a name the first did not (something
     /// changed meanwhile): the next start resolves again.
-    fn make(candidates: Vec<PathBuf>) -> (Option<Kept>, Arc<[ServiceSocket]>) {
-        let (first, looked) = resolve_all(&candidates);
+    fn make(who: Who, candidates: &[PathBuf]) -> (Option<Kept>, Arc<[ServiceSocket]>) {
+        let (first, looked) = resolve_all(candidates);
         let Some(watched) = Watched::new(&looked) else {
             return (None, first);
         };
-        let (sockets, looked_again) = resolve_all(&candidates);
+        let (sockets, looked_again) = resolve_all(candidates);
         if !looked_again.iter().all(|lookup| looked.contains(lookup)) {
             return (None, sockets);
         }
         let kept = Kept {
-            candidates,
+            who,
             sockets: sockets.clone(),
             watched,
         };
@@ -323,7 +342,7 @@ mod tests {
         let r = root.path().canonicalize().unwrap();
         std::fs::create_dir_all(r.join("run")).unwrap();
         let candidates = vec![r.join("run/docker.sock"), r.join("link/bus")];
-        let (kept, sockets) = Kept::make(candidates.clone());
+        let (kept, sockets) = Kept::make(Who::now(), &candidates);
         let mut kept = kept.expect("this kernel gives inotify");
         assert!(sockets.is_empty());
         // Names nobody looked up change nothing.
@@ -333,7 +352,7 @@ mod tests {
         // A socket appearing does.
         std::fs::write(r.join("run/docker.sock"), "").unwrap();
         assert!(!kept.watched.quiet());
-        let (kept, sockets) = Kept::make(candidates.clone());
+        let (kept, sockets) = Kept::make(Who::now(), &candidates);
         let mut kept = kept.unwrap();
         assert_eq!(
             &*sockets,
@@ -348,7 +367,7 @@ mod tests {
         assert!(kept.watched.quiet());
         std::os::unix::fs::symlink(r.join("bus-home"), r.join("link")).unwrap();
         assert!(!kept.watched.quiet());
-        let (kept, sockets) = Kept::make(candidates.clone());
+        let (kept, sockets) = Kept::make(Who::now(), &candidates);
         let mut kept = kept.unwrap();
         assert_eq!(sockets.len(), 2);
         assert_eq!(
