@@ -1,13 +1,14 @@
 //! The Landlock part of a job's fence: its ruleset (files by hierarchy, TCP
 //! by port, signal and abstract-socket scoping), and the read rules that
 //! grant everything readable but the excluded paths, kept between starts
-//! while the directories they list are unchanged. The last few rulesets are
-//! kept too, for a later job whose own would be made from the same.
+//! while the directories they list are unchanged. A job's ruleset is kept
+//! with its temporary directory, for a later job given that directory
+//! whose own would be made from the same.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use ::landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset,
@@ -16,22 +17,47 @@ use ::landlock::{
 
 use crate::sync::lock;
 
-use super::{Fence, FenceError, FsAccess, NetAccess, Sandbox, path_fd};
+use super::{Fence, FenceError, FsAccess, JobTmp, NetAccess, Sandbox, path_fd};
 
-/// A job's Landlock ruleset with what it was made from. It is only read
-/// (by each child's `landlock_restrict_self`), so a later job whose own
-/// would be made from the same takes it as it is: one that got a finished
-/// job's temporary directory (see [`Fence::release`]) in the same workdir.
-/// Its start then skips making one, a rule at a time, with a descriptor
-/// opened and a `stat` for each (about a hundred system calls).
+/// A job's Landlock ruleset with what it was made from, kept with the
+/// job's temporary directory (which it names). It is only read (by each
+/// child's `landlock_restrict_self`), so a later job given the directory
+/// (see [`Fence::release`]) whose own ruleset would be made from the same
+/// (in the same workdir, with the same sandbox) takes it as it is. Its
+/// start then skips making one, a rule at a time, with a descriptor opened
+/// and a `stat` for each (about fifty system calls).
 pub(crate) struct KeptRuleset {
     key: RulesetKey,
     fd: Arc<OwnedFd>,
+    _counted: Counted,
 }
 
-/// How many rulesets are kept: each holds a descriptor of the host's, and
-/// the temporary directories given out again are the ones returned last.
-const KEPT_RULESETS: usize = 16;
+/// How many rulesets are kept at once, by live jobs' and spare temporary
+/// directories together: each holds a descriptor of the host's, and the
+/// spare directories are at most 64 (a job started beyond this makes its
+/// ruleset, and drops it once spawned, as a job keeping none does).
+const KEPT_RULESETS: usize = 128;
+
+/// One of the [`KEPT_RULESETS`], counted until dropped.
+struct Counted(Arc<AtomicUsize>);
+
+impl Counted {
+    /// One more of `count`, if it is under the bound.
+    fn take(count: &Arc<AtomicUsize>) -> Option<Counted> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < KEPT_RULESETS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Counted(count.clone()))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 /// What a ruleset is made from. The files are named by device and inode as
 /// they were when their rules were made: a writable root removed and made
@@ -158,14 +184,15 @@ pub(super) fn changed_at(path: &Path) -> Option<std::time::SystemTime> {
 }
 
 impl Fence {
-    /// The Landlock ruleset of one job; `None` when nothing is fenced by
-    /// it. A kept one when it was made from the same (see
-    /// [`KeptRuleset`]).
+    /// The Landlock ruleset of one job whose temporary directory is `tmp`;
+    /// `None` when nothing is fenced by it. The one `tmp` keeps when it was
+    /// made from the same (see [`KeptRuleset`]); else one made now, which
+    /// `tmp` then keeps.
     pub(super) fn ruleset(
         &self,
         job: &Sandbox,
         roots: &[PathBuf],
-        tmp: &Path,
+        tmp: &mut JobTmp,
     ) -> Result<Option<Arc<OwnedFd>>, FenceError> {
         if job.is_open() {
             return Ok(None);
@@ -193,18 +220,18 @@ impl Fence {
             .and_then(|cached| cached.as_ref())
             .map_or(0, |rules| rules.build);
         let files: Vec<&Path> = if fences_fs {
-            roots.iter().map(PathBuf::as_path).chain([tmp]).collect()
+            roots
+                .iter()
+                .map(PathBuf::as_path)
+                .chain([tmp.path()])
+                .collect()
         } else {
             Vec::new()
         };
+        if let Some(kept) = &tmp.ruleset
+            && kept.fits(job, &files, read_rules)
         {
-            let mut kept = lock(&self.rulesets);
-            if let Some(i) = kept.iter().position(|k| k.fits(job, &files, read_rules)) {
-                let hit = kept.remove(i).expect("found above");
-                let fd = hit.fd.clone();
-                kept.push_front(hit);
-                return Ok(Some(fd));
-            }
+            return Ok(Some(kept.fd.clone()));
         }
         let abi = ::landlock::ABI::from(reached);
         let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::BestEffort);
@@ -279,24 +306,23 @@ impl Fence {
                     .map_err(FenceError::Ruleset)?;
             }
         }
-        let Some(fd) = Option::<OwnedFd>::from(created).map(Arc::new) else {
-            return Ok(None);
-        };
-        let mut kept = lock(&self.rulesets);
-        // Rules made with an older build of the read rules never fit again.
-        if read_rules != 0 {
-            kept.retain(|k| k.key.read_rules == 0 || k.key.read_rules == read_rules);
+        let fd = Option::<OwnedFd>::from(created).map(Arc::new);
+        // The directory's last one, if the bound allows.
+        tmp.ruleset = None;
+        if let Some(fd) = &fd
+            && let Some(counted) = Counted::take(&self.rulesets_kept)
+        {
+            tmp.ruleset = Some(KeptRuleset {
+                key: RulesetKey {
+                    sandbox: job.clone(),
+                    files: ids,
+                    read_rules,
+                },
+                fd: fd.clone(),
+                _counted: counted,
+            });
         }
-        kept.truncate(KEPT_RULESETS - 1);
-        kept.push_front(KeptRuleset {
-            key: RulesetKey {
-                sandbox: job.clone(),
-                files: ids,
-                read_rules,
-            },
-            fd: fd.clone(),
-        });
-        Ok(Some(fd))
+        Ok(fd)
     }
 }
 
@@ -307,9 +333,7 @@ impl KeptRuleset {
         self.key.sandbox == *job
             && self.key.read_rules == read_rules
             && self.key.files.len() == files.len()
-            // Every name first: a storm in one workdir keeps many rulesets
-            // for it, and only the one with the same temporary directory is
-            // worth a look at the files.
+            // Every name first, then each file's identity.
             && self.key.files.iter().zip(files).all(|((path, _), file)| path == file)
             && self
                 .key
@@ -346,76 +370,130 @@ pub(super) fn readable(dir: &Path, excluded: &[PathBuf]) -> Vec<(PathBuf, bool)>
 
 #[cfg(test)]
 mod tests {
+    use std::cell::RefCell;
+
     use super::*;
 
-    #[test]
-    fn a_ruleset_is_made_again_only_when_what_it_names_changed() {
-        let spill = tempfile::tempdir().unwrap();
+    /// A `workspace-write`, network-off fence whose private directory is
+    /// `spill`; `None` (said) when this kernel has no Landlock.
+    fn workspace_fence(spill: &Path) -> Option<Fence> {
         let fence = Fence::new(
             crate::sandbox::FencePolicy {
                 fs: FsAccess::WorkspaceWrite,
                 network: NetAccess::Off,
                 ..Default::default()
             },
-            &[spill.path().to_owned()],
-            spill.path(),
+            &[spill.to_owned()],
+            spill,
             Path::new("/bin/sh"),
         );
         if fence.support.landlock_abi < 1 {
             eprintln!("this kernel has no Landlock: nothing to keep");
-            return;
+            return None;
         }
+        Some(fence)
+    }
+
+    #[test]
+    fn a_ruleset_is_made_again_only_when_what_it_names_changed() {
+        let spill = tempfile::tempdir().unwrap();
+        let Some(fence) = workspace_fence(spill.path()) else {
+            return;
+        };
         let job = fence.policy.sandbox();
         let work = tempfile::tempdir().unwrap();
         let root = work.path().join("w");
         std::fs::create_dir(&root).unwrap();
-        let tmp = spill.path().join("tmp-a");
-        std::fs::create_dir(&tmp).unwrap();
-        let make = |root: &Path, tmp: &Path| {
+        let tmp = RefCell::new(fence.temporary_directory().unwrap());
+        let make = |sandbox: &Sandbox, tmp: &RefCell<JobTmp>| {
             fence
-                .ruleset(&job, &[root.to_owned()], tmp)
+                .ruleset(sandbox, std::slice::from_ref(&root), &mut tmp.borrow_mut())
                 .unwrap()
                 .expect("a ruleset")
         };
         // The same workdir and temporary directory: the same ruleset.
         assert!(steady(&fence, || Arc::ptr_eq(
-            &make(&root, &tmp),
-            &make(&root, &tmp)
+            &make(&job, &tmp),
+            &make(&job, &tmp)
         )));
-        let other_tmp = spill.path().join("tmp-b");
-        std::fs::create_dir(&other_tmp).unwrap();
+        let other_tmp = RefCell::new(fence.temporary_directory().unwrap());
         let open_net = Sandbox {
             network: NetAccess::On,
             ..job.clone()
         };
         assert!(steady(&fence, || {
-            let first = make(&root, &tmp);
-            // Another temporary directory, another sandbox: made anew.
-            let other = fence
-                .ruleset(&open_net, std::slice::from_ref(&root), &tmp)
-                .unwrap();
-            !Arc::ptr_eq(&first, &make(&root, &other_tmp))
-                && other.is_some_and(|fd| !Arc::ptr_eq(&first, &fd))
-                // Both are kept as well: the first is found again.
-                && Arc::ptr_eq(&first, &make(&root, &tmp))
+            let first = make(&job, &tmp);
+            // Another temporary directory: made anew, and kept by it.
+            let other = make(&job, &other_tmp);
+            !Arc::ptr_eq(&first, &other)
+                && Arc::ptr_eq(&first, &make(&job, &tmp))
+                && Arc::ptr_eq(&other, &make(&job, &other_tmp))
+        }));
+        assert!(steady(&fence, || {
+            let first = make(&job, &tmp);
+            // Another sandbox in the same directory: made anew, and kept in
+            // the first one's place.
+            let open = make(&open_net, &tmp);
+            !Arc::ptr_eq(&first, &open)
+                && Arc::ptr_eq(&open, &make(&open_net, &tmp))
+                && !Arc::ptr_eq(&first, &make(&job, &tmp))
         }));
         // The workdir removed and made again under its name is another
         // directory, which the kept rules do not name.
         assert!(steady(&fence, || {
-            let first = make(&root, &tmp);
+            let first = make(&job, &tmp);
             std::fs::remove_dir(&root).unwrap();
             std::fs::create_dir(&root).unwrap();
-            let again = make(&root, &tmp);
-            !Arc::ptr_eq(&first, &again) && Arc::ptr_eq(&again, &make(&root, &tmp))
+            let again = make(&job, &tmp);
+            !Arc::ptr_eq(&first, &again) && Arc::ptr_eq(&again, &make(&job, &tmp))
         }));
-        // No more than a few are kept, each a descriptor of the host's.
+        // No more than a bound are kept, each a descriptor of the host's;
+        // one dropped with its directory makes room for another.
+        let kept = || fence.rulesets_kept.load(Ordering::Acquire);
+        assert_eq!(kept(), 2);
+        let mut many: Vec<RefCell<JobTmp>> = (0..KEPT_RULESETS)
+            .map(|_| RefCell::new(fence.temporary_directory().unwrap()))
+            .collect();
+        for tmp in &many {
+            make(&job, tmp);
+        }
+        assert_eq!(kept(), KEPT_RULESETS);
+        assert!(
+            many.iter()
+                .rev()
+                .take(2)
+                .all(|t| t.borrow().ruleset.is_none())
+        );
+        let last = many.pop().unwrap();
+        drop(tmp);
+        make(&job, &last);
+        assert!(last.borrow().ruleset.is_some());
+        drop((many, other_tmp, last));
+        assert_eq!(kept(), 0);
+    }
+
+    #[test]
+    fn a_finished_job_s_directory_brings_its_ruleset_to_the_next_job() {
+        let spill = tempfile::tempdir().unwrap();
+        let Some(fence) = workspace_fence(spill.path()) else {
+            return;
+        };
+        let job = fence.policy.sandbox();
+        let work = tempfile::tempdir().unwrap();
         assert!(steady(&fence, || {
-            for i in 0..KEPT_RULESETS + 4 {
-                let dir = spill.path().join(format!("tmp-{i}"));
-                std::fs::create_dir_all(&dir).unwrap();
-                make(&root, &dir);
-            }
-            lock(&fence.rulesets).len() == KEPT_RULESETS
+            let first = fence.prepare(Some(work.path()), &job).unwrap();
+            let (dir, ruleset) = (first.tmp.path().to_owned(), first.ruleset.clone());
+            std::fs::write(dir.join("left"), "x").unwrap();
+            fence.release(first, true);
+            let next = fence.prepare(Some(work.path()), &job).unwrap();
+            let same = next.tmp.path() == dir
+                && std::fs::read_dir(&dir).unwrap().next().is_none()
+                && ruleset
+                    .zip(next.ruleset.clone())
+                    .is_some_and(|(a, b)| Arc::ptr_eq(&a, &b));
+            // A job that may have left a process behind gives back nothing.
+            fence.release(next, false);
+            same && !dir.exists()
         }));
     }
 

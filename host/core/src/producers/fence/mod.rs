@@ -64,7 +64,7 @@ mod services;
 mod support;
 mod tmp;
 
-use self::landlock::{KeptRuleset, ReadRules};
+use self::landlock::ReadRules;
 pub(crate) use error::FenceError;
 pub(crate) use hooks::HookScan;
 use hooks::Watch;
@@ -74,6 +74,7 @@ pub(crate) use seccomp::network_off_filter;
 use services::service_sockets;
 pub use support::FenceSupport;
 pub(crate) use tmp::JobTmp;
+use tmp::SpareTmp;
 
 pub use crate::sandbox::{FencePolicy, FsAccess, NetAccess, Sandbox};
 
@@ -99,11 +100,12 @@ pub(crate) struct Fence {
     mount_ns: Mutex<Option<SharedMounts>>,
     /// The shell, for the short-lived children that make namespaces.
     shell: PathBuf,
-    /// Emptied temporary directories of finished jobs that left no process.
-    spare_tmp: Mutex<Vec<PathBuf>>,
-    /// The rulesets made last, newest first, for later jobs whose own would
-    /// be the same (see [`KeptRuleset`]).
-    rulesets: Mutex<std::collections::VecDeque<KeptRuleset>>,
+    /// Emptied temporary directories of finished jobs that left no process,
+    /// each with its ruleset.
+    spare_tmp: Mutex<Vec<SpareTmp>>,
+    /// How many rulesets temporary directories keep (see
+    /// [`landlock::KeptRuleset`]).
+    rulesets_kept: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// Said once when a start runs weaker than asked.
     warned: std::sync::Once,
     /// The narrower sandboxes jobs asked for that run weaker, each said once.
@@ -154,7 +156,7 @@ impl Fence {
             readable: Mutex::new(None),
             scans: Mutex::new(None),
             spare_tmp: Mutex::new(Vec::new()),
-            rulesets: Mutex::new(std::collections::VecDeque::new()),
+            rulesets_kept: std::sync::Arc::default(),
             mount_ns: Mutex::new(None),
             shell: shell.to_owned(),
             warned: std::sync::Once::new(),
@@ -288,8 +290,8 @@ impl Fence {
                 });
             }
         }
-        let tmp = self.temporary_directory()?;
-        let ruleset = self.ruleset(job, &roots, tmp.path())?;
+        let mut tmp = self.temporary_directory()?;
+        let ruleset = self.ruleset(job, &roots, &mut tmp)?;
         // What a writable root holds that must not be written (or read).
         let mut mounts = Vec::new();
         let (hooks, watched) = self.scan(&roots);
@@ -386,17 +388,27 @@ impl Fence {
     /// which proves that no process of it is left (Landlock rules follow the
     /// directory, not its name, so a process that outlived its job would
     /// still reach it); it is then emptied first. Otherwise it is removed.
-    pub(crate) fn release(&self, mut job: JobFence, none_left: bool) {
+    pub(crate) fn release(&self, job: JobFence, none_left: bool) {
         const SPARE: usize = 64;
         if !none_left || lock(&self.spare_tmp).len() >= SPARE {
             return;
         }
+        // A job that may write the host's private directory (one whose
+        // sandbox leaves files open) could have put a link in its place,
+        // which the mode change and the emptying below would follow.
+        let Ok(meta) = std::fs::symlink_metadata(job.tmp.path()) else {
+            return;
+        };
+        if !meta.is_dir() {
+            return;
+        }
         // Whatever mode the job left it with.
-        if std::fs::set_permissions(
-            job.tmp.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o700),
-        )
-        .is_err()
+        if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777 != 0o700
+            && std::fs::set_permissions(
+                job.tmp.path(),
+                std::os::unix::fs::PermissionsExt::from_mode(0o700),
+            )
+            .is_err()
         {
             return;
         }
@@ -410,8 +422,7 @@ impl Fence {
             })
         });
         if emptied {
-            job.tmp.keep = true;
-            lock(&self.spare_tmp).push(job.tmp.path.clone());
+            lock(&self.spare_tmp).push(job.tmp.into_spare());
         }
     }
 
