@@ -531,10 +531,25 @@ async fn a_real_build_in_the_workdir_and_tmpdir_works_unchanged() {
 
 /// Starts a session's first job with `args` and reads it to its end.
 async fn first_job_read(session: &host::session::Session, args: serde_json::Value) -> String {
-    let started = session.call("bash", &args).await;
-    assert_eq!(started.outcome.text, "started background job bash-1");
+    nth_job_read(session, 1, &args).await
+}
+
+/// Starts the session's `n`th job with `args` and reads it to its end.
+async fn nth_job_read(
+    session: &host::session::Session,
+    n: usize,
+    args: &serde_json::Value,
+) -> String {
+    let started = session.call("bash", args).await;
+    assert_eq!(
+        started.outcome.text,
+        format!("started background job bash-{n}")
+    );
     let read = session
-        .call("job_output", &json!({"job_id": "bash-1", "wait": true}))
+        .call(
+            "job_output",
+            &json!({"job_id": format!("bash-{n}"), "wait": true}),
+        )
         .await;
     read.outcome.text
 }
@@ -761,19 +776,7 @@ async fn jobs_between_network_off_jobs_keep_their_network_and_privileges() {
         } else {
             json!({"command": probe})
         };
-        let started = session.call("bash", &args).await;
-        assert_eq!(
-            started.outcome.text,
-            format!("started background job bash-{n}")
-        );
-        let text = session
-            .call(
-                "job_output",
-                &json!({"job_id": format!("bash-{n}"), "wait": true}),
-            )
-            .await
-            .outcome
-            .text;
+        let text = nth_job_read(&session, n, &args).await;
         if fenced {
             assert!(text.contains("PermissionError"), "{n}: {text}");
             assert!(text.contains("NoNewPrivs:\t1\n"), "{n}: {text}");
@@ -786,6 +789,52 @@ async fn jobs_between_network_off_jobs_keep_their_network_and_privileges() {
             if root {
                 assert!(!text.contains("CapBnd:\t0000000000000000\n"), "{n}: {text}");
             }
+        }
+    }
+}
+
+/// Network-off jobs come from threads that may join the shared mount
+/// namespace once for many jobs: a job that fences files in between one
+/// that does not is in that namespace, with its protected paths read-only,
+/// and the other in the host's, where they are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_that_fence_files_and_jobs_that_do_not_alternate_in_their_own_namespaces() {
+    if landlock_below(1).await {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    git_init(work.path());
+    let (session, _producer) = session_in(
+        work.path(),
+        FencePolicy {
+            network: NetAccess::Off,
+            ..FencePolicy::default()
+        },
+        r#"{"extensions": ["sandbox"], "sandbox": {"network": "off"}}"#,
+    )
+    .await;
+    let host_ns = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+    let probe = "readlink /proc/self/ns/mnt; \
+                 if echo >> .git/config; then echo hooks writable; else echo hooks read-only; fi 2>/dev/null";
+    let mut fenced_ns = None;
+    // Every third job fences files: spawner threads take jobs in turn, and
+    // as their number (4) is not a multiple of 3, each moves both ways.
+    for n in 1..=24 {
+        let fences_files = n % 3 == 0;
+        let args = if fences_files {
+            json!({"command": probe, "sandbox": {"files": "workspace-write"}})
+        } else {
+            json!({"command": probe})
+        };
+        let text = nth_job_read(&session, n, &args).await;
+        let ns = text.lines().next().unwrap_or_default().to_owned();
+        if fences_files {
+            assert_ne!(ns, host_ns.to_string_lossy(), "{n}: {text}");
+            assert_eq!(*fenced_ns.get_or_insert_with(|| ns.clone()), ns, "{n}");
+            assert!(text.contains("hooks read-only\n"), "{n}: {text}");
+        } else {
+            assert_eq!(ns, host_ns.to_string_lossy(), "{n}: {text}");
+            assert!(text.contains("hooks writable\n"), "{n}: {text}");
         }
     }
 }

@@ -111,7 +111,7 @@ pub(super) fn clone_child(
         return Err(std::io::Error::other("too many descriptors for the job"));
     }
     let extra_raw: Vec<libc::c_int> = extra.iter().map(AsRawFd::as_raw_fd).collect();
-    let inherited = prelude::current();
+    let inherited = prelude::enter_mount(spec.setup.sandbox.as_ref(), spec.cwd.is_some())?;
     prelude::check(inherited, spec.setup.sandbox.as_ref())?;
     let mut args = ChildArgs {
         program: spec.program.as_ptr(),
@@ -414,7 +414,7 @@ fn enter_sandbox(sandbox: &ChildSandbox, inherited: Inherited) -> Result<(), i32
         };
         if let Some(mount) = sandbox.join_mount {
             // SAFETY: setns with a namespace descriptor the parent holds.
-            if unsafe { libc::setns(mount, libc::CLONE_NEWNS) } < 0 {
+            if !inherited.in_job_mount && unsafe { libc::setns(mount, libc::CLONE_NEWNS) } < 0 {
                 return Err(errno());
             }
         // SAFETY: unshare with flags only; the child is alone in its thread

@@ -9,8 +9,13 @@
 //! of them stops a thread that never calls `execve` nor opens a socket from
 //! spawning jobs. So a spawner thread kept for such jobs takes them once, and
 //! [`check`] makes sure that every job cloned from it was meant to have them.
+//!
+//! On a privileged host such a thread also joins the shared mount namespace
+//! its jobs join (see [`enter_mount`]), once for as long as it stays the
+//! same, where each job's `setns` cost about 15 µs of its start.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 /// The steps a thread has taken on itself for good.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -21,6 +26,9 @@ pub(crate) struct Inherited {
     pub no_new_privs: bool,
     /// This seccomp filter is loaded.
     pub seccomp: Option<&'static [libc::sock_filter]>,
+    /// The thread is in the mount namespace the job joins (set for one
+    /// spawn by [`enter_mount`]).
+    pub in_job_mount: bool,
 }
 
 thread_local! {
@@ -28,7 +36,20 @@ thread_local! {
         bounding_set_dropped: false,
         no_new_privs: false,
         seccomp: None,
+        in_job_mount: false,
     }) };
+    /// The mount namespaces of a thread that may move between them.
+    static MOUNT: RefCell<Option<ThreadMount>> = const { RefCell::new(None) };
+}
+
+/// A thread with file-system state of its own (`unshare(CLONE_FS)`), which
+/// may therefore join a mount namespace by itself.
+struct ThreadMount {
+    /// The host's mount namespace, to go back to.
+    host: OwnedFd,
+    /// The job mount namespace the thread is in (by its file's device and
+    /// inode), or `None` in the host's.
+    current: Option<(u64, u64)>,
 }
 
 /// What the calling thread has taken on itself (nothing, on a thread that
@@ -59,6 +80,16 @@ pub(crate) fn take_on_thread(
         }
         taken.no_new_privs = true;
         THREAD.with(|t| t.set(taken));
+        if drop_bounding_set {
+            // Privileged: the thread may join its jobs' mount namespace. A
+            // failure here leaves that to each job.
+            match own_mount_state() {
+                Ok(state) => MOUNT.with(|m| *m.borrow_mut() = Some(state)),
+                Err(e) => tracing::warn!(
+                    "jobs: a fenced spawner thread cannot join mount namespaces ({e}); its jobs join theirs themselves"
+                ),
+            }
+        }
         if !filter.is_empty() {
             super::child::load_filter(filter).map_err(std::io::Error::from_raw_os_error)?;
             taken.seccomp = Some(filter);
@@ -72,6 +103,100 @@ pub(crate) fn take_on_thread(
         );
     }
     taken
+}
+
+/// Gives the calling thread file-system state of its own, so that it may
+/// join a mount namespace, with its way back to the host's.
+fn own_mount_state() -> std::io::Result<ThreadMount> {
+    let host = rustix::fs::open(
+        "/proc/thread-self/ns/mnt",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    // SAFETY: unshare with flags only. File-system state (root, working
+    // directory, umask) is this thread's own from here on: it spawns only
+    // jobs, each of which names its directory.
+    if unsafe { libc::unshare(libc::CLONE_FS) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(ThreadMount {
+        host,
+        current: None,
+    })
+}
+
+/// What the calling thread has taken on itself for a job with `sandbox`,
+/// after moving it to the mount namespace the job's clone must start in,
+/// when it may move (see [`own_mount_state`]): the shared namespace the
+/// job joins (its `setns` then made here once for every job that joins the
+/// same), or the host's for every other job (one that makes its own
+/// namespace, or has none). A thread that may not move is in the host's.
+///
+/// # Errors
+///
+/// The thread cannot go back to the host's namespace, or the job names no
+/// directory (the namespace's root would be its directory): it must not
+/// spawn the job.
+pub(crate) fn enter_mount(
+    sandbox: Option<&super::ChildSandbox>,
+    has_cwd: bool,
+) -> std::io::Result<Inherited> {
+    let mut inherited = current();
+    MOUNT.with(|state| {
+        let mut state = state.borrow_mut();
+        let Some(state) = state.as_mut() else {
+            return Ok(());
+        };
+        let join = sandbox.and_then(|s| match (s.namespace, s.join_mount) {
+            (Some(super::Namespace::Mount), Some(fd)) => Some(fd),
+            _ => None,
+        });
+        // SAFETY: a descriptor the caller's `Spec` holds open for the spawn.
+        let join = join.map(|fd| unsafe { BorrowedFd::borrow_raw(fd) });
+        let wanted = join.as_ref().and_then(|fd| {
+            rustix::fs::fstat(fd)
+                .ok()
+                .map(|st| (st.st_dev, st.st_ino))
+        });
+        if state.current.is_some() && !has_cwd {
+            return Err(std::io::Error::other(
+                "a job without a directory cannot start from a thread that moved between mount namespaces",
+            ));
+        }
+        if state.current == wanted {
+            inherited.in_job_mount = wanted.is_some();
+            return Ok(());
+        }
+        if let (Some(fd), Some(_)) = (join, wanted)
+            && set_mount_namespace(fd).is_ok()
+        {
+            state.current = wanted;
+            inherited.in_job_mount = true;
+            return Ok(());
+        }
+        // The host's: for this job, or for the job to join its own from.
+        if state.current.is_some() {
+            set_mount_namespace(state.host.as_fd())?;
+            state.current = None;
+        }
+        if !has_cwd {
+            return Err(std::io::Error::other(
+                "a job without a directory cannot start from a thread that moved between mount namespaces",
+            ));
+        }
+        Ok(())
+    })?;
+    Ok(inherited)
+}
+
+/// Moves the calling thread (whose file-system state is its own) into the
+/// mount namespace `fd` names.
+fn set_mount_namespace(fd: BorrowedFd<'_>) -> std::io::Result<()> {
+    // SAFETY: setns with a namespace descriptor the caller holds open.
+    if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNS) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Whether a job with `sandbox` may be cloned from a thread that has taken
