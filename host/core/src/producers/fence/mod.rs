@@ -131,6 +131,9 @@ pub(crate) struct JobFence {
     roots: Vec<PathBuf>,
     /// What of the job's sandbox this kernel cannot enforce.
     missing: Vec<&'static str>,
+    /// Its temporary directory was seen empty at its end (see
+    /// [`Fence::ends_quickly`]).
+    seen_empty: std::cell::Cell<bool>,
 }
 
 impl Fence {
@@ -369,6 +372,7 @@ impl Fence {
             watched,
             roots,
             missing,
+            seen_empty: std::cell::Cell::new(false),
         })
     }
 
@@ -412,15 +416,18 @@ impl Fence {
         {
             return;
         }
-        let emptied = std::fs::read_dir(job.tmp.path()).is_ok_and(|entries| {
-            entries.flatten().all(|entry| {
-                let path = entry.path();
-                match entry.file_type() {
-                    Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path).is_ok(),
-                    _ => std::fs::remove_file(&path).is_ok(),
-                }
-            })
-        });
+        // Seen empty at the job's end, when it had no process left to fill
+        // it: nothing to list again.
+        let emptied = job.seen_empty.get()
+            || std::fs::read_dir(job.tmp.path()).is_ok_and(|entries| {
+                entries.flatten().all(|entry| {
+                    let path = entry.path();
+                    match entry.file_type() {
+                        Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path).is_ok(),
+                        _ => std::fs::remove_file(&path).is_ok(),
+                    }
+                })
+            });
         if emptied {
             lock(&self.spare_tmp).push(job.tmp.into_spare());
         }
@@ -466,9 +473,15 @@ impl Fence {
     /// then make in place rather than on a blocking thread: nothing to scan
     /// again (no writable root, or no change notice since its start scan)
     /// and nothing to remove (its temporary directory is empty).
+    ///
+    /// Called once it is known whether any of the job's processes is left:
+    /// when none is, a directory seen empty here stays empty, and
+    /// [`Fence::release`] does not list it again.
     pub(crate) fn ends_quickly(&self, job: &JobFence) -> bool {
-        (job.roots.is_empty() || self.hooks_quiet(job))
-            && std::fs::read_dir(job.tmp.path()).is_ok_and(|mut entries| entries.next().is_none())
+        let empty =
+            std::fs::read_dir(job.tmp.path()).is_ok_and(|mut entries| entries.next().is_none());
+        job.seen_empty.set(empty);
+        empty && (job.roots.is_empty() || self.hooks_quiet(job))
     }
 }
 
