@@ -510,6 +510,57 @@ async fn a_job_given_a_finished_job_s_tmpdir_is_fenced_the_same() {
     }
 }
 
+/// A job that leaves a tree deeper than any path in its temporary
+/// directory (made here from outside, as Landlock makes each level slower
+/// to make from inside) does not take the host down when the host takes
+/// the directory back: the tree goes, and the next job runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tree_deeper_than_any_path_in_a_job_s_tmpdir_is_removed() {
+    for s in fenced().await {
+        let mode = s.mode;
+        let gate = s.outside.path().join("gate");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&gate)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let id = s.start(&format!(
+            "echo $TMPDIR; read -r _ < {}; echo alive",
+            gate.display()
+        ));
+        let tmp = std::path::PathBuf::from(s.first_line(&id).await);
+        let depth = 20_000;
+        let mut dir: std::os::fd::OwnedFd = std::fs::File::open(&tmp).unwrap().into();
+        for _ in 0..depth {
+            use std::os::fd::{AsRawFd, FromRawFd};
+            // SAFETY: mkdirat and openat of a NUL-terminated name in a
+            // directory this holds open; the descriptor returned is owned
+            // by nobody else.
+            dir = unsafe {
+                assert_eq!(libc::mkdirat(dir.as_raw_fd(), c"d".as_ptr(), 0o700), 0);
+                let fd = libc::openat(
+                    dir.as_raw_fd(),
+                    c"d".as_ptr(),
+                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                );
+                assert!(fd >= 0);
+                std::os::fd::OwnedFd::from_raw_fd(fd)
+            };
+        }
+        drop(dir);
+        std::fs::write(&gate, "go\n").unwrap();
+        went_on(&s.settle(&id).await);
+        // Taken back for a later job (emptied), or removed.
+        let next = s.run("echo $TMPDIR; ls -A $TMPDIR; echo alive").await;
+        went_on(&next);
+        if next.lines().next() == Some(tmp.to_str().unwrap()) {
+            assert_eq!(next.lines().nth(1), Some("alive"), "{mode:?}: {next}");
+        } else {
+            assert!(!tmp.exists(), "{mode:?}");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_build_in_the_workdir_and_tmpdir_works_unchanged() {
     for s in fenced().await {
@@ -817,8 +868,9 @@ async fn jobs_that_fence_files_and_jobs_that_do_not_alternate_in_their_own_names
     let probe = "readlink /proc/self/ns/mnt; \
                  if echo >> .git/config; then echo hooks writable; else echo hooks read-only; fi 2>/dev/null";
     let mut fenced_ns = None;
-    // Every third job fences files: spawner threads take jobs in turn, and
-    // as their number (4) is not a multiple of 3, each moves both ways.
+    // Every third job fences files: the spawner threads (4) mostly take
+    // jobs in turn, so most of them move both ways (`spawn::prelude`'s own
+    // test moves one thread through every case).
     for n in 1..=24 {
         let fences_files = n % 3 == 0;
         let args = if fences_files {

@@ -397,37 +397,25 @@ impl Fence {
         if !none_left || lock(&self.spare_tmp).len() >= SPARE {
             return;
         }
-        // A job that may write the host's private directory (one whose
-        // sandbox leaves files open) could have put a link in its place,
-        // which the mode change and the emptying below would follow.
-        let Ok(meta) = std::fs::symlink_metadata(job.tmp.path()) else {
+        // The directory itself, by a descriptor: a job that may write the
+        // host's private directory (one whose sandbox leaves files open)
+        // could put a link in its place, which a path would follow.
+        let dir = match tmp::open_dir(rustix::fs::CWD, job.tmp.path()) {
+            Ok(dir) => dir,
+            Err(_) => return,
+        };
+        // Whatever mode the job left it with.
+        let Ok(stat) = rustix::fs::fstat(&dir) else {
             return;
         };
-        if !meta.is_dir() {
-            return;
-        }
-        // Whatever mode the job left it with.
-        if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777 != 0o700
-            && std::fs::set_permissions(
-                job.tmp.path(),
-                std::os::unix::fs::PermissionsExt::from_mode(0o700),
-            )
-            .is_err()
+        if stat.st_mode & 0o7777 != 0o700
+            && rustix::fs::fchmod(&dir, rustix::fs::Mode::RWXU).is_err()
         {
             return;
         }
         // Seen empty at the job's end, when it had no process left to fill
         // it: nothing to list again.
-        let emptied = job.seen_empty.get()
-            || std::fs::read_dir(job.tmp.path()).is_ok_and(|entries| {
-                entries.flatten().all(|entry| {
-                    let path = entry.path();
-                    match entry.file_type() {
-                        Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path).is_ok(),
-                        _ => std::fs::remove_file(&path).is_ok(),
-                    }
-                })
-            });
+        let emptied = job.seen_empty.get() || tmp::empty_tree(&dir);
         if emptied {
             lock(&self.spare_tmp).push(job.tmp.into_spare());
         }

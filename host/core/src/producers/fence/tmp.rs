@@ -3,7 +3,11 @@
 //! once that job was proven to have no process left. A directory keeps the
 //! Landlock ruleset made for it, which names it.
 
+use std::ffi::CString;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{Mode, OFlags};
 
 use crate::sync::lock;
 
@@ -46,9 +50,159 @@ impl JobTmp {
 impl Drop for JobTmp {
     fn drop(&mut self) {
         if !self.keep {
-            let _ = std::fs::remove_dir_all(&self.path);
+            remove_tree(&self.path);
         }
     }
+}
+
+/// Removes the directory at `path` and all it holds, as [`empty_tree`]
+/// does; a link put in its place is removed, not followed.
+pub(super) fn remove_tree(path: &Path) {
+    match open_dir(rustix::fs::CWD, path) {
+        Ok(dir) => {
+            if empty_tree(&dir) {
+                let _ = std::fs::remove_dir(path);
+            }
+        }
+        Err(_) => {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// The directory `name` in `at` itself, for listing (a link is not
+/// followed).
+pub(super) fn open_dir(
+    at: impl rustix::fd::AsFd,
+    name: impl rustix::path::Arg,
+) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat(
+        at,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// A directory's device and inode.
+fn id(dir: &OwnedFd) -> rustix::io::Result<(u64, u64)> {
+    rustix::fs::fstat(dir).map(|st| (st.st_dev, st.st_ino))
+}
+
+/// How many entries [`empty_tree`] removes at most: a tree still growing
+/// (a process of another job writing it) does not hold the host forever.
+const MOST_ENTRIES: usize = 1 << 22;
+
+/// Removes everything beneath the directory `dir`, through descriptors
+/// only (no link is followed, and no path grows with the depth), one
+/// directory open at a time: a job's temporary directory may hold a tree
+/// tens of thousands of directories deep, which a recursive removal (the
+/// standard library's) follows on the stack until it overflows. Whether
+/// it is empty now; `false` also when a directory cannot be entered, or
+/// one's parent is no longer the directory it was entered from.
+pub(super) fn empty_tree(dir: &OwnedFd) -> bool {
+    let Ok(mut current) = rustix::io::fcntl_dupfd_cloexec(dir, 0) else {
+        return false;
+    };
+    // The names walked down, each with the directory it is in.
+    let mut down: Vec<(CString, (u64, u64))> = Vec::new();
+    let mut budget = MOST_ENTRIES;
+    loop {
+        let Some(listed) = remove_files(&current, &mut budget) else {
+            return false;
+        };
+        match listed {
+            // Entries removed while listing may hide others from the same
+            // listing: listed again until one removes nothing.
+            Listed::Removed => {}
+            Listed::Directory(sub) => {
+                let Ok(parent) = id(&current) else {
+                    return false;
+                };
+                let child = match open_dir(&current, sub.as_c_str()) {
+                    Ok(child) => child,
+                    // A directory the job made unreadable: ours to open.
+                    Err(rustix::io::Errno::ACCESS) => {
+                        if rustix::fs::chmodat(
+                            &current,
+                            sub.as_c_str(),
+                            Mode::RWXU,
+                            rustix::fs::AtFlags::empty(),
+                        )
+                        .is_err()
+                        {
+                            return false;
+                        }
+                        match open_dir(&current, sub.as_c_str()) {
+                            Ok(child) => child,
+                            Err(_) => return false,
+                        }
+                    }
+                    Err(_) => return false,
+                };
+                down.push((sub, parent));
+                current = child;
+            }
+            Listed::Empty => {
+                let Some((name, parent_id)) = down.pop() else {
+                    return true;
+                };
+                let Ok(parent) = open_dir(&current, c"..") else {
+                    return false;
+                };
+                if id(&parent).ok() != Some(parent_id)
+                    || rustix::fs::unlinkat(
+                        &parent,
+                        name.as_c_str(),
+                        rustix::fs::AtFlags::REMOVEDIR,
+                    )
+                    .is_err()
+                {
+                    return false;
+                }
+                current = parent;
+            }
+        }
+    }
+}
+
+/// What one listing of a directory in [`empty_tree`] found.
+enum Listed {
+    /// A directory, to empty first (files listed before it are removed).
+    Directory(CString),
+    /// No directory, and files, now removed.
+    Removed,
+    /// Nothing.
+    Empty,
+}
+
+/// Removes the entries of `dir` up to its first directory; `None` when
+/// listing or a removal failed, or the budget ran out.
+fn remove_files(dir: &OwnedFd, budget: &mut usize) -> Option<Listed> {
+    let entries = rustix::fs::Dir::read_from(dir).ok()?;
+    let mut removed = false;
+    for entry in entries {
+        let entry = entry.ok()?;
+        let name = entry.file_name();
+        if name == c"." || name == c".." {
+            continue;
+        }
+        *budget = budget.checked_sub(1)?;
+        let unlinked = match entry.file_type() {
+            rustix::fs::FileType::Directory => Err(rustix::io::Errno::ISDIR),
+            _ => rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::empty()),
+        };
+        match unlinked {
+            Ok(()) => removed = true,
+            Err(rustix::io::Errno::ISDIR) => return Some(Listed::Directory(name.to_owned())),
+            Err(_) => return None,
+        }
+    }
+    Some(if removed {
+        Listed::Removed
+    } else {
+        Listed::Empty
+    })
 }
 
 impl Fence {
@@ -74,5 +228,67 @@ impl Fence {
                 ruleset: None,
             })
             .map_err(FenceError::TemporaryDirectory)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tree_of_any_depth_is_removed_without_following_a_link() {
+        let root = tempfile::tempdir().unwrap();
+        let tmp = root.path().join("tmp-a");
+        let outside = root.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("keep"), "x").unwrap();
+        std::fs::create_dir(&tmp).unwrap();
+        // Deeper than any path, made by descriptors as a job's shell would
+        // by `cd`.
+        let mut dir = open_dir(rustix::fs::CWD, &tmp).unwrap();
+        for i in 0..20_000 {
+            if i % 1000 == 0 {
+                let file = rustix::fs::openat(
+                    &dir,
+                    "f",
+                    OFlags::CREATE | OFlags::WRONLY | OFlags::CLOEXEC,
+                    Mode::RUSR,
+                )
+                .unwrap();
+                drop(file);
+                rustix::fs::symlinkat(&outside, &dir, "link").unwrap();
+            }
+            rustix::fs::mkdirat(&dir, "d", Mode::RWXU).unwrap();
+            dir = open_dir(&dir, "d").unwrap();
+        }
+        // One the job made unreadable on the way.
+        std::fs::set_permissions(
+            tmp.join("d/d"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o000),
+        )
+        .unwrap();
+        drop(dir);
+        // On a small stack: nothing grows with the depth.
+        let path = tmp.clone();
+        std::thread::Builder::new()
+            .stack_size(128 * 1024)
+            .spawn(move || {
+                let dir = open_dir(rustix::fs::CWD, &path).unwrap();
+                assert!(empty_tree(&dir));
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+        assert!(outside.join("keep").exists());
+        // A link in the directory's place is removed, not followed.
+        std::fs::remove_dir(&tmp).unwrap();
+        std::os::unix::fs::symlink(&outside, &tmp).unwrap();
+        remove_tree(&tmp);
+        assert!(!tmp.exists() && outside.join("keep").exists());
+        std::fs::create_dir(&tmp).unwrap();
+        std::fs::write(tmp.join("f"), "x").unwrap();
+        remove_tree(&tmp);
+        assert!(!tmp.exists());
     }
 }
