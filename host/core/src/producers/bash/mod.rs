@@ -380,11 +380,14 @@ impl BashProducer {
         let inner = &self.inner;
         let n = inner.next_spawn.fetch_add(1, Ordering::Relaxed);
         let container = inner.containment.new_job();
-        // A job that joins a mount namespace is moved to its root: its
-        // working directory is entered again, so it must be named.
+        // A job that joins a mount namespace is moved to its root, and so
+        // is a spawner thread that joined one (see `spawn::prelude`): its
+        // working directory is entered again, so it must be named, and
+        // whole.
         let dir = match (sandbox, dir) {
             (Some(_), None) => std::env::current_dir().ok(),
-            (_, dir) => dir,
+            (Some(_), Some(dir)) => Some(std::path::absolute(&dir).unwrap_or(dir)),
+            (None, dir) => dir,
         };
         let mut fence = match sandbox {
             Some(job) => Some(inner.fence().prepare(dir.as_deref(), job)?),
@@ -414,8 +417,10 @@ impl BashProducer {
             }
             _ => None,
         };
-        // The ruleset and the namespace live until the spawn is done, not as
-        // long as the job.
+        // The spawn holds the ruleset and the namespace until it is done;
+        // after it, the ruleset is kept only with the job's temporary
+        // directory (see `fence::JobTmp`), the namespace by the fence and
+        // by the spawner threads that joined it.
         if let Some(fence) = fence.as_mut() {
             spec.hold.extend(fence.ruleset.take());
             spec.hold.extend(fence.mount_ns.take());

@@ -15,6 +15,10 @@ const THREADS: usize = 4;
 /// spawned stays bounded (a few KB each: command, environment, buffers).
 const QUEUED: usize = 16;
 
+/// How long a fenced spawner thread waits for a spawn before it leaves the
+/// jobs' mount namespace it may have joined.
+const REST_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A few threads that live as long as any job they spawned:
 /// `PR_SET_PDEATHSIG` follows the thread that cloned, so spawning from a pool
 /// thread that may retire would kill jobs at random.
@@ -58,12 +62,24 @@ impl Spawner {
                         );
                     }
                     loop {
-                        // The lock is released before the work runs.
-                        let next = crate::sync::lock(&rx).recv();
+                        // The lock is released before the work runs. A
+                        // fenced thread with nothing to spawn for a while
+                        // leaves the jobs' mount namespace it joined (see
+                        // `spawn::prelude::rest`); the threads waiting for
+                        // the lock get their turn at the channel meanwhile.
+                        let next = match filter {
+                            Some(_) => crate::sync::lock(&rx).recv_timeout(REST_AFTER),
+                            None => crate::sync::lock(&rx)
+                                .recv()
+                                .map_err(|_| std::sync::mpsc::RecvTimeoutError::Disconnected),
+                        };
                         match next {
                             Ok(work) => work(),
+                            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                                crate::producers::spawn::prelude::rest();
+                            }
                             // Every sender is gone: the producer is dropped.
-                            Err(_) => return,
+                            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
                         }
                     }
                 })?;

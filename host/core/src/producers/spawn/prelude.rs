@@ -40,6 +40,8 @@ thread_local! {
     }) };
     /// The mount namespaces of a thread that may move between them.
     static MOUNT: RefCell<Option<ThreadMount>> = const { RefCell::new(None) };
+    /// The thread's root is no longer the host's (see `own_mount_state`).
+    static WRONG_ROOT: Cell<bool> = const { Cell::new(false) };
 }
 
 /// A thread with file-system state of its own (`unshare(CLONE_FS)`), which
@@ -85,8 +87,8 @@ pub(crate) fn take_on_thread(
             // failure here leaves that to each job.
             match own_mount_state() {
                 Ok(state) => MOUNT.with(|m| *m.borrow_mut() = Some(state)),
-                Err(e) => tracing::warn!(
-                    "jobs: a fenced spawner thread cannot join mount namespaces ({e}); its jobs join theirs themselves"
+                Err(e) => tracing::info!(
+                    "jobs: a fenced spawner thread does not join mount namespaces ({e}); its jobs join theirs themselves"
                 ),
             }
         }
@@ -106,18 +108,43 @@ pub(crate) fn take_on_thread(
 }
 
 /// Gives the calling thread file-system state of its own, so that it may
-/// join a mount namespace, with its way back to the host's.
+/// join a mount namespace, with its way back to the host's. Not in a
+/// `chroot`: a thread that joins a namespace is moved to the namespace's
+/// root, which would be outside it (the thread then stays as it was).
 fn own_mount_state() -> std::io::Result<ThreadMount> {
     let host = rustix::fs::open(
         "/proc/thread-self/ns/mnt",
         rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )?;
-    // SAFETY: unshare with flags only. File-system state (root, working
-    // directory, umask) is this thread's own from here on: it spawns only
-    // jobs, each of which names its directory.
+    // SAFETY: unshare with flags only. Root, working directory and umask
+    // are this thread's own from here on, as they were the process's: a
+    // job it spawns enters its directory by an absolute path (one that
+    // names none is refused, see `enter_mount`), and the host changes
+    // neither its root nor its umask.
     if unsafe { libc::unshare(libc::CLONE_FS) } != 0 {
         return Err(std::io::Error::last_os_error());
+    }
+    // Joining its own namespace moves the thread to the namespace's root:
+    // the same as its root unless the host runs in a chroot, whose root is
+    // then given back and the thread stays where it is.
+    let root = rustix::fs::open(
+        "/",
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    let before = rustix::fs::fstat(&root)?;
+    set_mount_namespace(host.as_fd())?;
+    let after = rustix::fs::stat("/")?;
+    if (before.st_dev, before.st_ino) != (after.st_dev, after.st_ino) {
+        // SAFETY: fchdir to a descriptor held open, then chroot to it.
+        let restored =
+            unsafe { libc::fchdir(root.as_raw_fd()) == 0 && libc::chroot(c".".as_ptr()) == 0 };
+        if !restored {
+            // This thread's jobs would start outside the chroot.
+            WRONG_ROOT.with(|w| w.set(true));
+        }
+        return Err(std::io::Error::other("the host runs in a chroot"));
     }
     Ok(ThreadMount {
         host,
@@ -134,19 +161,30 @@ fn own_mount_state() -> std::io::Result<ThreadMount> {
 ///
 /// # Errors
 ///
-/// The thread cannot go back to the host's namespace, or the job names no
-/// directory (the namespace's root would be its directory): it must not
-/// spawn the job.
+/// On a thread that may move, a job that names no directory (it would
+/// start at a namespace's root, where `setns` leaves the thread); and the
+/// thread cannot go back to the host's namespace. Either way the job must
+/// not be spawned.
 pub(crate) fn enter_mount(
     sandbox: Option<&super::ChildSandbox>,
     has_cwd: bool,
 ) -> std::io::Result<Inherited> {
+    if WRONG_ROOT.with(Cell::get) {
+        return Err(std::io::Error::other(
+            "this spawner thread lost the host's root directory",
+        ));
+    }
     let mut inherited = current();
     MOUNT.with(|state| {
         let mut state = state.borrow_mut();
         let Some(state) = state.as_mut() else {
             return Ok(());
         };
+        if !has_cwd {
+            return Err(std::io::Error::other(
+                "a job without a directory cannot start from a thread that moves between mount namespaces",
+            ));
+        }
         let join = sandbox.and_then(|s| match (s.namespace, s.join_mount) {
             (Some(super::Namespace::Mount), Some(fd)) => Some(fd),
             _ => None,
@@ -158,11 +196,6 @@ pub(crate) fn enter_mount(
                 .ok()
                 .map(|st| (st.st_dev, st.st_ino))
         });
-        if state.current.is_some() && !has_cwd {
-            return Err(std::io::Error::other(
-                "a job without a directory cannot start from a thread that moved between mount namespaces",
-            ));
-        }
         if state.current == wanted {
             inherited.in_job_mount = wanted.is_some();
             return Ok(());
@@ -175,18 +208,36 @@ pub(crate) fn enter_mount(
             return Ok(());
         }
         // The host's: for this job, or for the job to join its own from.
-        if state.current.is_some() {
-            set_mount_namespace(state.host.as_fd())?;
-            state.current = None;
-        }
-        if !has_cwd {
-            return Err(std::io::Error::other(
-                "a job without a directory cannot start from a thread that moved between mount namespaces",
-            ));
-        }
-        Ok(())
+        state.leave()
     })?;
     Ok(inherited)
+}
+
+/// Moves the calling thread back to the host's mount namespace if it is in
+/// a job's: a spawner thread with no job to spawn for a while, so that it
+/// does not keep a namespace the fence has made anew (with the files and
+/// file systems its mounts hold) alive.
+pub(crate) fn rest() {
+    MOUNT.with(|state| {
+        if let Some(state) = state.borrow_mut().as_mut()
+            && let Err(e) = state.leave()
+        {
+            tracing::warn!(
+                "jobs: a fenced spawner thread cannot go back to the host's mount namespace: {e}"
+            );
+        }
+    });
+}
+
+impl ThreadMount {
+    /// Back to the host's namespace, if not there.
+    fn leave(&mut self) -> std::io::Result<()> {
+        if self.current.is_some() {
+            set_mount_namespace(self.host.as_fd())?;
+            self.current = None;
+        }
+        Ok(())
+    }
 }
 
 /// Moves the calling thread (whose file-system state is its own) into the
@@ -250,6 +301,138 @@ mod tests {
             drop_capabilities: rustix::process::geteuid().is_root(),
             ..ChildSandbox::default()
         }
+    }
+
+    /// A mount namespace of a child's own, held by a descriptor while the
+    /// child waits on its stdin.
+    fn namespace() -> (std::process::Child, OwnedFd) {
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.args(["-c", "read -r _"])
+            .stdin(std::process::Stdio::piped());
+        // SAFETY: unshare with flags only, in the child before its exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().unwrap();
+        let fd = rustix::fs::open(
+            format!("/proc/{}/ns/mnt", child.id()),
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        (child, fd)
+    }
+
+    #[test]
+    fn a_privileged_thread_moves_to_the_namespace_each_job_starts_in() {
+        if !rustix::process::geteuid().is_root() {
+            return;
+        }
+        let here = |who: &str| std::fs::read_link(format!("/proc/{who}/ns/mnt")).unwrap();
+        let host = here("self");
+        let (mut a_child, a) = namespace();
+        let (mut b_child, b) = namespace();
+        let a_name = here(&a_child.id().to_string());
+        let b_name = here(&b_child.id().to_string());
+        let thread_host = host.clone();
+        std::thread::spawn(move || {
+            let host = thread_host;
+            take_on_thread(crate::fence::network_off_filter(), true);
+            let joins = |fd: &OwnedFd| super::super::ChildSandbox {
+                namespace: Some(super::super::Namespace::Mount),
+                join_mount: Some(fd.as_raw_fd()),
+                ..super::super::ChildSandbox::default()
+            };
+            let own = super::super::ChildSandbox {
+                namespace: Some(super::super::Namespace::Mount),
+                ..super::super::ChildSandbox::default()
+            };
+            let steps: [(Option<&super::super::ChildSandbox>, &std::path::Path, bool); 6] = [
+                (Some(&joins(&a)), &a_name, true),
+                (Some(&joins(&a)), &a_name, true),
+                (Some(&own), &host, false),
+                (Some(&joins(&b)), &b_name, true),
+                // A namespace the fence made anew: the thread follows.
+                (Some(&joins(&a)), &a_name, true),
+                (None, &host, false),
+            ];
+            for (n, (sandbox, name, joined)) in steps.into_iter().enumerate() {
+                let taken = enter_mount(sandbox, true).unwrap();
+                assert_eq!(taken.in_job_mount, joined, "{n}");
+                assert_eq!(here("thread-self"), *name, "{n}");
+            }
+            // A job that names no directory would start at a root.
+            assert!(enter_mount(Some(&joins(&a)), false).is_err());
+            assert!(enter_mount(None, false).is_err());
+            // Idle, it leaves a job's namespace.
+            enter_mount(Some(&joins(&b)), true).unwrap();
+            rest();
+            assert_eq!(here("thread-self"), host);
+        })
+        .join()
+        .unwrap();
+        // The process's other threads never moved.
+        assert_eq!(here("thread-self"), host);
+        for child in [&mut a_child, &mut b_child] {
+            drop(child.stdin.take());
+            child.wait().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_thread_in_a_chroot_does_not_move_and_keeps_its_root() {
+        if !rustix::process::geteuid().is_root() {
+            return;
+        }
+        let jail = tempfile::tempdir().unwrap();
+        let jail_id = rustix::fs::stat(jail.path())
+            .map(|st| (st.st_dev, st.st_ino))
+            .unwrap();
+        std::fs::create_dir(jail.path().join("proc")).unwrap();
+        let c =
+            |p: &std::path::Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        let (path, proc) = (c(jail.path()), c(&jail.path().join("proc")));
+        std::thread::spawn(move || {
+            // SAFETY: this thread alone, in a mount namespace of its own,
+            // gets `/proc` in the jail and the jail as its root; every
+            // pointer is a NUL-terminated string.
+            unsafe {
+                assert_eq!(libc::unshare(libc::CLONE_FS | libc::CLONE_NEWNS), 0);
+                let none = std::ptr::null();
+                let private = libc::MS_REC | libc::MS_PRIVATE;
+                assert_eq!(
+                    libc::mount(none, c"/".as_ptr(), none, private, std::ptr::null()),
+                    0
+                );
+                let bind = libc::MS_BIND | libc::MS_REC;
+                assert_eq!(
+                    libc::mount(
+                        c"/proc".as_ptr(),
+                        proc.as_ptr(),
+                        none,
+                        bind,
+                        std::ptr::null()
+                    ),
+                    0
+                );
+                assert_eq!(libc::chroot(path.as_ptr()), 0);
+            }
+            let refused = own_mount_state().err().map(|e| e.to_string());
+            assert_eq!(refused.as_deref(), Some("the host runs in a chroot"));
+            let root = rustix::fs::stat("/")
+                .map(|st| (st.st_dev, st.st_ino))
+                .unwrap();
+            assert_eq!(root, jail_id);
+            assert!(!WRONG_ROOT.with(Cell::get));
+            assert!(enter_mount(None, true).is_ok());
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
