@@ -61,17 +61,21 @@ impl Spawner {
                             rustix::process::geteuid().is_root(),
                         );
                     }
+                    // Only a thread that may join a job's mount namespace
+                    // wakes while idle, to leave it.
+                    let rests = crate::producers::spawn::prelude::may_move();
                     loop {
                         // The lock is released before the work runs. A
-                        // fenced thread with nothing to spawn for a while
-                        // leaves the jobs' mount namespace it joined (see
+                        // thread with nothing to spawn for a while leaves
+                        // the jobs' mount namespace it joined (see
                         // `spawn::prelude::rest`); the threads waiting for
                         // the lock get their turn at the channel meanwhile.
-                        let next = match filter {
-                            Some(_) => crate::sync::lock(&rx).recv_timeout(REST_AFTER),
-                            None => crate::sync::lock(&rx)
+                        let next = if rests {
+                            crate::sync::lock(&rx).recv_timeout(REST_AFTER)
+                        } else {
+                            crate::sync::lock(&rx)
                                 .recv()
-                                .map_err(|_| std::sync::mpsc::RecvTimeoutError::Disconnected),
+                                .map_err(|_| std::sync::mpsc::RecvTimeoutError::Disconnected)
                         };
                         match next {
                             Ok(work) => work(),

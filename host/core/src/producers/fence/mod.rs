@@ -400,9 +400,8 @@ impl Fence {
         // The directory itself, by a descriptor: a job that may write the
         // host's private directory (one whose sandbox leaves files open)
         // could put a link in its place, which a path would follow.
-        let dir = match tmp::open_dir(rustix::fs::CWD, job.tmp.path()) {
-            Ok(dir) => dir,
-            Err(_) => return,
+        let Ok(dir) = tmp::open_dir(rustix::fs::CWD, job.tmp.path()) else {
+            return;
         };
         // Whatever mode the job left it with.
         let Ok(stat) = rustix::fs::fstat(&dir) else {

@@ -119,26 +119,8 @@ pub(super) fn empty_tree(dir: &OwnedFd) -> bool {
                 let Ok(parent) = id(&current) else {
                     return false;
                 };
-                let child = match open_dir(&current, sub.as_c_str()) {
-                    Ok(child) => child,
-                    // A directory the job made unreadable: ours to open.
-                    Err(rustix::io::Errno::ACCESS) => {
-                        if rustix::fs::chmodat(
-                            &current,
-                            sub.as_c_str(),
-                            Mode::RWXU,
-                            rustix::fs::AtFlags::empty(),
-                        )
-                        .is_err()
-                        {
-                            return false;
-                        }
-                        match open_dir(&current, sub.as_c_str()) {
-                            Ok(child) => child,
-                            Err(_) => return false,
-                        }
-                    }
-                    Err(_) => return false,
+                let Ok(child) = enter(&current, &sub) else {
+                    return false;
                 };
                 down.push((sub, parent));
                 current = child;
@@ -163,6 +145,23 @@ pub(super) fn empty_tree(dir: &OwnedFd) -> bool {
                 current = parent;
             }
         }
+    }
+}
+
+/// The directory `name` in `dir`, opened to be emptied; one the job made
+/// unreadable is made readable first (it is the host's to remove).
+fn enter(dir: &OwnedFd, name: &CString) -> rustix::io::Result<OwnedFd> {
+    match open_dir(dir, name.as_c_str()) {
+        Err(rustix::io::Errno::ACCESS) => {
+            rustix::fs::chmodat(
+                dir,
+                name.as_c_str(),
+                Mode::RWXU,
+                rustix::fs::AtFlags::empty(),
+            )?;
+            open_dir(dir, name.as_c_str())
+        }
+        opened => opened,
     }
 }
 

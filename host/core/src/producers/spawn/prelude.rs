@@ -213,6 +213,12 @@ pub(crate) fn enter_mount(
     Ok(inherited)
 }
 
+/// Whether the calling thread may move between mount namespaces (see
+/// [`own_mount_state`]), and so should [`rest`] when idle.
+pub(crate) fn may_move() -> bool {
+    MOUNT.with(|state| state.borrow().is_some())
+}
+
 /// Moves the calling thread back to the host's mount namespace if it is in
 /// a job's: a spawner thread with no job to spawn for a while, so that it
 /// does not keep a namespace the fence has made anew (with the files and
