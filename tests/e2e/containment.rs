@@ -159,6 +159,57 @@ async fn the_machine_gives_the_cgroup_mode_when_it_can() {
     }
 }
 
+/// An ended job's emptied cgroup is taken by the next job, which saves the
+/// removal of one and the making of another; one that a job left frozen is
+/// removed, and no later job is put in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_jobs_empty_cgroup_is_the_next_jobs_unless_it_was_frozen() {
+    let config = BashConfig {
+        grace: Duration::from_millis(100),
+        ..BashConfig::default()
+    };
+    let Some(s) = Shell::in_mode(ContainmentMode::Cgroup, config).await else {
+        return;
+    };
+    let ActiveMode::Cgroup(root) = s.bash.containment_mode().clone() else {
+        unreachable!("a cgroup shell");
+    };
+    let cgroup_of = |text: &str| {
+        let line = text.lines().find_map(|l| l.strip_prefix("0::"));
+        line.and_then(|path| path.rsplit('/').next())
+            .unwrap_or_else(|| panic!("no cgroup in {text:?}"))
+            .to_owned()
+    };
+    for _ in 0..3 {
+        let id = s.run(None, "cat /proc/self/cgroup");
+        assert_eq!(cgroup_of(&s.settle(&id).await), "job-1");
+    }
+    // The job freezes its own cgroup: the kill's SIGTERM waits on the thaw,
+    // its SIGKILL does not.
+    let frozen = root.join("job-1");
+    let id = s.run(
+        None,
+        &format!("echo 1 > {}/cgroup.freeze; echo thawed", frozen.display()),
+    );
+    for _ in 0..1000 {
+        if std::fs::read_to_string(frozen.join("cgroup.events"))
+            .is_ok_and(|e| e.contains("frozen 1"))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let kill = s.f.call(None, "job_kill", json!({"job_id": id})).await;
+    assert_eq!(kill.text, format!("requested cancellation of job {id}"));
+    let text = s.settle(&id).await;
+    assert!(!text.contains("thawed"), "{text}");
+    assert!(!frozen.exists(), "a frozen cgroup was kept");
+    let id = s.run(None, "cat /proc/self/cgroup; echo ran");
+    let text = s.settle(&id).await;
+    assert_eq!(cgroup_of(&text), "job-5", "{text}");
+    assert!(text.contains("ran"), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_outlives_the_thread_that_started_it() {
     for mode in MODES {

@@ -228,6 +228,24 @@ pub(super) fn remove_cgroup(dir: &Path) -> bool {
     false
 }
 
+/// Whether the job cgroup `dir` can take another job as it is: no process
+/// in it or below it, not frozen, and no cgroup below it (kernfs counts a
+/// directory's subdirectories in its link count). That proves an ended job
+/// left nothing, as its removal would, at a fraction of the cost: reading
+/// `cgroup.events` and one `statx` take about 8 µs, where the `rmdir` of a
+/// cgroup a process has lived in, and the `mkdir` of the next job's, take
+/// about 80 µs between them.
+pub(super) fn reusable(dir: &Path) -> bool {
+    let mut events = [0u8; 64];
+    let read = std::fs::File::open(dir.join("cgroup.events"))
+        .and_then(|mut file| std::io::Read::read(&mut file, &mut events));
+    // The kernel writes both lines at once (cgroup.kill, which the host
+    // needs, came after `frozen`).
+    read.is_ok_and(|n| &events[..n] == b"populated 0\nfrozen 0\n")
+        && std::fs::symlink_metadata(dir)
+            .is_ok_and(|meta| std::os::unix::fs::MetadataExt::nlink(&meta) == 2)
+}
+
 pub(super) fn cgroup_pids(dir: &Path) -> Vec<Pid> {
     std::fs::read_to_string(dir.join("cgroup.procs"))
         .unwrap_or_default()
@@ -240,6 +258,49 @@ pub(super) fn cgroup_pids(dir: &Path) -> Vec<Pid> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cgroup of this process's own for the test, or `None` where the
+    /// host may not make one (no cgroup2, not delegated).
+    fn scratch_cgroup(name: &str) -> Option<PathBuf> {
+        let parent = cgroup2_mount()?.join(own_cgroup()?.trim_start_matches('/'));
+        let dir = parent.join(format!("{name}-{}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        Some(dir)
+    }
+
+    #[test]
+    fn only_an_empty_unfrozen_leaf_is_reusable() {
+        let Some(dir) = scratch_cgroup("reusable-test") else {
+            println!("skipped: no cgroup of our own here");
+            return;
+        };
+        assert!(reusable(&dir));
+        // A cgroup below it: the next job would find it there.
+        let below = dir.join("below");
+        std::fs::create_dir(&below).unwrap();
+        assert!(!reusable(&dir));
+        std::fs::remove_dir(&below).unwrap();
+        assert!(reusable(&dir));
+        // Frozen: the next job would be too.
+        std::fs::write(dir.join("cgroup.freeze"), "1").unwrap();
+        assert!(!reusable(&dir));
+        std::fs::write(dir.join("cgroup.freeze"), "0").unwrap();
+        assert!(reusable(&dir));
+        // A process in it, then none once it has ended.
+        let procs = procs_file(&dir).unwrap();
+        let mut cmd = std::process::Command::new("sleep");
+        cmd.arg("300");
+        // SAFETY: `join` is async-signal-safe.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || join(&procs));
+        }
+        let mut child = cmd.spawn().unwrap();
+        assert!(!reusable(&dir));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(reusable(&dir));
+        assert!(remove_cgroup(&dir));
+    }
 
     #[test]
     fn mount_points_are_unescaped() {
