@@ -34,6 +34,8 @@ struct ChildArgs<'a> {
     extra: &'a [libc::c_int],
     /// The fence steps the spawning thread has taken for its children.
     inherited: Inherited,
+    /// The child was cloned into the cgroup it would join (see [`clone3`]).
+    in_cgroup: bool,
     /// The errno of the step that failed, for the parent.
     error: AtomicI32,
 }
@@ -125,6 +127,7 @@ pub(super) fn clone_child(
         setup: &spec.setup,
         extra: &extra_raw,
         inherited,
+        in_cgroup: false,
         error: AtomicI32::new(0),
     };
     // One stack per spawning thread, kept: CLONE_VFORK holds this thread
@@ -143,22 +146,43 @@ pub(super) fn clone_child(
         Some(&SigSet::all()),
         Some(&mut old),
     )?;
-    // SAFETY: the child runs `child_main` on `stack` with `args`, both alive
-    // until it has exec'd or exited (CLONE_VFORK suspends us until then).
-    let pid = unsafe {
-        libc::clone(
-            child_main,
-            stack.top(),
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            (&raw mut args).cast(),
-        )
-    };
-    let clone_error = std::io::Error::last_os_error();
+    // Straight into its cgroup where the kernel can (see `clone3`); else
+    // the child writes itself into it.
+    let into_cgroup = spec
+        .setup
+        .join_cgroup
+        .as_deref()
+        .and_then(clone3::cgroup_of)
+        .and_then(|cgroup| {
+            args.in_cgroup = true;
+            // SAFETY: as for `clone` below.
+            unsafe { clone3::clone_into(&cgroup, &stack, (&raw mut args).cast()) }
+        });
+    let cloned = into_cgroup.unwrap_or_else(|| {
+        args.in_cgroup = false;
+        // SAFETY: the child runs `child_main` on `stack` with `args`, both
+        // alive until it has exec'd or exited (CLONE_VFORK suspends us until
+        // then).
+        let pid = unsafe {
+            libc::clone(
+                child_main,
+                stack.top(),
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                (&raw mut args).cast(),
+            )
+        };
+        if pid > 0 {
+            Ok(pid)
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    });
     // Restoring our own mask cannot fail, and the child must be seen to below.
     let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
     STACK.with(|cell| cell.set(Some(stack)));
+    let pid = cloned?;
     let Some(child) = Pid::from_raw(pid) else {
-        return Err(clone_error);
+        return Err(std::io::Error::other("clone gave no pid"));
     };
     let failed = args.error.load(Ordering::SeqCst);
     if failed != 0 {
@@ -226,7 +250,7 @@ fn child_steps(args: &ChildArgs<'_>) -> Result<(), i32> {
             return Err(errno());
         }
     }
-    job_setup(args.setup, args.inherited)?;
+    job_setup(args.setup, args.inherited, args.in_cgroup)?;
     // After the setup marked every inherited descriptor close-on-exec: a
     // dup2 target is not.
     for (n, from) in args.extra.iter().enumerate() {
@@ -306,6 +330,7 @@ pub(crate) fn enter_forked(
         extra: &extra_raw,
         // Forked from a process that takes no fence steps for its children.
         inherited: Inherited::default(),
+        in_cgroup: false,
         error: AtomicI32::new(0),
     };
     child_steps(&args)?;
@@ -359,8 +384,9 @@ unsafe fn reset_signals() {
     }
 }
 
-/// The steps of `setup`, in order; the errno of the first that fails.
-fn job_setup(setup: &ChildSetup, inherited: Inherited) -> Result<(), i32> {
+/// The steps of `setup`, in order, but joining the cgroup the child was
+/// cloned `in_cgroup`; the errno of the first that fails.
+fn job_setup(setup: &ChildSetup, inherited: Inherited, in_cgroup: bool) -> Result<(), i32> {
     // SAFETY: setsid takes no arguments.
     if setup.new_session && unsafe { libc::setsid() } < 0 {
         return Err(errno());
@@ -384,7 +410,7 @@ fn job_setup(setup: &ChildSetup, inherited: Inherited) -> Result<(), i32> {
             unsafe { libc::_exit(137) };
         }
     }
-    if let Some(procs) = &setup.join_cgroup {
+    if let Some(procs) = setup.join_cgroup.as_deref().filter(|_| !in_cgroup) {
         join_cgroup(procs)?;
     }
     if setup.close_inherited_fds {
@@ -639,6 +665,14 @@ fn join_cgroup(procs: &std::ffi::CStr) -> Result<(), i32> {
     // SAFETY: the descriptor just opened, closed once.
     unsafe { libc::close(fd) };
     if written == 1 { Ok(()) } else { Err(failed) }
+}
+
+mod clone3;
+
+/// Whether spawns into a cgroup still take `clone3` (none refused it).
+#[cfg(test)]
+pub(super) fn clone3_in_use() -> bool {
+    clone3::in_use()
 }
 
 /// Marks every fd above 2 close-on-exec.

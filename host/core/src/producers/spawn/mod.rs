@@ -348,4 +348,59 @@ mod tests {
         let err = spawn(&spec).err().expect("no such program");
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
     }
+
+    /// `cat /proc/self/cgroup` spawned with `join_cgroup` set to `procs`:
+    /// its output, or its spawn's error.
+    fn cgroup_seen_from(procs: &std::path::Path) -> std::io::Result<String> {
+        let spec = Spec {
+            program: c"/bin/cat".to_owned(),
+            argv: vec![c"cat".to_owned(), c"/proc/self/cgroup".to_owned()],
+            envp: Vec::new(),
+            cwd: None,
+            open_stdin: false,
+            tty: None,
+            rlimits: Vec::new(),
+            setup: ChildSetup {
+                join_cgroup: Some(CString::new(procs.as_os_str().as_encoded_bytes()).unwrap()),
+                ..ChildSetup::default()
+            },
+            hold: Vec::new(),
+            extra_fds: Vec::new(),
+        };
+        let started = spawn_watched(&spec, Watch::Reaper)?;
+        let pid = rustix::process::Pid::from_raw(started.pid).unwrap();
+        rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()).unwrap();
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut std::fs::File::from(started.stdout), &mut out)?;
+        Ok(out)
+    }
+
+    #[test]
+    fn a_child_starts_in_its_cgroup_or_says_why_not() {
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+        let own = own
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .unwrap_or("/");
+        let Some(parent) = crate::containment::cgroup2_mount()
+            .map(|mount| mount.join(own.trim_start_matches('/')))
+        else {
+            println!("skipped: no cgroup2 mount");
+            return;
+        };
+        let dir = parent.join(format!("spawn-test-{}", std::process::id()));
+        if std::fs::create_dir(&dir).is_err() {
+            println!("skipped: no cgroup of our own here");
+            return;
+        }
+        let seen = cgroup_seen_from(&dir.join("cgroup.procs"));
+        let _ = std::fs::remove_dir(&dir);
+        let name = dir.file_name().unwrap().to_str().unwrap();
+        assert!(seen.as_ref().unwrap().contains(name), "{seen:?}");
+        // Made in it by `clone3` where the code has the entry for it.
+        assert_eq!(child::clone3_in_use(), cfg!(target_arch = "x86_64"));
+        // A cgroup that is not there: the spawn fails and says so.
+        let err = cgroup_seen_from(&dir.join("cgroup.procs")).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+    }
 }
