@@ -228,22 +228,65 @@ pub(super) fn remove_cgroup(dir: &Path) -> bool {
     false
 }
 
+/// The owner and mode of a cgroup's directory and of the two files the
+/// host writes in it, `cgroup.procs` and `cgroup.kill`, as a fresh cgroup
+/// has them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Modes([(u32, u32, u32); 3]);
+
+impl Modes {
+    /// Those of the cgroup `dir`.
+    pub(super) fn of(dir: &Path) -> Option<Modes> {
+        use std::os::unix::fs::MetadataExt;
+        let of = |path: &Path| {
+            let meta = std::fs::symlink_metadata(path).ok()?;
+            Some((meta.mode(), meta.uid(), meta.gid()))
+        };
+        Some(Modes([
+            of(dir)?,
+            of(&dir.join("cgroup.procs"))?,
+            of(&dir.join("cgroup.kill"))?,
+        ]))
+    }
+
+    /// Those of a cgroup made in `root` now.
+    pub(super) fn fresh(root: &Path) -> Option<Modes> {
+        let dir = root.join("modes");
+        std::fs::create_dir(&dir).ok()?;
+        let modes = Modes::of(&dir);
+        let _ = std::fs::remove_dir(&dir);
+        modes
+    }
+}
+
 /// Whether the job cgroup `dir` can take another job as it is: no process
-/// in it or below it, not frozen, and no cgroup below it (kernfs counts a
-/// directory's subdirectories in its link count). That proves an ended job
-/// left nothing, as its removal would, at a fraction of the cost: reading
-/// `cgroup.events` and one `statx` take about 8 µs, where the `rmdir` of a
+/// in it or below it, neither frozen nor asked to freeze, no cgroup below
+/// it (kernfs counts a directory's subdirectories in its link count), and
+/// the directory and the files the host writes with the owner and mode a
+/// fresh cgroup has (`fresh`): a job allowed to `chmod` them would
+/// otherwise fail the next job's start, or its kill. That proves an ended
+/// job left nothing, as its removal would, at a fraction of the cost:
+/// two reads and three `statx`s take about 15 µs, where the `rmdir` of a
 /// cgroup a process has lived in, and the `mkdir` of the next job's, take
-/// about 80 µs between them.
-pub(super) fn reusable(dir: &Path) -> bool {
+/// about 80 µs between them. What a job may still leave is for jobs that
+/// cooperate: an extended attribute, a limit on the cgroups below it
+/// (`cgroup.max.depth`), a pressure file switched off.
+pub(super) fn reusable(dir: &Path, fresh: Modes) -> bool {
+    let read = |name: &str, buf: &mut [u8]| {
+        std::fs::File::open(dir.join(name))
+            .and_then(|mut file| std::io::Read::read(&mut file, buf))
+            .ok()
+    };
     let mut events = [0u8; 64];
-    let read = std::fs::File::open(dir.join("cgroup.events"))
-        .and_then(|mut file| std::io::Read::read(&mut file, &mut events));
-    // The kernel writes both lines at once (cgroup.kill, which the host
-    // needs, came after `frozen`).
-    read.is_ok_and(|n| &events[..n] == b"populated 0\nfrozen 0\n")
+    let mut freeze = [0u8; 8];
+    // Both lines of `cgroup.events` are read at once; `frozen` may read 0
+    // an instant before a requested freeze takes, which `cgroup.freeze`
+    // (the request) does not.
+    read("cgroup.events", &mut events).is_some_and(|n| &events[..n] == b"populated 0\nfrozen 0\n")
+        && read("cgroup.freeze", &mut freeze).is_some_and(|n| &freeze[..n] == b"0\n")
         && std::fs::symlink_metadata(dir)
             .is_ok_and(|meta| std::os::unix::fs::MetadataExt::nlink(&meta) == 2)
+        && Modes::of(dir) == Some(fresh)
 }
 
 pub(super) fn cgroup_pids(dir: &Path) -> Vec<Pid> {
@@ -274,6 +317,8 @@ mod tests {
             println!("skipped: no cgroup of our own here");
             return;
         };
+        let fresh = Modes::fresh(dir.parent().unwrap()).unwrap();
+        let reusable = |dir: &Path| reusable(dir, fresh);
         assert!(reusable(&dir));
         // A cgroup below it: the next job would find it there.
         let below = dir.join("below");
@@ -286,6 +331,19 @@ mod tests {
         assert!(!reusable(&dir));
         std::fs::write(dir.join("cgroup.freeze"), "0").unwrap();
         assert!(reusable(&dir));
+        // A file the host writes, or the directory, made another mode.
+        use std::os::unix::fs::PermissionsExt;
+        for path in [
+            dir.join("cgroup.procs"),
+            dir.join("cgroup.kill"),
+            dir.clone(),
+        ] {
+            let before = std::fs::metadata(&path).unwrap().permissions();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+            assert!(!reusable(&dir), "{}", path.display());
+            std::fs::set_permissions(&path, before).unwrap();
+            assert!(reusable(&dir));
+        }
         // A process in it, then none once it has ended.
         let procs = procs_file(&dir).unwrap();
         let mut cmd = std::process::Command::new("sleep");

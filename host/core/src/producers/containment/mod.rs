@@ -37,7 +37,7 @@ use nix::unistd::{Pid, getpgid};
 
 pub use cgroup::cgroup2_mount;
 use cgroup::{
-    cgroup_pids, create_cgroup_root, procs_file, remove_cgroup, remove_cgroup_tree, reusable,
+    Modes, cgroup_pids, create_cgroup_root, procs_file, remove_cgroup, remove_cgroup_tree, reusable,
 };
 use procfs::{ProcInfo, find_with_descendants, of_job, sweep};
 pub(crate) use procfs::{remove_leader, start_leader};
@@ -143,6 +143,7 @@ impl Containment {
             cgroups: match &mode {
                 ActiveMode::Cgroup(root) => Some(Arc::new(JobCgroups {
                     root: root.clone(),
+                    fresh: Modes::fresh(root),
                     spare: Mutex::new(Vec::new()),
                 })),
                 ActiveMode::Fallback => None,
@@ -224,6 +225,9 @@ pub fn is_job_cgroup(line: &str) -> bool {
 struct JobCgroups {
     /// The directory they are made in.
     root: PathBuf,
+    /// The owner and modes of a fresh one; `None` (where they could not be
+    /// read) keeps none.
+    fresh: Option<Modes>,
     /// The numbers of those that ended jobs left empty, for the next jobs
     /// (at most [`SPARE_CGROUPS`]): a job that takes one needs no `mkdir`,
     /// and its end no `rmdir`, which between them cost a start about 80 µs
@@ -398,13 +402,19 @@ impl JobContainer {
 
     /// Keeps the job's cgroup `dir` for a later job when there is room and
     /// it is [`reusable`] (which proves, as its removal would, that no
-    /// process of the job is left in it): whether it was kept.
+    /// process of the job is left in it): whether it was kept. Only the
+    /// cgroup of a job whose leader was spawned: one whose start failed may
+    /// have failed for the cgroup's sake, and a durable job's monitor whose
+    /// parent died before it answered may still be on its way in.
     fn give_back(&mut self, dir: &Path) -> bool {
         let Some(cgroups) = self.cgroups.as_deref() else {
             return false;
         };
+        let (Some(fresh), Some(_)) = (cgroups.fresh, self.pgid) else {
+            return false;
+        };
         let room = || crate::sync::lock(&cgroups.spare).len() < SPARE_CGROUPS;
-        if !room() || !reusable(dir) {
+        if !room() || !reusable(dir, fresh) {
             return false;
         }
         {

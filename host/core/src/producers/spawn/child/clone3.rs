@@ -1,8 +1,9 @@
 //! `clone3` with `CLONE_INTO_CGROUP` (Linux 5.7): the child is made in its
-//! job's cgroup, where with `clone` it moves itself there. A move takes the
-//! kernel's lock on every process's cgroup membership for writing, which
-//! every `fork` on the machine takes for reading, and opens and writes
-//! `cgroup.procs`; the child cloned into its cgroup does neither. Only on
+//! job's cgroup, where with `clone` it moves itself there. A move opens and
+//! writes `cgroup.procs`, and takes the kernel's cgroup mutex and its lock
+//! on every process's cgroup membership for writing, which every `fork` on
+//! the machine takes for reading; the child cloned into its cgroup needs
+//! the mutex alone (for its fork), and none of the rest. Only on
 //! x86-64, the one architecture whose entry is written out here: the C
 //! library has no `clone3` that runs a function on a stack of the caller's
 //! choosing, so the child's first instructions are ours.
