@@ -269,7 +269,7 @@ class SlurmDurable(unittest.IsolatedAsyncioTestCase):
         pid = int(Path(self.tmp.name, "jobs-host", "daemon.lock").read_text().strip())
         os.kill(pid, 9)
         deadline = time.monotonic() + BOUND_S
-        while os.path.exists(f"/proc/{pid}") and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]:
+        while _running(pid):
             self.assertLess(time.monotonic(), deadline)
             time.sleep(0.01)
 
@@ -373,3 +373,13 @@ class SlurmDurable(unittest.IsolatedAsyncioTestCase):
                     env={**os.environ, "SLURM_CONF": SLURM_CONF},
                 )
                 self.assertEqual(state.stdout.strip(), "CANCELLED")
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` still runs: not a zombie, and not gone, which it may be
+    between any two looks at /proc (its name may hold spaces: the state is
+    after its last parenthesis)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
