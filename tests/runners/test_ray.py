@@ -550,9 +550,15 @@ class HeadRestart(unittest.IsolatedAsyncioTestCase):
                 )[-1]
                 sid = submission_id(first)
                 subprocess.run([os.environ["JOBS_HOST_RAY_BIN"], "stop", "--force"], capture_output=True, check=False)
-                # While the head is away the job is running, and says why it is not followed.
+                # While the head is away the job is running, and says why it is
+                # not followed, once the runner's next look has found it gone.
+                away = rf"{job} \[bash\] running \u2014 .* \[ray: {sid} unreachable for \d+ s: "
+                deadline = time.monotonic() + BOUND_S
                 rows = texts(await conn.call("job_list", {}))[-1]
-                self.assertRegex(rows, rf"{job} \[bash\] running \u2014 .* \[ray: {sid} unreachable for \d+ s: ")
+                while not re.search(away, rows) and time.monotonic() < deadline:
+                    await asyncio.sleep(0.1)
+                    rows = texts(await conn.call("job_list", {}))[-1]
+                self.assertRegex(rows, away)
                 started = subprocess.run(["bash", os.environ["JOBS_HOST_RAY_RESTART"]], capture_output=True, text=True)
                 self.assertEqual(started.returncode, 0, started.stdout + started.stderr)
                 # A new head has no record of the job: lost, what was read kept, and said once.
