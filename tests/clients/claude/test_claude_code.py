@@ -79,6 +79,10 @@ class Model:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
+        # The job waits for this file, made once the model has the start's
+        # result: its end (and so its notice) cannot come before that result.
+        self.scratch = tempfile.TemporaryDirectory()
+        self.gate = os.path.join(self.scratch.name, "gate")
 
     def step(self, request: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
@@ -87,8 +91,10 @@ class Model:
         if turn == 1:
             return tool_use("ToolSearch", {"query": "select:mcp__jobs__bash,mcp__jobs__job_output"}, turn)
         if turn == 2:
-            return tool_use("mcp__jobs__bash", {"command": "echo from-claude-code"}, turn)
+            command = f"while [ ! -e {self.gate} ]; do sleep 0.01; done; echo from-claude-code"
+            return tool_use("mcp__jobs__bash", {"command": command}, turn)
         if turn == 3:
+            open(self.gate, "w").close()
             return tool_use("mcp__jobs__job_output", {"job_id": "bash-1", "wait": True}, turn)
         return {"type": "text", "text": "done"}
 
