@@ -171,7 +171,6 @@ impl Containment {
         JobContainer {
             n,
             cgroup: spare.unwrap_or(n),
-            reused: spare.is_some(),
             cgroups: self.cgroups.clone(),
             token: self.token.clone(),
             pgid: None,
@@ -246,18 +245,19 @@ pub(crate) struct JobContainer {
     /// The job's number in its producer.
     n: u64,
     /// Its cgroup's number, `job-<cgroup>`: its own, or that of an ended
-    /// job whose emptied cgroup it took (`reused`).
+    /// job whose emptied cgroup it took (always an earlier job's, so a
+    /// number other than `n`).
     cgroup: u64,
-    reused: bool,
     /// Its producer's cgroups; `None` in fallback mode and once the job's
     /// cgroup was removed or given back.
     cgroups: Option<Arc<JobCgroups>>,
     /// Its marker is `<token>.<n>`.
     token: Arc<str>,
     pgid: Option<Pid>,
-    /// Set once the job's cgroup was removed, or found empty and kept for a
-    /// later job, which proves none of its processes is left: signals then reach nobody (its process group's
-    /// number may be another's by now), and it has no processes to list.
+    /// Set once the job's cgroup was removed, or found empty and kept for
+    /// a later job, which proves none of its processes is left: signals
+    /// then reach nobody (its process group's number may be another's by
+    /// now), and it has no processes to list.
     released: bool,
 }
 
@@ -283,7 +283,7 @@ impl JobContainer {
     /// then the container is empty: signals reach nobody and `pids` is empty.
     pub(crate) fn creator(&self) -> impl FnOnce() -> std::io::Result<()> + Send + 'static {
         let dir = self.cgroup();
-        let reused = self.reused;
+        let reused = self.cgroup != self.n;
         move || match dir.map(std::fs::create_dir) {
             // A kept cgroup is there still, unless something outside removed
             // it (then it is made again).
