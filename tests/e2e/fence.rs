@@ -27,6 +27,14 @@ struct Fenced {
 
 impl Fenced {
     async fn new(mode: ContainmentMode) -> Option<Fenced> {
+        Fenced::configured(mode, |_, _| {}).await
+    }
+
+    /// As [`Fenced::new`], with `tweak` given the config and the cache.
+    async fn configured(
+        mode: ContainmentMode,
+        tweak: impl FnOnce(&mut BashConfig, &Path),
+    ) -> Option<Fenced> {
         let work = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
         let cache = tempfile::tempdir().unwrap();
@@ -34,7 +42,7 @@ impl Fenced {
         std::fs::write(outside.path().join("victim"), "original").unwrap();
         git_init(work.path());
         let f = Fixture::new().await;
-        let config = BashConfig {
+        let mut config = BashConfig {
             containment: mode,
             default_workdir: Some(work.path().to_owned()),
             sandbox: FencePolicy {
@@ -45,6 +53,7 @@ impl Fenced {
             private_dirs: vec![cache.path().to_owned()],
             ..BashConfig::default()
         };
+        tweak(&mut config, cache.path());
         match BashProducer::new(f.registry.clone(), config) {
             Ok(bash) => Some(Fenced {
                 mode,
@@ -418,6 +427,83 @@ async fn a_service_s_socket_directory_made_during_a_session_is_covered_at_once()
         let text = s.run("ls /tmp/.X11-unix; echo alive").await;
         went_on(&text);
         assert!(text.contains("No such file or directory"), "{text}");
+    }
+}
+
+/// The component cache given as a covered directory: the job namespace's
+/// empty tmpfs hides it where there is a namespace (a job finds it empty),
+/// and the read rules leave it out where there is none, or where it holds
+/// the spill directory and with it the jobs' own temporary directories.
+/// Either way no job reads or replaces what it holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_covered_cache_is_neither_read_nor_written() {
+    for mode in [ContainmentMode::Cgroup, ContainmentMode::Fallback] {
+        for spill_in_cache in [false, true] {
+            // Away from `/tmp`, as the default cache directory is, so that
+            // the read rules grant `/tmp` whole.
+            let elsewhere = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+            let Some(s) = Fenced::configured(mode, |config, cache| {
+                config.private_dirs.clear();
+                config.covered_dirs = vec![cache.to_owned()];
+                config.fenced_spill_parent = Some(if spill_in_cache {
+                    cache.to_owned()
+                } else {
+                    elsewhere.path().to_owned()
+                });
+            })
+            .await
+            else {
+                continue;
+            };
+            if s.abi() < 1 {
+                println!("skipped: no Landlock on this kernel");
+                return;
+            }
+            let case = format!("{mode:?}, spill in the cache: {spill_in_cache}");
+            assert_eq!(
+                s.bash.spill_dir().starts_with(s.cache.path()),
+                spill_in_cache,
+                "{case}"
+            );
+            let cache = s.cache.path().display().to_string();
+            let text = s
+                .run(&format!(
+                    "echo t > $TMPDIR/t && cat $TMPDIR/t; ls -A {cache}; \
+                     awk '$5 == \"{cache}\" {{ print \"covered by\", $9 }}' /proc/self/mountinfo; \
+                     cat {cache}/component.cwasm; echo x > {cache}/component.cwasm; echo alive"
+                ))
+                .await;
+            went_on(&text);
+            assert!(text.starts_with("t\n"), "{case}: {text}");
+            assert!(!text.contains("native code"), "{case}: {text}");
+            assert_eq!(
+                std::fs::read_to_string(s.cache.path().join("component.cwasm")).unwrap(),
+                "native code",
+                "{case}"
+            );
+            let namespace = s.bash.sandbox().unwrap().1.mount_namespace;
+            assert!(text.contains("Permission denied"), "{case}: {text}");
+            if namespace && !spill_in_cache {
+                // Covered: even its names are gone.
+                assert!(text.contains("\ncovered by tmpfs\n"), "{case}: {text}");
+                assert!(!text.contains("\ncomponent.cwasm\n"), "{case}: {text}");
+            } else {
+                // Left out of the read rules: its names are listed, as
+                // every directory's are, but nothing in it is opened.
+                assert!(!text.contains("covered by"), "{case}: {text}");
+                assert!(text.contains("\ncomponent.cwasm\n"), "{case}: {text}");
+            }
+            // Still one of the host's private directories: no workdir.
+            let refused = s.bash.start(
+                None,
+                BashRequest {
+                    command: "echo x > planted".into(),
+                    workdir: Some(s.cache.path().to_owned()),
+                    ..Default::default()
+                },
+            );
+            assert!(refused.is_err(), "{case}: {refused:?}");
+        }
     }
 }
 

@@ -25,6 +25,32 @@ pub(crate) fn default_cache_dir() -> Option<PathBuf> {
         .map(|d| d.join("jobs-host"))
 }
 
+/// Where a fenced session's spill directory, and with it its jobs' own
+/// temporary directories, is made: where a fenced job's read rules stay few
+/// (see [`host::bash::BashConfig::fenced_spill_parent`]). That is the
+/// default cache directory, made if missing; in a cache given elsewhere (a
+/// directory under `/tmp`, whose every entry would cost a rule) the jobs'
+/// namespace can then cover the cache whole. The given cache where the
+/// default one cannot be made.
+fn fenced_spill_parent(cache_dir: Option<&Path>) -> Option<PathBuf> {
+    let default = default_cache_dir();
+    match default {
+        Some(dir) if Some(dir.as_path()) != cache_dir && made_private(&dir) => Some(dir),
+        _ => cache_dir.map(Path::to_owned),
+    }
+}
+
+/// Makes `dir` (and its parents) if missing, only this user's to write.
+fn made_private(dir: &Path) -> bool {
+    use std::os::unix::fs::DirBuilderExt;
+    dir.is_dir()
+        || std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .is_ok()
+}
+
 /// Everything a session needs, built from settings.
 pub(crate) struct Host {
     pub(crate) mount: Arc<Mount>,
@@ -69,13 +95,14 @@ pub(crate) async fn host_on(
         ..durable
     });
     // A fenced job may neither read nor replace the compiled components the
-    // next start runs as native code.
+    // next start runs as native code; they are all the cache holds, so the
+    // jobs' namespace may cover it (see the field).
     bash_config
-        .private_dirs
+        .covered_dirs
         .extend(cache_dir.map(Path::to_owned));
-    // In the cache's directory, a fenced job's read rules stay few (see the
-    // field).
-    bash_config.fenced_spill_parent = cache_dir.map(Path::to_owned);
+    if !bash_config.sandbox.is_open() {
+        bash_config.fenced_spill_parent = fenced_spill_parent(cache_dir);
+    }
     let mut runner_config = RayConfig {
         grace: bash_config.grace,
         limits: bash_config.limits,

@@ -62,9 +62,10 @@ impl Host {
     pub(crate) async fn start_with(options: Options<'_>, init: Value) -> Host {
         let tmp = tempfile::tempdir().unwrap();
         let cache = match options.user {
-            // A sandboxed host makes its spill directory beside the cache:
-            // one of its own, seeded with the compiled component, so a test
-            // sees that host's spill directory alone.
+            // A sandboxed host makes its spill directory in the default
+            // cache directory (its `XDG_CACHE_HOME`, below): its own, as is
+            // its cache, seeded with the compiled component, so a test sees
+            // that host's spill directory alone.
             None if options.flags.contains(&"--sandbox") => {
                 let own = tmp.path().join("cache");
                 std::fs::create_dir(&own).unwrap();
@@ -95,6 +96,7 @@ impl Host {
             .arg("--cache-dir")
             .arg(cache)
             .env("TMPDIR", tmp.path())
+            .env("XDG_CACHE_HOME", tmp.path())
             .envs(options.env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -230,8 +232,8 @@ impl Host {
             .unwrap()
     }
 
-    /// Spill directories of this host still in its TMPDIR (or its own
-    /// component cache, where a sandboxed host makes it).
+    /// Spill directories of this host still in its TMPDIR (or its default
+    /// cache directory, where a sandboxed host makes it).
     pub(crate) fn spill_dirs(&self) -> Vec<PathBuf> {
         spill_dirs(self.tmp.path())
     }
@@ -240,7 +242,11 @@ impl Host {
 fn spill_dirs(tmp: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(tmp)
         .unwrap()
-        .chain(std::fs::read_dir(tmp.join("cache")).into_iter().flatten())
+        .chain(
+            std::fs::read_dir(tmp.join("jobs-host"))
+                .into_iter()
+                .flatten(),
+        )
         .flatten()
         .map(|e| e.path())
         .filter(|p| {
@@ -299,7 +305,7 @@ async fn no_job_survives(signal: i32, flags: &[&str]) {
     if flags.contains(&"--sandbox") {
         assert_eq!(
             spill[0].parent(),
-            Some(host.tmp.path().join("cache").as_path())
+            Some(host.tmp.path().join("jobs-host").as_path())
         );
     }
     nix::sys::signal::kill(
@@ -340,7 +346,7 @@ async fn sigterm_sigint_and_sighup_shut_down_in_order() {
 async fn sigkill_of_the_host_leaves_no_job_behind() {
     no_job_survives(libc::SIGKILL, &[]).await;
     no_job_survives(libc::SIGKILL, &["--containment", "fallback"]).await;
-    // The spill directory beside the component cache goes the same way.
+    // The spill directory in the default cache directory goes the same way.
     no_job_survives(libc::SIGKILL, &["--sandbox", "workspace-write"]).await;
 }
 

@@ -52,13 +52,22 @@ pub struct BashConfig {
     /// The host's private directories besides the spill directory (the
     /// component cache, for one): no fenced job may read or write them.
     pub private_dirs: Vec<PathBuf>,
+    /// Private directories that hold nothing a job needs (the component
+    /// cache): where the kernel gives fenced jobs a mount namespace, it
+    /// covers each with an empty, read-only tmpfs, so the read rules need
+    /// not name every entry beside it (see `fenced_spill_parent`). Where it
+    /// gives none, and for one that holds the spill directory (whose jobs'
+    /// temporary directories a cover would hide), they are left out of the
+    /// read rules as `private_dirs` are.
+    pub covered_dirs: Vec<PathBuf>,
     /// Where the spill directory is made when jobs are fenced: a directory
-    /// of this user's that nobody else can write (the component cache, for
-    /// one). `None`, or one that does not qualify, means the system's
-    /// temporary directory. A fenced job may read everything but the host's
-    /// private directories, and Landlock only allows, so each entry beside a
-    /// directory on the way to a private one costs a rule in every job's
-    /// ruleset: `/tmp` may hold thousands, a cache directory few.
+    /// of this user's that nobody else can write (the default cache
+    /// directory, for one). `None`, or one that does not qualify, means the
+    /// system's temporary directory. A fenced job may read everything but
+    /// the host's private directories, and Landlock only allows, so each
+    /// entry beside a directory on the way to a private one costs a rule
+    /// in every job's ruleset: `/tmp` may hold thousands, a cache
+    /// directory few.
     pub fenced_spill_parent: Option<PathBuf>,
     /// Jobs that outlive the host (see [`DurableJobs`]); `None`: every job
     /// dies with its host, on every exit path.
@@ -105,6 +114,7 @@ impl Default for BashConfig {
             containment: ContainmentMode::Auto,
             sandbox: FencePolicy::default(),
             private_dirs: Vec::new(),
+            covered_dirs: Vec::new(),
             fenced_spill_parent: None,
             durable: None,
         }

@@ -624,7 +624,7 @@ fn private_to_us(dir: &Path) -> bool {
 
 /// The fence of a producer configured with `config`: the host's private
 /// directories are the spill directory (where jobs' temporary directories
-/// live too) and `config.private_dirs`.
+/// live too), `config.private_dirs` and `config.covered_dirs`.
 fn make_fence(config: &BashConfig, spill_dir: &Path, shell: &Path) -> Arc<crate::fence::Fence> {
     let mut private = config.private_dirs.clone();
     private.push(spill_dir.to_owned());
@@ -635,6 +635,7 @@ fn make_fence(config: &BashConfig, spill_dir: &Path, shell: &Path) -> Arc<crate:
     Arc::new(crate::fence::Fence::new(
         config.sandbox.clone(),
         &private,
+        &config.covered_dirs,
         spill_dir,
         shell,
     ))

@@ -211,7 +211,7 @@ impl Fence {
             && !cached.as_ref().is_some_and(ReadRules::is_current)
         {
             // `/dev` is not read whole: raw disks would show every file.
-            let mut excluded = self.hidden.clone();
+            let mut excluded = self.unreadable();
             excluded.push(PathBuf::from("/dev"));
             **cached = Some(ReadRules::build(&excluded)?);
         }
@@ -384,6 +384,7 @@ mod tests {
                 ..Default::default()
             },
             &[spill.to_owned()],
+            &[],
             spill,
             Path::new("/bin/sh"),
         );

@@ -12,7 +12,10 @@
 //!   any directory stays allowed (names, not contents). Writes are granted on
 //!   the job's workdir, its own fresh temporary directory (its `TMPDIR`) and
 //!   the operator's paths. A writable root that holds or lies inside one of
-//!   the host's private directories is refused.
+//!   the host's private directories is refused. A private directory that
+//!   holds nothing a job needs (the component cache) is covered by the
+//!   mount namespace below where jobs have one, rather than walked around:
+//!   in `/tmp`, the walk would cost a rule for each of its entries.
 //! - **Paths no allow-list can carve out of a writable tree** (the `.git`
 //!   directory of every repository under a writable root, and the shell rc
 //!   files of `$HOME`) and **the user's services** (`$XDG_RUNTIME_DIR` with
@@ -84,6 +87,11 @@ pub(crate) struct Fence {
     support: FenceSupport,
     /// The host's private directories (canonical): never readable.
     hidden: Vec<PathBuf>,
+    /// Those of `hidden` that hold nothing a job needs (not the spill
+    /// directory, which holds the jobs' own temporary directories): the
+    /// job namespace covers them with an empty tmpfs where there is one,
+    /// rather than the read rules naming every entry beside them.
+    covered: Vec<PathBuf>,
     /// Where jobs' temporary directories are made: a private directory of
     /// the host's (the spill directory), so none is readable by another job
     /// and `/tmp` does not grow with them.
@@ -137,24 +145,36 @@ pub(crate) struct JobFence {
 }
 
 impl Fence {
-    /// The fence for `policy`. `hidden` are the host's private directories
-    /// (the component cache, the spill directory); jobs' temporary
-    /// directories are made in `tmp_parent`, one of them. Probes the kernel
-    /// once.
+    /// The fence for `policy`. `hidden` and `covered` are the host's
+    /// private directories (the spill directory; the component cache),
+    /// `covered` those that hold nothing a job needs; jobs' temporary
+    /// directories are made in `tmp_parent`, one of `hidden`. Probes the
+    /// kernel once.
     pub(crate) fn new(
         policy: FencePolicy,
         hidden: &[PathBuf],
+        covered: &[PathBuf],
         tmp_parent: &Path,
         shell: &Path,
     ) -> Fence {
+        let tmp_parent = tmp_parent
+            .canonicalize()
+            .unwrap_or_else(|_| tmp_parent.to_owned());
+        let canonical = |dirs: &[PathBuf]| -> Vec<PathBuf> {
+            dirs.iter().filter_map(|p| p.canonicalize().ok()).collect()
+        };
+        let mut hidden = canonical(hidden);
+        // A cover over the jobs' temporary directories would hide each
+        // job's own as well.
+        let (covered, held): (Vec<PathBuf>, Vec<PathBuf>) = canonical(covered)
+            .into_iter()
+            .partition(|dir| !tmp_parent.starts_with(dir));
+        hidden.extend(held);
+        hidden.extend(covered.iter().cloned());
         let fence = Fence {
-            hidden: hidden
-                .iter()
-                .filter_map(|p| p.canonicalize().ok())
-                .collect(),
-            tmp_parent: tmp_parent
-                .canonicalize()
-                .unwrap_or_else(|_| tmp_parent.to_owned()),
+            hidden,
+            covered,
+            tmp_parent,
             namespace: std::sync::OnceLock::new(),
             readable: Mutex::new(None),
             scans: Mutex::new(None),
@@ -209,6 +229,20 @@ impl Fence {
         self.namespace
             .get_or_init(|| job_namespace(&self.shell))
             .as_ref()
+    }
+
+    /// The directories a job's read rules leave out: the host's private
+    /// ones, but those its mount namespace covers when it has one.
+    fn unreadable(&self) -> Vec<PathBuf> {
+        if self.covered.is_empty() || self.job_namespace().is_none() {
+            return self.hidden.clone();
+        }
+        let covered = |dir: &PathBuf| self.covered.contains(dir);
+        self.hidden
+            .iter()
+            .filter(|d| !covered(d))
+            .cloned()
+            .collect()
     }
 
     /// The policy.
@@ -332,6 +366,16 @@ impl Fence {
                 } else {
                     MountStep::Cover { path }
                 });
+            }
+            // Left out of the read rules only when there is a namespace
+            // to cover them (see `unreadable`); one removed since has
+            // nothing left to hide.
+            if self.job_namespace().is_some() {
+                for dir in self.covered.iter().filter(|d| d.is_dir()) {
+                    mounts.push(MountStep::Hide {
+                        path: cstring(dir)?,
+                    });
+                }
             }
         }
         let mut join_mount = None;
