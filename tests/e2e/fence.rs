@@ -493,16 +493,30 @@ async fn a_covered_cache_is_neither_read_nor_written() {
                 assert!(!text.contains("covered by"), "{case}: {text}");
                 assert!(text.contains("\ncomponent.cwasm\n"), "{case}: {text}");
             }
-            // Still one of the host's private directories: no workdir.
-            let refused = s.bash.start(
-                None,
-                BashRequest {
-                    command: "echo x > planted".into(),
-                    workdir: Some(s.cache.path().to_owned()),
-                    ..Default::default()
-                },
-            );
-            assert!(refused.is_err(), "{case}: {refused:?}");
+            // Still one of the host's private directories: no workdir, not
+            // even for a job that only reads (it would start in the cache
+            // before a cover could hide it).
+            for fs in [FsAccess::WorkspaceWrite, FsAccess::ReadOnly] {
+                let refused = s.bash.start(
+                    None,
+                    BashRequest {
+                        command: "cat *.cwasm".into(),
+                        workdir: Some(s.cache.path().to_owned()),
+                        sandbox: Some(host::fence::Sandbox {
+                            fs,
+                            network: NetAccess::Off,
+                        }),
+                        ..Default::default()
+                    },
+                );
+                let Err(host::StartError::Producer(why)) = refused else {
+                    panic!("{case}, {fs:?}: not refused: {refused:?}")
+                };
+                assert!(
+                    why.starts_with("invalid workdir: under the sandbox"),
+                    "{why}"
+                );
+            }
         }
     }
 }

@@ -19,9 +19,15 @@ use crate::mcp::JobsServer;
 use crate::settings::{RunnerJobs, Settings};
 
 pub(crate) fn default_cache_dir() -> Option<PathBuf> {
-    std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+    // An empty or relative value is ignored, as the XDG spec asks: it would
+    // put the cache in whatever directory the host was started in.
+    let absolute = |var: &str| {
+        std::env::var_os(var)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    absolute("XDG_CACHE_HOME")
+        .or_else(|| absolute("HOME").map(|h| h.join(".cache")))
         .map(|d| d.join("jobs-host"))
 }
 
@@ -40,15 +46,17 @@ fn fenced_spill_parent(cache_dir: Option<&Path>) -> Option<PathBuf> {
     }
 }
 
-/// Makes `dir` (and its parents) if missing, only this user's to write.
+/// Makes `dir` (and its parents) if missing, only this user's to write;
+/// whether it is a directory of this user's that nobody else can write.
 fn made_private(dir: &Path) -> bool {
-    use std::os::unix::fs::DirBuilderExt;
-    dir.is_dir()
-        || std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .is_ok()
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let _ = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir);
+    std::fs::symlink_metadata(dir).is_ok_and(|m| {
+        m.is_dir() && m.uid() == rustix::process::geteuid().as_raw() && m.mode() & 0o022 == 0
+    })
 }
 
 /// Everything a session needs, built from settings.
@@ -102,6 +110,13 @@ pub(crate) async fn host_on(
         .extend(cache_dir.map(Path::to_owned));
     if !bash_config.sandbox.is_open() {
         bash_config.fenced_spill_parent = fenced_spill_parent(cache_dir);
+        // Other sessions' spill directories stand beside this one's: none
+        // of them is for this session's jobs to read.
+        if let Some(parent) = &bash_config.fenced_spill_parent
+            && Some(parent.as_path()) != cache_dir
+        {
+            bash_config.private_dirs.push(parent.clone());
+        }
     }
     let mut runner_config = RayConfig {
         grace: bash_config.grace,

@@ -35,6 +35,7 @@ pub(crate) struct Host {
     pub(crate) logged: Vec<Value>,
 }
 
+#[derive(Clone, Copy)]
 pub(crate) struct Options<'a> {
     pub(crate) flags: &'a [&'a str],
     pub(crate) env: &'a [(&'a str, &'a str)],
@@ -348,6 +349,43 @@ async fn sigkill_of_the_host_leaves_no_job_behind() {
     no_job_survives(libc::SIGKILL, &["--containment", "fallback"]).await;
     // The spill directory in the default cache directory goes the same way.
     no_job_survives(libc::SIGKILL, &["--sandbox", "workspace-write"]).await;
+}
+
+/// Sandboxed sessions whose caches are elsewhere make their spill
+/// directories side by side in the default cache directory: a job of one
+/// reads nothing of the other's (its jobs' output, their own temporary
+/// directories).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_job_reads_no_other_session_s_spill_directory() {
+    let shared = tempfile::tempdir().unwrap();
+    let env = [("XDG_CACHE_HOME", shared.path().to_str().unwrap())];
+    let options = Options {
+        flags: &["--sandbox", "workspace-write"],
+        env: &env,
+        ..PLAIN
+    };
+    let mut a = Host::start(options).await;
+    let mut b = Host::start(options).await;
+    let (_, lines) = b
+        .job_lines(
+            "echo secret-of-b > $TMPDIR/s && echo $TMPDIR && sleep 600",
+            1,
+        )
+        .await;
+    let tmp = PathBuf::from(&lines[0]);
+    assert!(tmp.starts_with(shared.path().join("jobs-host")), "{tmp:?}");
+    assert_eq!(
+        std::fs::read_to_string(tmp.join("s")).unwrap(),
+        "secret-of-b\n"
+    );
+    let (_, lines) = a
+        .job_lines(&format!("cat {}/s 2>&1; echo done", tmp.display()), 2)
+        .await;
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].ends_with("Permission denied"), "{lines:?}");
+    assert_eq!(lines[1], "done");
+    drop(a);
+    drop(b);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

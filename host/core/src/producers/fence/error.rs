@@ -34,6 +34,20 @@ pub(crate) enum FenceError {
         /// The host's private directory.
         private: PathBuf,
     },
+    /// A workdir inside a private directory of the host's, for a job that
+    /// may not read it (the job would start in it before a cover over it
+    /// could hide it).
+    #[error(
+        "invalid workdir: under the sandbox a job may not run in {}, which is inside the host's private directory {}",
+        workdir.display(),
+        private.display()
+    )]
+    InsidePrivate {
+        /// The workdir.
+        workdir: PathBuf,
+        /// The host's private directory.
+        private: PathBuf,
+    },
     /// The job's own temporary directory.
     #[error("cannot make the job's temporary directory: {0}")]
     TemporaryDirectory(#[source] std::io::Error),

@@ -288,6 +288,15 @@ impl Fence {
             None => std::env::current_dir().map_err(FenceError::Workdir)?,
         };
         let workdir = workdir.canonicalize().unwrap_or(workdir);
+        // A writable one is refused with the writable roots, below.
+        if job.fs == FsAccess::ReadOnly
+            && let Some(private) = self.hidden.iter().find(|p| workdir.starts_with(p))
+        {
+            return Err(FenceError::InsidePrivate {
+                workdir,
+                private: private.clone(),
+            });
+        }
         let mut roots: Vec<PathBuf> = if job.fs == FsAccess::Full {
             Vec::new()
         } else {
