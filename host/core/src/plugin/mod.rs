@@ -22,6 +22,7 @@ mod host_impl;
 pub mod mount;
 pub mod runtime;
 mod start;
+mod ticker;
 mod types;
 pub mod wasi;
 

@@ -5,7 +5,6 @@
 //! call.)
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,6 +17,7 @@ use wasmtime::{
 use super::bindings::{ToolJobs, ToolJobsPre};
 use super::cache::load_component;
 use super::host_impl::CallState;
+use super::ticker::{Running, Ticker};
 use super::{PluginError, TOOL_JOBS_WASM, setup, trap};
 use crate::registry::JobRegistry;
 
@@ -73,7 +73,8 @@ pub struct PluginRuntime {
     /// Whether the component imports WASI: its calls then run on a thread of
     /// their own, where WASI's blocking streams may wait (never on a tokio worker).
     pub(super) imports_wasi: bool,
-    ticker_stop: Arc<AtomicBool>,
+    /// Advances the engine's epoch while a call runs (see [`Ticker`]).
+    ticker: Ticker,
     /// One permit per pool slot: a call waits for a free slot instead of
     /// failing when the pool is full.
     slots: Option<Arc<tokio::sync::Semaphore>>,
@@ -111,12 +112,6 @@ const CALLS_PER_INSTANCE: u32 = 1000;
 /// A warm instance whose memory grew past this (the built-in guest starts
 /// with about 2.3 MiB) is replaced: a fresh one gives the pages back.
 const WARM_MEMORY_BYTES: usize = 4 << 20;
-
-impl Drop for PluginRuntime {
-    fn drop(&mut self) {
-        self.ticker_stop.store(true, Ordering::Relaxed);
-    }
-}
 
 impl PluginRuntime {
     /// Loads the built-in tool-jobs component. With `cache_dir`, the compiled
@@ -186,22 +181,7 @@ impl PluginRuntime {
         let pre =
             ToolJobsPre::new(linker.instantiate_pre(&component).map_err(setup)?).map_err(setup)?;
 
-        let ticker_stop = Arc::new(AtomicBool::new(false));
-        let stop = ticker_stop.clone();
-        let weak = engine.weak();
-        let tick = limits.tick;
-        std::thread::Builder::new()
-            .name("jobs-epoch".into())
-            .spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(tick);
-                    match weak.upgrade() {
-                        Some(engine) => engine.increment_epoch(),
-                        None => break,
-                    }
-                }
-            })
-            .map_err(setup)?;
+        let ticker = Ticker::start(&engine, limits.tick).map_err(setup)?;
         Ok(PluginRuntime {
             slots: limits
                 .pool_slots
@@ -211,7 +191,7 @@ impl PluginRuntime {
             pre,
             limits,
             imports_wasi,
-            ticker_stop,
+            ticker,
             warm: None,
         })
     }
@@ -329,6 +309,7 @@ impl PluginRuntime {
             instance: Some(instance),
             calls,
             home: self.warm.as_ref().map(Arc::downgrade),
+            _ticking: self.ticker.running(),
             _slot: slot,
         }
     }
@@ -395,6 +376,7 @@ impl PluginRuntime {
             instance: None,
             calls: 0,
             home: self.warm.as_ref().map(Arc::downgrade),
+            _ticking: self.ticker.running(),
             _slot: slot,
         }
     }
@@ -412,6 +394,8 @@ struct PooledStore {
     /// Where it goes back for the next call, when its instance may serve
     /// one (not owned: a kept store must not keep its runtime's pool alive).
     home: Option<std::sync::Weak<Warm>>,
+    /// Keeps the epoch ticking while the store may run wasm.
+    _ticking: Running,
     _slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
@@ -425,6 +409,7 @@ impl PooledStore {
             instance,
             calls,
             home,
+            _ticking,
             _slot: slot,
         } = self;
         let small = store.data().limits.memory_bytes <= WARM_MEMORY_BYTES;
