@@ -37,11 +37,25 @@ pub(crate) fn default_cache_dir() -> Option<PathBuf> {
 /// default cache directory, made if missing; in a cache given elsewhere (a
 /// directory under `/tmp`, whose every entry would cost a rule) the jobs'
 /// namespace can then cover the cache whole. The given cache where the
-/// default one cannot be made.
-fn fenced_spill_parent(cache_dir: Option<&Path>) -> Option<PathBuf> {
-    let default = default_cache_dir();
+/// default one (`default`) cannot be made, or where it would be in or
+/// around one of the jobs' usual writable `roots` (a host started in
+/// `$HOME`), which a private directory there would refuse.
+fn fenced_spill_parent(
+    default: Option<PathBuf>,
+    cache_dir: Option<&Path>,
+    roots: &[PathBuf],
+) -> Option<PathBuf> {
+    let overlaps = |dir: &Path| {
+        let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
+        roots.iter().any(|root| {
+            let root = root.canonicalize().unwrap_or_else(|_| root.clone());
+            dir.starts_with(&root) || root.starts_with(&dir)
+        })
+    };
     match default {
-        Some(dir) if Some(dir.as_path()) != cache_dir && made_private(&dir) => Some(dir),
+        Some(dir) if Some(dir.as_path()) != cache_dir && !overlaps(&dir) && made_private(&dir) => {
+            Some(dir)
+        }
         _ => cache_dir.map(Path::to_owned),
     }
 }
@@ -109,7 +123,17 @@ pub(crate) async fn host_on(
         .covered_dirs
         .extend(cache_dir.map(Path::to_owned));
     if !bash_config.sandbox.is_open() {
-        bash_config.fenced_spill_parent = fenced_spill_parent(cache_dir);
+        // The jobs' usual writable roots: the workdir they get when they
+        // name none, and the operator's write paths.
+        let mut roots = bash_config.sandbox.write.clone();
+        roots.extend(
+            bash_config
+                .default_workdir
+                .clone()
+                .or_else(|| std::env::current_dir().ok()),
+        );
+        bash_config.fenced_spill_parent =
+            fenced_spill_parent(default_cache_dir(), cache_dir, &roots);
         // Other sessions' spill directories stand beside this one's: none
         // of them is for this session's jobs to read.
         if let Some(parent) = &bash_config.fenced_spill_parent
@@ -229,4 +253,48 @@ pub(crate) async fn mcp_server(
             .with_tasks(options.tasks)
             .with_claude_channel(options.claude_channel),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spill_parent_is_the_default_cache_unless_it_would_refuse_a_usual_root() {
+        let home = tempfile::tempdir().unwrap();
+        let default = home.path().join(".cache").join("jobs-host");
+        let given = tempfile::tempdir().unwrap();
+        let project = home.path().join("project");
+        std::fs::create_dir(&project).unwrap();
+        let pick = |roots: &[PathBuf]| {
+            fenced_spill_parent(Some(default.clone()), Some(given.path()), roots)
+        };
+        // Made when missing, only this user's to write.
+        assert_eq!(pick(std::slice::from_ref(&project)), Some(default.clone()));
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&default).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o700);
+        // In or around a usual writable root: the given cache.
+        for root in [home.path().to_owned(), default.join("inner")] {
+            assert_eq!(pick(&[root]), Some(given.path().to_owned()));
+        }
+        // The given cache is the default one: it holds the spill directory.
+        assert_eq!(
+            fenced_spill_parent(Some(default.clone()), Some(&default), &[]),
+            Some(default.clone())
+        );
+        // One that others may write is passed over.
+        std::fs::set_permissions(
+            &default,
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
+        assert_eq!(pick(&[]), Some(given.path().to_owned()));
+        // No default (no absolute HOME or XDG_CACHE_HOME).
+        assert_eq!(
+            fenced_spill_parent(None, Some(given.path()), &[]),
+            Some(given.path().to_owned())
+        );
+    }
 }

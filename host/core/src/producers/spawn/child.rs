@@ -260,12 +260,15 @@ fn child_steps(args: &ChildArgs<'_>) -> Result<(), i32> {
             return Err(errno());
         }
     }
-    // Joining a mount namespace moved the child to its root.
+    // Joining a mount namespace moved the child to its root; mounts it
+    // laid itself may cover the directory it entered before them (a name
+    // that led elsewhere when the host checked it): the workdir is entered
+    // again, by its name in the fenced view.
     if args
         .setup
         .sandbox
         .as_ref()
-        .is_some_and(|s| s.join_mount.is_some())
+        .is_some_and(|s| s.join_mount.is_some() || s.namespace.is_some() || !s.mounts.is_empty())
         && let Some(cwd) = args.cwd
     {
         // SAFETY: a NUL-terminated path owned by the parent's `Spec`.
