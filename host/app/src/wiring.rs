@@ -19,16 +19,18 @@ use crate::mcp::JobsServer;
 use crate::settings::{RunnerJobs, Settings};
 
 pub(crate) fn default_cache_dir() -> Option<PathBuf> {
-    // An empty or relative value is ignored, as the XDG spec asks: it would
-    // put the cache in whatever directory the host was started in.
-    let absolute = |var: &str| {
-        std::env::var_os(var)
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-    };
-    absolute("XDG_CACHE_HOME")
-        .or_else(|| absolute("HOME").map(|h| h.join(".cache")))
+    env_dir("XDG_CACHE_HOME")
+        .or_else(|| env_dir("HOME").map(|h| h.join(".cache")))
         .map(|d| d.join("jobs-host"))
+}
+
+/// The directory the environment variable `var` names, when absolute: an
+/// empty or relative value is ignored, as the XDG base directory spec asks
+/// (it would put files in whatever directory the host was started in).
+pub(crate) fn env_dir(var: &str) -> Option<PathBuf> {
+    std::env::var_os(var)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
 }
 
 /// Where a fenced session's spill directory, and with it its jobs' own

@@ -230,6 +230,9 @@ impl PluginRuntime {
     }
 
     /// The engine, for embedders that compile other components alongside.
+    /// Its epoch advances only while a call of this runtime runs (an idle
+    /// host wakes no thread), so a store of the embedder's own on it cannot
+    /// rely on epoch interruption.
     pub fn engine(&self) -> &Engine {
         &self.engine
     }

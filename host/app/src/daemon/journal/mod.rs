@@ -36,12 +36,11 @@ const KEPT_SESSIONS: i64 = 50;
 pub const LOST: &str = "lost";
 
 /// Where the journal lives: `$XDG_STATE_HOME/jobs-host`, else
-/// `~/.local/state/jobs-host`.
+/// `~/.local/state/jobs-host`; an empty or relative value of either is
+/// ignored (see [`crate::wiring::env_dir`]).
 pub fn state_dir() -> Option<PathBuf> {
-    std::env::var_os("XDG_STATE_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+    crate::wiring::env_dir("XDG_STATE_HOME")
+        .or_else(|| crate::wiring::env_dir("HOME").map(|h| h.join(".local/state")))
         .map(|d| d.join("jobs-host"))
 }
 
