@@ -65,14 +65,12 @@ fn fenced_spill_parent(
 /// Makes `dir` (and its parents) if missing, only this user's to write;
 /// whether it is a directory of this user's that nobody else can write.
 fn made_private(dir: &Path) -> bool {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    use std::os::unix::fs::DirBuilderExt;
     let _ = std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir);
-    std::fs::symlink_metadata(dir).is_ok_and(|m| {
-        m.is_dir() && m.uid() == rustix::process::geteuid().as_raw() && m.mode() & 0o022 == 0
-    })
+    dir.is_dir() && host::fs_trust::private_to_us(dir)
 }
 
 /// Everything a session needs, built from settings.

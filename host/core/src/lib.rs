@@ -30,7 +30,7 @@
 
 pub mod capture;
 pub mod clock;
-mod fs_trust;
+pub mod fs_trust;
 pub mod limits;
 pub mod owner;
 pub mod plugin;

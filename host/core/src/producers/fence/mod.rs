@@ -85,12 +85,14 @@ pub use crate::sandbox::{FencePolicy, FsAccess, NetAccess, Sandbox};
 pub(crate) struct Fence {
     policy: FencePolicy,
     support: FenceSupport,
-    /// The host's private directories (canonical): never readable.
+    /// The host's private directories (canonical) that the read rules
+    /// always leave out: never readable.
     hidden: Vec<PathBuf>,
-    /// Those of `hidden` that hold nothing a job needs (not the spill
-    /// directory, which holds the jobs' own temporary directories): the
-    /// job namespace covers them with an empty tmpfs where there is one,
-    /// rather than the read rules naming every entry beside them.
+    /// Its other private directories, which hold nothing a job needs (not
+    /// the spill directory, which holds the jobs' own temporary
+    /// directories): the job namespace covers them with an empty tmpfs
+    /// where there is one, rather than the read rules naming every entry
+    /// beside them (see [`Fence::unreadable`]).
     covered: Vec<PathBuf>,
     /// Where jobs' temporary directories are made: a private directory of
     /// the host's (the spill directory), so none is readable by another job
@@ -170,7 +172,6 @@ impl Fence {
             .into_iter()
             .partition(|dir| !tmp_parent.starts_with(dir));
         hidden.extend(held);
-        hidden.extend(covered.iter().cloned());
         let fence = Fence {
             hidden,
             covered,
@@ -231,18 +232,18 @@ impl Fence {
             .as_ref()
     }
 
+    /// Every private directory of the host's.
+    fn private(&self) -> impl Iterator<Item = &PathBuf> {
+        self.hidden.iter().chain(&self.covered)
+    }
+
     /// The directories a job's read rules leave out: the host's private
     /// ones, but those its mount namespace covers when it has one.
     fn unreadable(&self) -> Vec<PathBuf> {
-        if self.covered.is_empty() || self.job_namespace().is_none() {
+        if !self.covered.is_empty() && self.job_namespace().is_some() {
             return self.hidden.clone();
         }
-        let covered = |dir: &PathBuf| self.covered.contains(dir);
-        self.hidden
-            .iter()
-            .filter(|d| !covered(d))
-            .cloned()
-            .collect()
+        self.private().cloned().collect()
     }
 
     /// The policy.
@@ -290,7 +291,7 @@ impl Fence {
         let workdir = workdir.canonicalize().unwrap_or(workdir);
         // A writable one is refused with the writable roots, below.
         if job.fs == FsAccess::ReadOnly
-            && let Some(private) = self.hidden.iter().find(|p| workdir.starts_with(p))
+            && let Some(private) = self.private().find(|p| workdir.starts_with(p))
         {
             return Err(FenceError::InsidePrivate {
                 workdir,
@@ -326,8 +327,7 @@ impl Fence {
                 });
             }
             if let Some(private) = self
-                .hidden
-                .iter()
+                .private()
                 .find(|p| p.starts_with(root) || root.starts_with(p))
             {
                 return Err(FenceError::HoldsPrivate {
@@ -377,10 +377,10 @@ impl Fence {
                 });
             }
             // Left out of the read rules only when there is a namespace
-            // to cover them (see `unreadable`); one removed since has
-            // nothing left to hide.
+            // to cover them (see `unreadable`); the step skips one removed
+            // since, which has nothing left to hide.
             if self.job_namespace().is_some() {
-                for dir in self.covered.iter().filter(|d| d.is_dir()) {
+                for dir in &self.covered {
                     mounts.push(MountStep::Hide {
                         path: cstring(dir)?,
                     });

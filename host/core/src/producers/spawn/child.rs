@@ -268,7 +268,7 @@ fn child_steps(args: &ChildArgs<'_>) -> Result<(), i32> {
         .setup
         .sandbox
         .as_ref()
-        .is_some_and(|s| s.join_mount.is_some() || s.namespace.is_some() || !s.mounts.is_empty())
+        .is_some_and(|s| s.join_mount.is_some() || s.namespace.is_some())
         && let Some(cwd) = args.cwd
     {
         // SAFETY: a NUL-terminated path owned by the parent's `Spec`.

@@ -106,7 +106,8 @@ pub(crate) struct ChildSetup {
 /// no longer mount, so the mounts come first.
 #[derive(Clone, Default)]
 pub(crate) struct ChildSandbox {
-    /// A mount namespace of its own, for the mount steps.
+    /// A mount namespace of its own, for the mount steps; the working
+    /// directory is entered again after them.
     pub namespace: Option<Namespace>,
     /// Join this mount namespace (a descriptor the parent holds, made with
     /// the mount steps already taken) instead of making one: after the user
